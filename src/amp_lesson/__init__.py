@@ -1,0 +1,17 @@
+"""amp_lesson: the computation behind the mixed-precision book.
+
+Every number, table and figure of the book is computed by this package when
+the book is built. One module per idea:
+
+- :mod:`amp_lesson.device` -- which device the book runs on, and the
+  provenance line each page shows.
+- :mod:`amp_lesson.formats` -- what a floating-point format can hold.
+- :mod:`amp_lesson.scaler` -- dynamic loss scaling, exactly as
+  :class:`torch.amp.GradScaler` does it.
+- :mod:`amp_lesson.accumulation` -- the training loops the book runs.
+- :mod:`amp_lesson.memory` -- where the bytes go.
+- :mod:`amp_lesson.plotting` -- figures that read in light and dark themes.
+- :mod:`amp_lesson.sphinxext` -- the Sphinx extension (imported by Sphinx only).
+"""
+
+__version__ = "0.1.0"
