@@ -1,0 +1,73 @@
+"""Sphinx configuration of the book.
+
+The book must not lie: a failing cell or any warning fails the build, every
+page executes, and the execution cache is keyed on the package's source (see
+``amp_lesson.sphinxext.book``), so it never serves output older than
+``amp_lesson``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import amp_lesson
+
+project = "Mixed precision, loss scaling and gradient accumulation"
+author = "The amp-lesson authors"
+copyright = "2026, the amp-lesson authors"
+release = version = amp_lesson.__version__
+
+extensions = [
+    "myst_nb",
+    "sphinx_design",
+    "amp_lesson.sphinxext",
+]
+
+root_doc = "index"
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "README.md", "_data"]
+templates_path = ["_templates"]
+html_static_path = ["_static"]
+
+# -- MyST and MyST-NB ---------------------------------------------------------
+myst_enable_extensions = ["colon_fence", "dollarmath", "amsmath", "deflist", "substitution"]
+myst_heading_anchors = 3
+
+# "cache" executes a page when its cells or amp_lesson's source change and
+# otherwise reuses the stored outputs. The cache folder is chosen per source
+# hash by amp_lesson.sphinxext.book, so a change to the package re-executes.
+nb_execution_mode = os.environ.get("AMP_LESSON_EXECUTION_MODE", "cache")
+nb_execution_raise_on_error = True  # a failing cell fails the build...
+nb_execution_show_tb = True  # ...and prints its traceback in the log
+nb_execution_allow_errors = False
+# MyST-NB's default is 30 s a cell; the slowest cell (two gloo processes for
+# the DDP page) needs about 10 s on 2 cores, so 180 s leaves a wide margin.
+nb_execution_timeout = 180
+nb_merge_streams = True
+nb_output_stderr = "show"
+
+# -- Math without a CDN: rendered to MathML at build time -------------------------
+html_math_renderer = "mathml"
+
+# -- HTML -------------------------------------------------------------------------
+html_theme = "sphinx_book_theme"
+html_title = "Mixed precision in PyTorch"
+html_last_updated_fmt = ""
+html_theme_options = {
+    "home_page_in_toc": True,
+    "use_download_button": True,
+    "use_fullscreen_button": False,
+    "show_toc_level": 2,
+    "navigation_with_keys": False,
+}
+
+# Where the repository lives, for the "Open in Colab" button. Read the Docs
+# tells its builders; elsewhere set AMP_LESSON_REPOSITORY=owner/name.
+amp_lesson_repository = os.environ.get("AMP_LESSON_REPOSITORY", "")
+amp_lesson_branch = os.environ.get("AMP_LESSON_BRANCH", "main")
+# Files besides the package whose change must re-execute the book.
+amp_lesson_watch = ["_data"]
+
+nitpicky = True
+
+# The theme logs a console error for an empty mode; follow the reader's system setting.
+html_context = {"default_mode": "auto"}

@@ -1,0 +1,123 @@
+"""Sessions for building the book, testing and benchmarking.
+
+Every session shares one environment, ``.nox/amp-lesson``, so PyTorch is
+installed once per environment rather than once per session. It is rebuilt
+when ``pyproject.toml`` changes.
+
+PyTorch: the environment installs ``AMP_LESSON_TORCH`` (default
+``torch==2.13.0``). Where PyPI's default wheel is a CUDA build you do not
+want, point pip at the CPU wheels first, e.g.
+``AMP_LESSON_TORCH_INDEX=https://download.pytorch.org/whl/cpu``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import nox
+
+nox.needs_version = ">=2024.4.15"
+nox.options.sessions = ["lint", "tests"]
+nox.options.default_venv_backend = "none"
+
+ROOT = Path(__file__).parent
+ENV = ROOT / ".nox" / "amp-lesson"
+BIN = ENV / ("Scripts" if os.name == "nt" else "bin")
+DOCS = ROOT / "docs"
+HTML = DOCS / "_build" / "html"
+TORCH = os.environ.get("AMP_LESSON_TORCH", "torch==2.13.0")
+SPHINX_OPTS = ["-W", "-n", "--keep-going", "-b", "html"]
+
+
+def _env(session: nox.Session) -> dict[str, str]:
+    """Create or update the shared environment; return the env vars to run in it."""
+    stamp = ENV / ".amp-lesson-stamp"
+    want = hashlib.sha256(
+        (ROOT / "pyproject.toml").read_bytes() + TORCH.encode()
+    ).hexdigest()
+    if not (stamp.is_file() and stamp.read_text() == want):
+        if ENV.exists() and not stamp.is_file():
+            shutil.rmtree(ENV)
+        if not ENV.exists():
+            session.run(sys.executable, "-m", "venv", str(ENV), external=True)
+        pip = [str(BIN / "python"), "-m", "pip", "install", "--disable-pip-version-check"]
+        index = os.environ.get("AMP_LESSON_TORCH_INDEX")
+        session.run(*pip, TORCH, *(["--index-url", index] if index else []), external=True)
+        session.run(*pip, "-e", ".[dev]", external=True)
+        stamp.write_text(want)
+    return {
+        "VIRTUAL_ENV": str(ENV),
+        "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")]),
+    }
+
+
+def _run(session: nox.Session, env: dict[str, str], *args: str) -> None:
+    session.run(*args, env=env, external=True)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the book, executing every page. `-- --serve` previews it live."""
+    env = _env(session)
+    if "--serve" in session.posargs:
+        _run(
+            session, env, "sphinx-autobuild", *SPHINX_OPTS, "docs", str(HTML),
+            "--watch", "src/amp_lesson",
+            # Executed notebooks and the cache are written during the build:
+            # watching them would rebuild for ever.
+            "--ignore", "*/_build/*", "--ignore", "*/.jupyter_cache/*",
+            "--ignore", "*.ipynb", "--ignore", "*/__pycache__/*",
+            "--port", os.environ.get("PORT", "8000"), "--open-browser",
+            *[a for a in session.posargs if a != "--serve"],
+        )
+        return
+    _run(session, env, "sphinx-build", *SPHINX_OPTS, "docs", str(HTML), *session.posargs)
+    session.log(f"The book is in {HTML / 'index.html'}")
+
+
+@nox.session(name="docs-live")
+def docs_live(session: nox.Session) -> None:
+    """Live preview (same as `nox -s docs -- --serve`)."""
+    session.posargs.append("--serve")
+    docs(session)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The whole suite: unit, property and doctests, the book build, browser tests."""
+    env = _env(session)
+    _run(session, env, "python", "tools/ensure_chromium.py")
+    _run(session, env, "python", "-m", "pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """Ruff, on the package, tests, docs and tools."""
+    env = _env(session)
+    _run(session, env, "ruff", "check", ".")
+    _run(session, env, "ruff", "format", "--check", ".")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmark the build: cold, no-change, one-page edit, page weight."""
+    env = _env(session)
+    _run(session, env, "python", "tools/bench_build.py", *session.posargs)
+
+
+@nox.session
+def notebooks(session: nox.Session) -> None:
+    """Regenerate notebooks/*.ipynb (the Colab copies) from docs/*.md."""
+    env = _env(session)
+    _run(session, env, "python", "tools/notebooks.py", "write")
+
+
+@nox.session(name="gpu-record")
+def gpu_record(session: nox.Session) -> None:
+    """On a CUDA machine: record the speed and memory table into docs/_data/gpu/."""
+    env = _env(session)
+    _run(session, env, "python", "-m", "amp_lesson.bench", "--record", *session.posargs)

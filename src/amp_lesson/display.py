@@ -1,0 +1,110 @@
+"""Small display helpers: tables built from computed rows, and number formatting.
+
+Pages show results as tables built from the data a cell computed, never typed
+in. :class:`Table` renders as an HTML table in the book and as aligned text in
+a terminal or doctest.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def fmt_num(x: Any, digits: int = 4) -> str:
+    """Format a number for prose and tables: plain when moderate, else scientific.
+
+    Integers print as integers; ``digits`` is the count of significant digits.
+
+    >>> fmt_num(65504.0), fmt_num(6.103515625e-05), fmt_num(0.1), fmt_num(3)
+    ('65504', '6.104e-05', '0.1', '3')
+    >>> fmt_num(float("inf")), fmt_num(-0.0), fmt_num(None)
+    ('inf', '-0', '—')
+    """
+    if x is None:
+        return "—"
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, int):
+        return str(x)
+    x = float(x)
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if x == 0:
+        return "-0" if math.copysign(1.0, x) < 0 else "0"
+    if x.is_integer() and abs(x) < 1e7:
+        return str(int(x))
+    if 1e-3 <= abs(x) < 1e5:
+        return f"{x:.{digits}g}"
+    return f"{x:.{digits - 1}e}"
+
+
+@dataclass
+class Table:
+    """Rows (mappings) shown as a table.
+
+    ``columns`` picks and orders the keys (default: the first row's keys);
+    ``formats`` maps a column to a function that turns a value into text
+    (default :func:`fmt_num` for numbers, ``str`` otherwise).
+
+    >>> t = Table([{"format": "fp16", "max": 65504.0}, {"format": "bf16", "max": 3.39e38}])
+    >>> print(t)
+    format  max
+    fp16    65504
+    bf16    3.390e+38
+    """
+
+    rows: Sequence[Mapping[str, Any]]
+    columns: Sequence[str] | None = None
+    formats: Mapping[str, Callable[[Any], str]] = field(default_factory=dict)
+    caption: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rows, Sequence) or isinstance(self.rows, (str, bytes)):
+            raise TypeError(f"rows must be a sequence of mappings, got {type(self.rows).__name__}")
+        for i, row in enumerate(self.rows):
+            if not isinstance(row, Mapping):
+                raise TypeError(f"rows[{i}] must be a mapping, got {type(row).__name__}")
+        if self.columns is None:
+            self.columns = list(self.rows[0]) if self.rows else []
+        unknown = [c for c in self.columns for r in self.rows[:1] if c not in r]
+        if unknown:
+            raise ValueError(f"columns {unknown} are not keys of the rows")
+
+    def _cell(self, column: str, value: Any) -> str:
+        if column in self.formats:
+            return self.formats[column](value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return fmt_num(value)
+        return "—" if value is None else str(value)
+
+    def text_rows(self) -> list[list[str]]:
+        """The header and each row as lists of strings."""
+        cols = list(self.columns or [])
+        return [cols] + [[self._cell(c, row.get(c)) for c in cols] for row in self.rows]
+
+    def __str__(self) -> str:
+        rows = self.text_rows()
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))] if rows else []
+        lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
+    def _repr_html_(self) -> str:
+        rows = self.text_rows()
+        head = "".join(f'<th scope="col">{html.escape(c)}</th>' for c in rows[0])
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:]
+        )
+        caption = f"<caption>{html.escape(self.caption)}</caption>" if self.caption else ""
+        return (
+            f'<table class="amp-table">{caption}<thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table>"
+        )

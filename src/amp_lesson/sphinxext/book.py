@@ -1,0 +1,241 @@
+"""Build machinery that keeps the book honest and self-contained.
+
+- The execution cache is keyed on the source of ``amp_lesson`` (and any
+  watched data), the torch version and the build device: MyST-NB's own key
+  covers a page's cells only, so without this a change to the package would
+  leave old numbers on the page.
+- Every page with code cells must have executed; a page that silently did
+  not (for example front matter with ``kernelspec`` alone) fails the build.
+- Math is rendered to MathML at build time, so no script is fetched.
+- Each page offers its executed notebook for download, and an "Open in
+  Colab" button when the repository is known.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.config import Config
+from sphinx.util import logging
+
+import amp_lesson
+
+logger = logging.getLogger(__name__)
+
+PACKAGE_DIR = Path(amp_lesson.__file__).resolve().parent
+KEEP_CACHES = 3
+_SKIP_PARTS = {"__pycache__", ".ipynb_checkpoints"}
+
+
+def source_hash(paths: Iterable[Path], extra: Iterable[str] = ()) -> str:
+    """SHA-256 over every file below ``paths`` (names and bytes) and ``extra``.
+
+    Byte-compiled files and caches are left out, so the hash changes exactly
+    when a source file, a data file or one of the ``extra`` strings changes.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "a.py").write_text("X = 1")
+    >>> h1 = source_hash([d])
+    >>> _ = (d / "a.py").write_text("X = 2")
+    >>> h1 == source_hash([d])
+    False
+    """
+    digest = hashlib.sha256()
+    for root in sorted(Path(p) for p in paths):
+        if not root.exists():
+            digest.update(f"missing:{root.name}".encode())
+            continue
+        files = [root] if root.is_file() else sorted(root.rglob("*"))
+        for path in files:
+            if not path.is_file() or path.suffix in {".pyc", ".pyo"}:
+                continue
+            if _SKIP_PARTS.intersection(path.parts):
+                continue
+            rel = path.relative_to(root.parent).as_posix()
+            digest.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+    for item in extra:
+        digest.update(item.encode() + b"\0")
+    return digest.hexdigest()
+
+
+def execution_key(watch: Iterable[Path] = ()) -> str:
+    """The execution-cache key of this build environment.
+
+    It covers the package's source, watched files, the torch version and the
+    device the cells will run on (``AMP_LESSON_DEVICE`` and whether CUDA is
+    present), since each of these changes what the pages print.
+    """
+    import torch
+
+    device = os.environ.get("AMP_LESSON_DEVICE", "auto")
+    extra = [f"torch={torch.__version__}", f"device={device}",
+             f"cuda={torch.cuda.is_available()}"]
+    return source_hash([PACKAGE_DIR, *watch], extra)
+
+
+def _key_cache_on_sources(app: Sphinx, config: Config) -> None:
+    confdir = Path(app.confdir)
+    watch = [confdir / p for p in config.amp_lesson_watch]
+    key = execution_key(watch)
+    config.amp_lesson_source_hash = key
+    base = Path(os.environ.get("AMP_LESSON_CACHE_DIR") or Path(app.outdir).parent / ".jupyter_cache")
+    cache = base / key[:16]
+    config.nb_execution_cache_path = str(cache)
+    if base.is_dir():
+        # Keep the few most recent caches (switching branches back and forth
+        # stays cheap) and drop the rest, which can never be hit again.
+        old = sorted((p for p in base.iterdir() if p.is_dir() and p != cache),
+                     key=lambda p: p.stat().st_mtime, reverse=True)
+        for stale in old[KEEP_CACHES - 1:]:
+            shutil.rmtree(stale, ignore_errors=True)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    logger.info("amp_lesson: execution cache key %s", key[:16])
+
+
+_CODE_CELL = re.compile(r"^(```|:::)\{code-cell\}", re.MULTILINE)
+
+
+def _check_pages_executed(app: Sphinx, env: Any) -> None:
+    """Warn (so ``-W`` fails the build) for any page whose cells never ran."""
+    nb_metadata = getattr(env, "nb_metadata", {})
+    for docname in sorted(env.found_docs):
+        source = Path(env.doc2path(docname))
+        if source.suffix not in {".md", ".ipynb"}:
+            continue
+        text = source.read_text(encoding="utf-8")
+        has_cells = bool(_CODE_CELL.search(text)) or source.suffix == ".ipynb"
+        if not has_cells:
+            continue
+        exec_data = nb_metadata.get(docname, {}).get("exec_data")
+        if not exec_data or not exec_data.get("succeeded"):
+            logger.warning(
+                "%s has code cells but was not executed; give it jupytext or "
+                "'file_format: mystnb' front matter with a kernelspec",
+                docname, location=docname, type="amp_lesson", subtype="not_executed",
+            )
+
+
+# -- MathML ----------------------------------------------------------------------
+
+
+def _mathml(latex: str, display: bool) -> str:
+    from latex2mathml.converter import convert
+
+    return convert(latex.strip(), display="block" if display else "inline")
+
+
+def _visit_math_html(self: Any, node: nodes.Element) -> None:
+    self.body.append(f'<span class="math notranslate">{_mathml(node.astext(), False)}</span>')
+    raise nodes.SkipNode
+
+
+def _visit_displaymath_html(self: Any, node: nodes.Element) -> None:
+    latex = node.astext()
+    if node.get("number"):
+        number = f'<span class="eqno">({node["number"]})</span>'
+    else:
+        number = ""
+    self.body.append(self.starttag(node, "div", CLASS="math notranslate nohighlight"))
+    self.body.append(f"{number}{_mathml(latex, True)}</div>\n")
+    raise nodes.SkipNode
+
+
+# -- notebooks: download and Colab ------------------------------------------------
+
+
+def _repository(app: Sphinx) -> str:
+    """``owner/name`` of the GitHub repository, or '' when it is not known."""
+    repo = app.config.amp_lesson_repository.strip()
+    if not repo:
+        url = os.environ.get("READTHEDOCS_GIT_CLONE_URL", "")
+        match = re.match(r"(?:https://github\.com/|git@github\.com:)([^/]+/[^/.]+)", url)
+        repo = match.group(1) if match else ""
+    return repo.removesuffix(".git").strip("/")
+
+
+def notebook_for_download(executed: dict[str, Any], repository: str) -> dict[str, Any]:
+    """The executed notebook with a first cell that says how to run it elsewhere."""
+    nb = json.loads(json.dumps(executed))
+    if repository:
+        install = f'%pip install -q "amp-lesson @ git+https://github.com/{repository}"'
+        where = f"from [github.com/{repository}](https://github.com/{repository})"
+    else:
+        install = "%pip install -q amp-lesson  # or: pip install -e <your clone of the book>"
+        where = "from the book's repository"
+    intro = {
+        "cell_type": "markdown",
+        "metadata": {},
+        "source": (
+            "This notebook is a page of the book *Mixed precision in PyTorch*, "
+            "with the outputs of the build that published it. To run it yourself "
+            f"it needs the package `amp_lesson` {where}; the next cell installs it."
+        ),
+    }
+    setup = {
+        "cell_type": "code",
+        "execution_count": None,
+        "metadata": {},
+        "outputs": [],
+        "source": f"import importlib.util\nif importlib.util.find_spec('amp_lesson') is None:\n    {install}",
+    }
+    nb["cells"] = [intro, setup, *nb.get("cells", [])]
+    return nb
+
+
+def _add_notebook_buttons(app: Sphinx, pagename: str, templatename: str,
+                          context: dict[str, Any], doctree: Any) -> None:
+    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+    if doctree is None or not executed.is_file():
+        return
+    target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nb = notebook_for_download(json.loads(executed.read_text(encoding="utf-8")),
+                               _repository(app))
+    target.write_text(json.dumps(nb, indent=1), encoding="utf-8")
+    context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+def _add_colab_button(app: Sphinx, pagename: str, templatename: str,
+                      context: dict[str, Any], doctree: Any) -> None:
+    repo = _repository(app)
+    if not repo or "ipynb_source" not in context or "header_buttons" not in context:
+        return
+    branch = app.config.amp_lesson_branch
+    url = f"https://colab.research.google.com/github/{repo}/blob/{branch}/notebooks/{pagename}.ipynb"
+    context["header_buttons"].append({
+        "type": "link", "text": "Colab", "url": url,
+        "tooltip": "Open this page as a notebook in Colab",
+        "icon": "_static/images/logo_colab.png", "label": "colab-button",
+    })
+
+
+def setup(app: Sphinx) -> None:
+    app.add_config_value("amp_lesson_watch", [], "env", types=[list])
+    app.add_config_value("amp_lesson_source_hash", "", "env", types=[str])
+    app.add_config_value("amp_lesson_repository", "", "html", types=[str])
+    app.add_config_value("amp_lesson_branch", "main", "html", types=[str])
+    # Before MyST-NB reads nb_execution_cache_path at builder-inited.
+    app.connect("config-inited", _key_cache_on_sources, priority=100)
+    app.connect("env-check-consistency", _check_pages_executed)
+    app.add_html_math_renderer(
+        "mathml", (_visit_math_html, None), (_visit_displaymath_html, None)
+    )
+    # Before the theme builds its download menu (priority 500), after it adds buttons.
+    app.connect("html-page-context", _add_notebook_buttons, priority=450)
+    app.connect("html-page-context", _add_colab_button, priority=900)
+    app.connect("config-inited", _add_static_path)
+    app.add_css_file("amp_lesson.css")
+
+
+def _add_static_path(app: Sphinx, config: Config) -> None:
+    config.html_static_path.append(str(Path(__file__).parent / "static"))

@@ -1,0 +1,124 @@
+"""Fixtures shared by the suite: the built book, a local server, a browser."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+HTML = DOCS / "_build" / "html"
+SPHINX_OPTS = ["-W", "-n", "--keep-going", "-b", "html"]
+
+sys.path.insert(0, str(ROOT / "tools"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device; torch sees none")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
+def sphinx_build(src: Path, out: Path, *extra: str, env: dict[str, str] | None = None,
+                 check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run sphinx-build as the docs session does; return the finished process."""
+    cmd = [sys.executable, "-m", "sphinx", *SPHINX_OPTS, str(src), str(out), *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"sphinx-build failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
+        )
+    return proc
+
+
+@pytest.fixture(scope="session")
+def built_book() -> Path:
+    """The book, built (incrementally, through the execution cache) into docs/_build/html."""
+    sphinx_build(DOCS, HTML)
+    return HTML
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+@pytest.fixture(scope="session")
+def site_url(built_book: Path) -> Iterator[str]:
+    """The built book served on 127.0.0.1 (a free port)."""
+    handler = functools.partial(_QuietHandler, directory=str(built_book))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    """Debian's Chromium driven by Playwright (skipped off CI when absent)."""
+    from ensure_chromium import find
+
+    path = find()
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing on CI; .ci/run must install it")
+        pytest.skip("no Chromium found (install Debian's chromium or set CHROMIUM_PATH)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser, site_url: str):  # type: ignore[no-untyped-def]
+    """A fresh page that records console errors and requests leaving 127.0.0.1.
+
+    ``page.console_errors`` and ``page.outside_requests`` are lists the test
+    can assert on.
+    """
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = context.new_page()
+    pg.console_errors = []
+    pg.outside_requests = []
+    pg.on("console", lambda m: m.type == "error" and pg.console_errors.append(m.text))
+    pg.on("pageerror", lambda e: pg.console_errors.append(str(e)))
+
+    def _route(route):  # block anything not served by the test server
+        url = route.request.url
+        if url.startswith(site_url) or url.startswith("data:") or url.startswith("blob:"):
+            route.continue_()
+        else:
+            pg.outside_requests.append(url)
+            route.abort()
+
+    pg.route("**/*", _route)
+    try:
+        yield pg
+    finally:
+        context.close()
