@@ -36,9 +36,7 @@ SPHINX_OPTS = ["-W", "-n", "--keep-going", "-b", "html"]
 def _env(session: nox.Session) -> dict[str, str]:
     """Create or update the shared environment; return the env vars to run in it."""
     stamp = ENV / ".amp-lesson-stamp"
-    want = hashlib.sha256(
-        (ROOT / "pyproject.toml").read_bytes() + TORCH.encode()
-    ).hexdigest()
+    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + TORCH.encode()).hexdigest()
     if not (stamp.is_file() and stamp.read_text() == want):
         if ENV.exists() and not stamp.is_file():
             shutil.rmtree(ENV)
@@ -65,13 +63,27 @@ def docs(session: nox.Session) -> None:
     env = _env(session)
     if "--serve" in session.posargs:
         _run(
-            session, env, "sphinx-autobuild", *SPHINX_OPTS, "docs", str(HTML),
-            "--watch", "src/amp_lesson",
+            session,
+            env,
+            "sphinx-autobuild",
+            *SPHINX_OPTS,
+            "docs",
+            str(HTML),
+            "--watch",
+            "src/amp_lesson",
             # Executed notebooks and the cache are written during the build:
             # watching them would rebuild for ever.
-            "--ignore", "*/_build/*", "--ignore", "*/.jupyter_cache/*",
-            "--ignore", "*.ipynb", "--ignore", "*/__pycache__/*",
-            "--port", os.environ.get("PORT", "8000"), "--open-browser",
+            "--ignore",
+            "*/_build/*",
+            "--ignore",
+            "*/.jupyter_cache/*",
+            "--ignore",
+            "*.ipynb",
+            "--ignore",
+            "*/__pycache__/*",
+            "--port",
+            os.environ.get("PORT", "8000"),
+            "--open-browser",
             *[a for a in session.posargs if a != "--serve"],
         )
         return

@@ -25,8 +25,6 @@ extensions = [
 
 root_doc = "index"
 exclude_patterns = ["_build", "**.ipynb_checkpoints", "README.md", "_data"]
-templates_path = ["_templates"]
-html_static_path = ["_static"]
 
 # -- MyST and MyST-NB ---------------------------------------------------------
 myst_enable_extensions = ["colon_fence", "dollarmath", "amsmath", "deflist", "substitution"]

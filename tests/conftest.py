@@ -5,21 +5,13 @@ from __future__ import annotations
 import functools
 import http.server
 import os
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-DOCS = ROOT / "docs"
-HTML = DOCS / "_build" / "html"
-SPHINX_OPTS = ["-W", "-n", "--keep-going", "-b", "html"]
-
-sys.path.insert(0, str(ROOT / "tools"))
+from helpers import DOCS, HTML, sphinx_build
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -31,18 +23,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def sphinx_build(src: Path, out: Path, *extra: str, env: dict[str, str] | None = None,
-                 check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run sphinx-build as the docs session does; return the finished process."""
-    cmd = [sys.executable, "-m", "sphinx", *SPHINX_OPTS, str(src), str(out), *extra]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
-    if check and proc.returncode != 0:
-        raise AssertionError(
-            f"sphinx-build failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
-        )
-    return proc
-
-
 @pytest.fixture(scope="session")
 def built_book() -> Path:
     """The book, built (incrementally, through the execution cache) into docs/_build/html."""
@@ -51,7 +31,7 @@ def built_book() -> Path:
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 
@@ -70,8 +50,14 @@ def site_url(built_book: Path) -> Iterator[str]:
 
 
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import os
 import re
@@ -72,14 +73,20 @@ def execution_key(watch: Iterable[Path] = ()) -> str:
     """The execution-cache key of this build environment.
 
     It covers the package's source, watched files, the torch version and the
-    device the cells will run on (``AMP_LESSON_DEVICE`` and whether CUDA is
-    present), since each of these changes what the pages print.
+    device the cells will run on (``AMP_LESSON_DEVICE`` and whether an NVIDIA
+    device is present), since each of these changes what the pages print.
+    torch itself is not imported: that alone would cost an author two seconds
+    on every rebuild.
     """
-    import torch
-
-    device = os.environ.get("AMP_LESSON_DEVICE", "auto")
-    extra = [f"torch={torch.__version__}", f"device={device}",
-             f"cuda={torch.cuda.is_available()}"]
+    try:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch_version = "absent"
+    extra = [
+        f"torch={torch_version}",
+        f"device={os.environ.get('AMP_LESSON_DEVICE', 'auto')}",
+        f"nvidia={os.path.exists('/dev/nvidiactl')}",
+    ]
     return source_hash([PACKAGE_DIR, *watch], extra)
 
 
@@ -88,15 +95,20 @@ def _key_cache_on_sources(app: Sphinx, config: Config) -> None:
     watch = [confdir / p for p in config.amp_lesson_watch]
     key = execution_key(watch)
     config.amp_lesson_source_hash = key
-    base = Path(os.environ.get("AMP_LESSON_CACHE_DIR") or Path(app.outdir).parent / ".jupyter_cache")
+    base = Path(
+        os.environ.get("AMP_LESSON_CACHE_DIR") or Path(app.outdir).parent / ".jupyter_cache"
+    )
     cache = base / key[:16]
     config.nb_execution_cache_path = str(cache)
     if base.is_dir():
         # Keep the few most recent caches (switching branches back and forth
         # stays cheap) and drop the rest, which can never be hit again.
-        old = sorted((p for p in base.iterdir() if p.is_dir() and p != cache),
-                     key=lambda p: p.stat().st_mtime, reverse=True)
-        for stale in old[KEEP_CACHES - 1:]:
+        old = sorted(
+            (p for p in base.iterdir() if p.is_dir() and p != cache),
+            key=lambda p: p.stat().st_mtime,
+            reverse=True,
+        )
+        for stale in old[KEEP_CACHES - 1 :]:
             shutil.rmtree(stale, ignore_errors=True)
     cache.parent.mkdir(parents=True, exist_ok=True)
     logger.info("amp_lesson: execution cache key %s", key[:16])
@@ -121,7 +133,10 @@ def _check_pages_executed(app: Sphinx, env: Any) -> None:
             logger.warning(
                 "%s has code cells but was not executed; give it jupytext or "
                 "'file_format: mystnb' front matter with a kernelspec",
-                docname, location=docname, type="amp_lesson", subtype="not_executed",
+                docname,
+                location=docname,
+                type="amp_lesson",
+                subtype="not_executed",
             )
 
 
@@ -192,31 +207,39 @@ def notebook_for_download(executed: dict[str, Any], repository: str) -> dict[str
     return nb
 
 
-def _add_notebook_buttons(app: Sphinx, pagename: str, templatename: str,
-                          context: dict[str, Any], doctree: Any) -> None:
+def _add_notebook_buttons(
+    app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
     executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
     if doctree is None or not executed.is_file():
         return
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
-    nb = notebook_for_download(json.loads(executed.read_text(encoding="utf-8")),
-                               _repository(app))
+    nb = notebook_for_download(json.loads(executed.read_text(encoding="utf-8")), _repository(app))
     target.write_text(json.dumps(nb, indent=1), encoding="utf-8")
     context["ipynb_source"] = f"{pagename}.ipynb"
 
 
-def _add_colab_button(app: Sphinx, pagename: str, templatename: str,
-                      context: dict[str, Any], doctree: Any) -> None:
+def _add_colab_button(
+    app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
     repo = _repository(app)
     if not repo or "ipynb_source" not in context or "header_buttons" not in context:
         return
     branch = app.config.amp_lesson_branch
-    url = f"https://colab.research.google.com/github/{repo}/blob/{branch}/notebooks/{pagename}.ipynb"
-    context["header_buttons"].append({
-        "type": "link", "text": "Colab", "url": url,
-        "tooltip": "Open this page as a notebook in Colab",
-        "icon": "_static/images/logo_colab.png", "label": "colab-button",
-    })
+    url = (
+        f"https://colab.research.google.com/github/{repo}/blob/{branch}/notebooks/{pagename}.ipynb"
+    )
+    context["header_buttons"].append(
+        {
+            "type": "link",
+            "text": "Colab",
+            "url": url,
+            "tooltip": "Open this page as a notebook in Colab",
+            "icon": "_static/images/logo_colab.png",
+            "label": "colab-button",
+        }
+    )
 
 
 def setup(app: Sphinx) -> None:
@@ -227,9 +250,7 @@ def setup(app: Sphinx) -> None:
     # Before MyST-NB reads nb_execution_cache_path at builder-inited.
     app.connect("config-inited", _key_cache_on_sources, priority=100)
     app.connect("env-check-consistency", _check_pages_executed)
-    app.add_html_math_renderer(
-        "mathml", (_visit_math_html, None), (_visit_displaymath_html, None)
-    )
+    app.add_html_math_renderer("mathml", (_visit_math_html, None), (_visit_displaymath_html, None))
     # Before the theme builds its download menu (priority 500), after it adds buttons.
     app.connect("html-page-context", _add_notebook_buttons, priority=450)
     app.connect("html-page-context", _add_colab_button, priority=900)

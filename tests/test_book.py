@@ -1,0 +1,177 @@
+"""The book build cannot lie: it fails on errors, executes every page, never serves stale output."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import DOCS, ROOT, sphinx_build
+
+import amp_lesson
+
+pytestmark = pytest.mark.book
+
+FRONT_MATTER = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+"""
+
+
+def _toctree_docs(env) -> list[str]:  # type: ignore[no-untyped-def]
+    """Every document reachable from the root toctree."""
+    seen, todo = [], ["index"]
+    while todo:
+        doc = todo.pop(0)
+        if doc in seen:
+            continue
+        seen.append(doc)
+        todo.extend(env.toctree_includes.get(doc, []))
+    return seen
+
+
+def _env(html: Path):  # type: ignore[no-untyped-def]
+    with open(html / ".doctrees" / "environment.pickle", "rb") as f:
+        return pickle.load(f)
+
+
+def test_every_page_in_the_toctree_was_executed(built_book: Path) -> None:
+    env = _env(built_book)
+    docs = _toctree_docs(env)
+    assert len(docs) > 1
+    pages_with_code = 0
+    for doc in docs:
+        source = Path(env.doc2path(doc)).read_text(encoding="utf-8")
+        if "{code-cell}" not in source:
+            continue
+        pages_with_code += 1
+        exec_data = env.nb_metadata[doc].get("exec_data")
+        assert exec_data and exec_data["succeeded"], f"{doc} was not executed"
+        executed = json.loads((built_book.parent / "jupyter_execute" / f"{doc}.ipynb").read_text())
+        code = [c for c in executed["cells"] if c["cell_type"] == "code"]
+        assert code and all(c.get("execution_count") for c in code), f"{doc}: unexecuted cells"
+        html = (built_book / f"{doc}.html").read_text(encoding="utf-8")
+        assert 'class="amp-provenance"' in html, f"{doc} lacks its provenance line"
+    assert pages_with_code >= 1
+
+
+def test_no_page_loads_anything_from_outside(built_book: Path) -> None:
+    pattern = re.compile(
+        r'<(?:script|link|img|iframe|source)\b[^>]*(?:src|href)="(https?:)?//', re.IGNORECASE
+    )
+    offenders = []
+    for page in built_book.rglob("*.html"):
+        for match in pattern.finditer(page.read_text(encoding="utf-8")):
+            tag = match.group(0)
+            if tag.lower().startswith("<link") and "stylesheet" not in tag and "preload" not in tag:
+                continue  # a plain hyperlink-like <link rel=...>, not a load
+            offenders.append((page.relative_to(built_book).as_posix(), tag))
+    assert offenders == []
+
+
+def test_each_page_offers_its_executed_notebook(built_book: Path) -> None:
+    env = _env(built_book)
+    for doc in _toctree_docs(env):
+        if "exec_data" not in env.nb_metadata.get(doc, {}):
+            continue
+        nb_path = built_book / "_sources" / f"{doc}.ipynb"
+        nb = json.loads(nb_path.read_text(encoding="utf-8"))
+        assert nb["nbformat"] == 4 and nb["cells"][1]["cell_type"] == "code"
+        assert any(c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")
+        html = (built_book / f"{doc}.html").read_text(encoding="utf-8")
+        assert f"_sources/{doc}.ipynb" in html, f"{doc}: no download link"
+
+
+# -- small books built in a temporary folder ----------------------------------------
+
+
+def _mini_book(tmp: Path, body: str, front_matter: str = FRONT_MATTER) -> Path:
+    src = tmp / "docs"
+    src.mkdir()
+    shutil.copy(DOCS / "conf.py", src / "conf.py")
+    for folder in ("_data", "_static", "_templates"):
+        (src / folder).mkdir()
+    (src / "index.md").write_text("# Mini\n\n```{toctree}\npage\n```\n")
+    (src / "page.md").write_text(front_matter + "\n# Page\n\n" + body)
+    return src
+
+
+def test_a_failing_cell_fails_the_build_and_prints_the_traceback(tmp_path: Path) -> None:
+    src = _mini_book(tmp_path, "```{code-cell} ipython3\ndef f():\n    return 1 / 0\nf()\n```\n")
+    proc = sphinx_build(src, tmp_path / "html", check=False)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "ZeroDivisionError" in log
+    assert "return 1 / 0" in log  # the traceback itself, not just the error name
+
+
+def test_a_page_that_would_silently_not_execute_fails_the_build(tmp_path: Path) -> None:
+    kernelspec_only = "---\nkernelspec:\n  name: python3\n  display_name: Python 3\n---\n"
+    src = _mini_book(tmp_path, "```{code-cell} ipython3\n1 + 1\n```\n", kernelspec_only)
+    proc = sphinx_build(src, tmp_path / "html", check=False)
+    assert proc.returncode != 0
+    assert "has code cells but was not executed" in proc.stdout + proc.stderr
+
+
+def test_changing_the_package_reexecutes_the_page(tmp_path: Path) -> None:
+    """A constant changed in amp_lesson shows on the rebuilt page (no stale cache)."""
+    pkg = tmp_path / "pkg"
+    shutil.copytree(
+        Path(amp_lesson.__file__).parent,
+        pkg / "amp_lesson",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    init = pkg / "amp_lesson" / "__init__.py"
+    init.write_text(init.read_text() + "\nLESSON_CONSTANT = 'first value'\n")
+    body = "```{code-cell} ipython3\nimport amp_lesson\nprint(amp_lesson.LESSON_CONSTANT)\n```\n"
+    src = _mini_book(tmp_path, body)
+    out = tmp_path / "html"
+    env = dict(os.environ, PYTHONPATH=str(pkg))
+
+    sphinx_build(src, out, env=env)
+    assert "first value" in (out / "page.html").read_text()
+    # An unchanged rebuild is served from the cache (nothing re-executes)...
+    sphinx_build(src, out, "-E", env=env)
+    assert _env(out).nb_metadata["page"]["exec_data"]["method"] == "cache"
+
+    init.write_text(init.read_text().replace("first value", "second value"))
+    sphinx_build(src, out, env=env)  # no -E: an author's plain rebuild
+    page = (out / "page.html").read_text()
+    assert "second value" in page and "first value" not in page
+
+
+def test_the_cache_key_covers_package_and_data(tmp_path: Path) -> None:
+    from amp_lesson.sphinxext.book import source_hash
+
+    pkg = tmp_path / "amp_lesson"
+    pkg.mkdir()
+    (pkg / "formats.py").write_text("BIAS = 15\n")
+    data = tmp_path / "_data"
+    data.mkdir()
+    (data / "gpu.json").write_text("{}")
+    base = source_hash([pkg, data])
+    (pkg / "__pycache__").mkdir()
+    (pkg / "__pycache__" / "formats.cpython-311.pyc").write_bytes(b"\0")
+    assert source_hash([pkg, data]) == base  # byte-code is not source
+    (data / "gpu.json").write_text('{"x": 1}')
+    assert source_hash([pkg, data]) != base
+    assert source_hash([pkg, data], ["torch=2.13"]) != source_hash([pkg, data], ["torch=2.14"])
+
+
+def test_execution_timeout_is_raised_from_the_default() -> None:
+    conf: dict[str, object] = {}
+    exec(compile((DOCS / "conf.py").read_text(), "conf.py", "exec"), conf)
+    assert conf["nb_execution_timeout"] > 30
+    assert conf["nb_execution_raise_on_error"] is True
+    assert ROOT.joinpath("docs", "conf.py").is_file()
