@@ -1,0 +1,510 @@
+"""Dynamic loss scaling, exactly as :class:`torch.amp.GradScaler` does it.
+
+Small gradients underflow in float16: anything below about ``6e-8`` is
+stored as zero, and the gradient is lost. Loss scaling multiplies the loss
+by a factor ``S`` before ``backward()``; by the chain rule every gradient is
+multiplied by ``S`` too, which lifts the small ones back into fp16's range.
+Before the optimizer step the gradients are divided by ``S`` again (in
+float32, where they fit).
+
+Too large an ``S`` makes some scaled gradient overflow to ``inf``. PyTorch's
+``GradScaler`` therefore chooses ``S`` *dynamically*: a step whose scaled
+gradients contain ``inf`` or ``NaN`` is skipped and ``S`` shrinks; after
+``growth_interval`` good steps in a row ``S`` grows again.
+
+This module holds
+
+- :class:`ScalerSimulator` and :func:`simulate` -- a pure-Python model of the
+  scale that reproduces GradScaler's float32 arithmetic bit for bit;
+- :func:`run_torch_scaler` -- the same schedule driven through a *real*
+  ``torch.amp.GradScaler``, a one-parameter model and SGD, so the book can
+  show that the model and PyTorch agree;
+- :func:`follow_gradient` -- one gradient value followed through scaling,
+  fp16 storage and unscaling (the book's "loss scaling by hand" table);
+- :func:`max_safe_scale` -- the largest power-of-two scale that keeps a
+  given gradient below the format's largest value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from amp_lesson._checks import check_finite, check_int, check_positive
+from amp_lesson.device import get_device
+
+__all__ = [
+    "GradientRow",
+    "ScaleStep",
+    "ScalerSimulator",
+    "follow_gradient",
+    "max_safe_scale",
+    "run_torch_scaler",
+    "simulate",
+]
+
+_FP32_MAX = float(np.finfo(np.float32).max)
+
+
+def _to_f32(value: float) -> float:
+    """Round a Python float (a double) to the nearest float32, as C++'s cast does.
+
+    Out-of-range values become ``±inf`` and tiny ones become float32
+    subnormals or zero, with round-to-nearest-even throughout.
+    """
+    with np.errstate(over="ignore", under="ignore"):
+        return float(np.float32(value))
+
+
+def _check_bool(name: str, value: Any) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(
+        f"{name} must be a bool (True if the step's scaled gradients had inf/NaN), "
+        f"got {type(value).__name__} {value!r}"
+    )
+
+
+def _check_f32_positive(name: str, value: Any) -> float:
+    value = check_positive(name, value)
+    as_f32 = _to_f32(value)
+    if not math.isfinite(as_f32) or as_f32 == 0.0:
+        raise ValueError(
+            f"{name} must be representable in float32 (GradScaler keeps the scale in a "
+            f"float32 tensor): between about 1.4e-45 and {_FP32_MAX:.7g}, got {value!r}"
+        )
+    return value
+
+
+def _check_growth_factor(value: Any) -> float:
+    value = check_finite("growth_factor", value)
+    if value <= 1.0:
+        raise ValueError(f"growth_factor must be a finite number > 1, got {value!r}")
+    return value
+
+
+def _check_backoff_factor(value: Any) -> float:
+    value = check_finite("backoff_factor", value)
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"backoff_factor must be in the open interval (0, 1), got {value!r}")
+    return value
+
+
+def _check_sequence(found_inf_sequence: Any) -> list[bool]:
+    name = "found_inf_sequence"
+    if isinstance(found_inf_sequence, (str, bytes)) or not isinstance(found_inf_sequence, Iterable):
+        raise TypeError(
+            f"{name} must be an iterable of bools (one per step), "
+            f"got {type(found_inf_sequence).__name__} {found_inf_sequence!r}"
+        )
+    return [_check_bool(f"{name}[{i}]", v) for i, v in enumerate(found_inf_sequence)]
+
+
+class ScalerSimulator:
+    """A pure-Python model of the scale inside :class:`torch.amp.GradScaler`.
+
+    After every iteration GradScaler's ``update()`` does this (the CPU and
+    CUDA kernels are the same):
+
+    - if the step's scaled gradients held an ``inf`` or ``NaN``
+      (``found_inf``): the optimizer step was skipped, the scale is
+      multiplied by ``backoff_factor`` and the growth tracker is reset to 0;
+    - otherwise the tracker counts one more good step; when it reaches
+      ``growth_interval`` the scale is multiplied by ``growth_factor`` --
+      unless that would overflow float32 to ``inf``, in which case the scale
+      stays put -- and the tracker is reset to 0.
+
+    The scale lives in a float32 tensor. Each product is formed in double
+    precision (``float * double`` in the kernel) and rounded to float32, so
+    :attr:`scale` is always a float32 value; repeated backoff walks it down
+    through the float32 subnormals to exactly ``0.0``, as PyTorch does
+    (``2**16`` halved 166 times). A zero scale never grows back (``0 × 2``
+    is 0), and GradScaler then unscales with ``inv_scale = 1/0 = inf``, so
+    every "good" step applies ``NaN`` gradients: a run whose scale backs off
+    that far is broken, which is why a collapsing scale is a red flag.
+
+    Why start as high as ``2**16``? A scale that is too high costs one
+    skipped step per halving and is corrected within a few steps; a scale
+    that is too low costs ``growth_interval`` (default 2000) good steps per
+    doubling, during which small gradients are silently lost. Erring high is
+    cheap, erring low is slow.
+
+    >>> s = ScalerSimulator(init_scale=1024.0, growth_interval=2)
+    >>> s.update(True)                 # overflow: skip the step, halve the scale
+    >>> s.scale, s.growth_tracker
+    (512.0, 0)
+    >>> s.update(False); s.scale, s.growth_tracker
+    (512.0, 1)
+    >>> s.update(False); s.scale, s.growth_tracker   # 2nd good step in a row: grow
+    (1024.0, 0)
+    """
+
+    def __init__(
+        self,
+        init_scale: float = 2.0**16,
+        growth_factor: float = 2.0,
+        backoff_factor: float = 0.5,
+        growth_interval: int = 2000,
+    ) -> None:
+        self._init_scale = _check_f32_positive("init_scale", init_scale)
+        self._growth_factor = _check_growth_factor(growth_factor)
+        self._backoff_factor = _check_backoff_factor(backoff_factor)
+        self._growth_interval = check_int("growth_interval", growth_interval, minimum=1)
+        self._scale = _to_f32(self._init_scale)
+        self._growth_tracker = 0
+
+    @property
+    def scale(self) -> float:
+        """The current scale, a Python float holding a float32 value."""
+        return self._scale
+
+    @property
+    def growth_tracker(self) -> int:
+        """Good steps in a row since the last skip or growth."""
+        return self._growth_tracker
+
+    @property
+    def init_scale(self) -> float:
+        """The scale asked for at construction (before rounding to float32)."""
+        return self._init_scale
+
+    @property
+    def growth_factor(self) -> float:
+        """Factor the scale grows by after ``growth_interval`` good steps."""
+        return self._growth_factor
+
+    @property
+    def backoff_factor(self) -> float:
+        """Factor the scale shrinks by after a step with inf/NaN gradients."""
+        return self._backoff_factor
+
+    @property
+    def growth_interval(self) -> int:
+        """Good steps in a row needed before the scale grows."""
+        return self._growth_interval
+
+    def update(self, found_inf: bool) -> None:
+        """Advance one iteration, as ``GradScaler.update()`` does.
+
+        ``found_inf`` says whether that iteration's scaled gradients held an
+        ``inf`` or ``NaN`` (and so whether its optimizer step was skipped).
+
+        >>> s = ScalerSimulator(init_scale=3.0, growth_interval=1)
+        >>> s.update(False); s.scale
+        6.0
+        >>> s.update(1)
+        Traceback (most recent call last):
+        ...
+        TypeError: found_inf must be a bool (True if the step's scaled gradients had inf/NaN), got int 1
+        """
+        if _check_bool("found_inf", found_inf):
+            self._scale = _to_f32(self._scale * self._backoff_factor)
+            self._growth_tracker = 0
+            return
+        successful = self._growth_tracker + 1
+        if successful == self._growth_interval:
+            grown = _to_f32(self._scale * self._growth_factor)
+            if math.isfinite(grown):
+                self._scale = grown
+            self._growth_tracker = 0
+        else:
+            self._growth_tracker = successful
+
+    def __repr__(self) -> str:
+        return (
+            f"ScalerSimulator(scale={self._scale!r}, growth_tracker={self._growth_tracker}, "
+            f"growth_factor={self._growth_factor!r}, backoff_factor={self._backoff_factor!r}, "
+            f"growth_interval={self._growth_interval})"
+        )
+
+
+@dataclass(frozen=True)
+class ScaleStep:
+    """One iteration of dynamic loss scaling.
+
+    ``step`` counts from 1; ``scale_used`` is the scale the loss was
+    multiplied by; ``found_inf`` whether the scaled gradients held inf/NaN;
+    ``skipped`` whether the optimizer step was skipped; ``scale_after`` and
+    ``growth_tracker_after`` the state after ``update()``.
+
+    >>> ScaleStep(1, 8.0, True, True, 4.0, 0).scale_after
+    4.0
+    """
+
+    step: int
+    scale_used: float
+    found_inf: bool
+    skipped: bool
+    scale_after: float
+    growth_tracker_after: int
+
+
+def simulate(
+    found_inf_sequence: Iterable[bool],
+    *,
+    init_scale: float = 2.0**16,
+    growth_factor: float = 2.0,
+    backoff_factor: float = 0.5,
+    growth_interval: int = 2000,
+) -> list[ScaleStep]:
+    """Run :class:`ScalerSimulator` over a schedule of overflows.
+
+    ``found_inf_sequence`` holds one bool per step: ``True`` where that
+    step's scaled gradients overflow. A step is skipped exactly when it
+    overflows. The keyword arguments are GradScaler's.
+
+    >>> for r in simulate([True, False, False], init_scale=8.0, growth_interval=2):
+    ...     print(r.step, r.scale_used, r.skipped, r.scale_after, r.growth_tracker_after)
+    1 8.0 True 4.0 0
+    2 4.0 False 4.0 1
+    3 4.0 False 8.0 0
+    """
+    sim = ScalerSimulator(
+        init_scale=init_scale,
+        growth_factor=growth_factor,
+        backoff_factor=backoff_factor,
+        growth_interval=growth_interval,
+    )
+    trace = []
+    for i, found_inf in enumerate(_check_sequence(found_inf_sequence), start=1):
+        used = sim.scale
+        sim.update(found_inf)
+        trace.append(ScaleStep(i, used, found_inf, found_inf, sim.scale, sim.growth_tracker))
+    return trace
+
+
+def _resolve_device(device: Any) -> torch.device:
+    if device is None:
+        return get_device()
+    if isinstance(device, torch.device):
+        if device.type not in ("cpu", "cuda"):
+            raise ValueError(f"device must be a cpu or cuda device, got {device!r}")
+        if device.type == "cuda":
+            get_device("cuda")  # a clear error when CUDA is missing
+        return device
+    if isinstance(device, str):
+        return get_device(device.strip().lower())
+    raise TypeError(
+        "device must be None, 'auto', 'cpu', 'cuda' or a torch.device, "
+        f"got {type(device).__name__} {device!r}"
+    )
+
+
+def run_torch_scaler(
+    found_inf_sequence: Iterable[bool],
+    device: torch.device | str | None = None,
+    *,
+    init_scale: float = 2.0**16,
+    growth_factor: float = 2.0,
+    backoff_factor: float = 0.5,
+    growth_interval: int = 2000,
+) -> list[ScaleStep]:
+    """Drive a real :class:`torch.amp.GradScaler` through a schedule of overflows.
+
+    The model is one float32 parameter ``w`` with loss ``w * x`` and plain
+    SGD (``lr=1``). On a step marked ``True`` ``x`` is ``inf``, so the scaled
+    gradient ``S * x`` is ``inf`` (``NaN`` if the scale has backed off to 0);
+    otherwise ``x = 1``. Each step runs the real
+    ``scaler.scale(loss).backward()``, ``scaler.step(opt)``,
+    ``scaler.update()``, and records
+
+    - ``scale_used``: ``scaler.get_scale()`` after ``scale()`` (the float32
+      value the loss was multiplied by);
+    - ``found_inf``: whether the scaled gradient held inf/NaN, checked the way
+      GradScaler checks it (before unscaling);
+    - ``skipped``: whether ``w`` kept its bits through ``scaler.step`` (``w``
+      is reset to 1 before every step, so each step is judged on its own);
+    - ``scale_after`` and ``growth_tracker_after``: ``get_scale()`` and
+      ``state_dict()["_growth_tracker"]`` after ``update()``.
+
+    ``device`` is ``None`` (:func:`amp_lesson.device.get_device`: CUDA if
+    present, else the CPU; ``AMP_LESSON_DEVICE`` overrides), ``"auto"``,
+    ``"cpu"``, ``"cuda"`` or a :class:`torch.device`. The scaler is built with
+    that device's type, never with GradScaler's default ``"cuda"`` (which
+    disables itself on a machine without CUDA).
+
+    >>> schedule = [True, False, False, True, False]
+    >>> trace = run_torch_scaler(schedule, "cpu", init_scale=8.0, growth_interval=2)
+    >>> [(r.scale_used, r.skipped) for r in trace]
+    [(8.0, True), (4.0, False), (4.0, False), (8.0, True), (4.0, False)]
+    >>> trace == simulate(schedule, init_scale=8.0, growth_interval=2)
+    True
+    """
+    schedule = _check_sequence(found_inf_sequence)
+    # Validate with our messages before GradScaler's bare assertions can fire.
+    ScalerSimulator(init_scale, growth_factor, backoff_factor, growth_interval)
+    dev = _resolve_device(device)
+
+    scaler = torch.amp.GradScaler(
+        dev.type,
+        init_scale=init_scale,
+        growth_factor=growth_factor,
+        backoff_factor=backoff_factor,
+        growth_interval=growth_interval,
+    )
+    w = torch.nn.Parameter(torch.ones((), dtype=torch.float32, device=dev))
+    opt = torch.optim.SGD([w], lr=1.0)
+    trace = []
+    for i, overflow in enumerate(schedule, start=1):
+        with torch.no_grad():
+            w.fill_(1.0)
+        opt.zero_grad(set_to_none=True)
+        x = torch.tensor(math.inf if overflow else 1.0, dtype=torch.float32, device=dev)
+        scaler.scale(w * x).backward()
+        scale_used = scaler.get_scale()
+        grad = w.grad if w.grad is not None else torch.zeros_like(w)
+        found_inf = not bool(torch.isfinite(grad).all())
+        before = w.detach().clone()
+        scaler.step(opt)
+        skipped = torch.equal(before.view(torch.int32), w.detach().view(torch.int32))
+        scaler.update()
+        trace.append(
+            ScaleStep(
+                step=i,
+                scale_used=scale_used,
+                found_inf=found_inf,
+                skipped=skipped,
+                scale_after=scaler.get_scale(),
+                growth_tracker_after=int(scaler.state_dict()["_growth_tracker"]),
+            )
+        )
+    return trace
+
+
+_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+_DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+
+
+def _resolve_dtype(dtype: Any) -> torch.dtype:
+    if isinstance(dtype, torch.dtype) and dtype in _DTYPE_NAMES:
+        return dtype
+    if isinstance(dtype, str) and dtype in _DTYPES:
+        return _DTYPES[dtype]
+    raise ValueError(
+        f"dtype must be one of 'fp16', 'bf16', torch.float16, torch.bfloat16; got {dtype!r}"
+    )
+
+
+def _check_f32_value(name: str, value: Any) -> float:
+    value = check_finite(name, value)
+    if not math.isfinite(_to_f32(value)):
+        raise ValueError(f"{name} must fit in float32 (|{name}| <= {_FP32_MAX:.7g}), got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class GradientRow:
+    """One row of :func:`follow_gradient`'s table.
+
+    ``value`` is what the format really holds; ``is_zero`` / ``is_inf`` flag
+    underflow and overflow; ``rel_error`` is ``|value - ideal| / |ideal|``
+    where ``ideal`` is the exact value the row stands for (the fp32 gradient
+    for gradient rows, the exact product ``g × S`` for scaled rows).
+
+    >>> GradientRow("fp32 gradient", 0.5, False, False, 0.0).value
+    0.5
+    """
+
+    label: str
+    value: float
+    is_zero: bool
+    is_inf: bool
+    rel_error: float
+
+
+def _rel_error(value: float, ideal: float) -> float:
+    if ideal == 0.0:
+        return 0.0 if value == 0.0 else math.inf
+    if not math.isfinite(value):
+        return math.inf
+    return abs(value - ideal) / abs(ideal)
+
+
+def follow_gradient(
+    grad: float, scale: float = 2.0**16, dtype: str | torch.dtype = "fp16"
+) -> list[GradientRow]:
+    """Follow one gradient value through loss scaling, step by step.
+
+    Rows, in order:
+
+    1. ``"fp32 gradient"`` -- ``grad`` as float32 stores it;
+    2. ``"scaled (× S) in fp32"`` -- times the float32 scale ``S``, in float32;
+    3. ``"stored in fp16"`` -- that value cast to ``dtype`` by torch;
+    4. ``"unscaled back to fp32"`` -- the stored value times
+       ``inv_scale = float32(1 / float64(S))`` in float32, which is how
+       GradScaler unscales;
+    5. ``"without scaling, stored in fp16"`` -- the fp32 gradient cast to
+       ``dtype`` directly, for comparison.
+
+    The last two rows' ``rel_error`` are the relative error of the recovered
+    gradient with and without loss scaling.
+
+    >>> rows = follow_gradient(1e-8, 2.0**16)
+    >>> for r in rows:
+    ...     print(f"{r.label:32} {r.value:.6e} zero={r.is_zero}")
+    fp32 gradient                    1.000000e-08 zero=False
+    scaled (× S) in fp32             6.553600e-04 zero=False
+    stored in fp16                   6.551743e-04 zero=False
+    unscaled back to fp32            9.997166e-09 zero=False
+    without scaling, stored in fp16  0.000000e+00 zero=True
+    >>> f"{rows[3].rel_error:.1e}", rows[4].rel_error
+    ('2.8e-04', 1.0)
+    """
+    grad = _check_f32_value("grad", grad)
+    scale = _check_f32_positive("scale", scale)
+    low = _resolve_dtype(dtype)
+    name = _DTYPE_NAMES[low]
+
+    g32 = torch.tensor(grad, dtype=torch.float32)
+    s32 = torch.tensor(scale, dtype=torch.float32)
+    scaled = g32 * s32
+    stored = scaled.to(low)
+    inv_scale = s32.double().reciprocal().float()
+    unscaled = stored.float() * inv_scale
+    direct = g32.to(low)
+
+    g = g32.item()
+    exact_scaled = g * s32.item()  # exact: a float32 times a float32 fits in a double
+    rows = [
+        ("fp32 gradient", g, g),
+        ("scaled (× S) in fp32", scaled.item(), exact_scaled),
+        (f"stored in {name}", stored.item(), exact_scaled),
+        ("unscaled back to fp32", unscaled.item(), g),
+        (f"without scaling, stored in {name}", direct.item(), g),
+    ]
+    return [
+        GradientRow(label, value, value == 0.0, math.isinf(value), _rel_error(value, ideal))
+        for label, value, ideal in rows
+    ]
+
+
+def max_safe_scale(max_abs_grad: float, dtype: str | torch.dtype = "fp16") -> float:
+    """The largest power of two ``S`` with ``S × max_abs_grad`` below the format's max.
+
+    This is the rule of Micikevicius et al. (2018): choose the scale so that
+    its product with the largest absolute gradient stays below the largest
+    finite value (65504 for fp16). The comparison is strict, as in the
+    paper. The result is capped at ``2**127``, the largest power of two a
+    float32 scale can hold.
+
+    >>> max_safe_scale(1.0)           # 2**15 = 32768 < 65504 <= 2**16
+    32768.0
+    >>> max_safe_scale(1e-3)
+    33554432.0
+    >>> max_safe_scale(100.0, "bf16") == 2.0**121  # bf16 reaches about 3.39e38
+    True
+    """
+    m = check_positive("max_abs_grad", max_abs_grad)
+    limit = float(torch.finfo(_resolve_dtype(dtype)).max)
+    k = math.floor(math.log2(limit) - math.log2(m))
+    # log2 may be off by one near powers of two; settle k exactly.
+    while math.ldexp(m, k) >= limit:
+        k -= 1
+    while math.ldexp(m, k + 1) < limit:
+        k += 1
+    return math.ldexp(1.0, min(k, 127))
