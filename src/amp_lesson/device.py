@@ -50,8 +50,7 @@ def get_device(preference: str | None = None) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if preference == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(
-            f"{name}='cuda' but torch {torch.__version__} sees no CUDA device; "
-            "use 'cpu' or 'auto'"
+            f"{name}='cuda' but torch {torch.__version__} sees no CUDA device; use 'cpu' or 'auto'"
         )
     return torch.device(preference)
 
