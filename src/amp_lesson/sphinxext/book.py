@@ -156,10 +156,7 @@ def _visit_math_html(self: Any, node: nodes.Element) -> None:
 
 def _visit_displaymath_html(self: Any, node: nodes.Element) -> None:
     latex = node.astext()
-    if node.get("number"):
-        number = f'<span class="eqno">({node["number"]})</span>'
-    else:
-        number = ""
+    number = f'<span class="eqno">({node["number"]})</span>' if node.get("number") else ""
     self.body.append(self.starttag(node, "div", CLASS="math notranslate nohighlight"))
     self.body.append(f"{number}{_mathml(latex, True)}</div>\n")
     raise nodes.SkipNode
@@ -178,22 +175,38 @@ def _repository(app: Sphinx) -> str:
     return repo.removesuffix(".git").strip("/")
 
 
-def notebook_for_download(executed: dict[str, Any], repository: str) -> dict[str, Any]:
-    """The executed notebook with a first cell that says how to run it elsewhere."""
-    nb = json.loads(json.dumps(executed))
+def notebook_for_download(
+    nb: dict[str, Any], repository: str, executed: bool = True
+) -> dict[str, Any]:
+    """``nb`` with two first cells that say how to run it outside the book.
+
+    With a known GitHub ``repository`` ("owner/name") the setup cell installs
+    ``amp_lesson`` from it; otherwise it stops with instructions instead of
+    guessing an address.
+    """
+    nb = json.loads(json.dumps(nb))
     if repository:
-        install = f'%pip install -q "amp-lesson @ git+https://github.com/{repository}"'
-        where = f"from [github.com/{repository}](https://github.com/{repository})"
+        spec = f"amp-lesson @ git+https://github.com/{repository}"
+        setup_src = (
+            "import importlib.util\n"
+            "if importlib.util.find_spec('amp_lesson') is None:\n"
+            f'    %pip install -q "{spec}"'
+        )
     else:
-        install = "%pip install -q amp-lesson  # or: pip install -e <your clone of the book>"
-        where = "from the book's repository"
+        setup_src = (
+            "import importlib.util\n"
+            "if importlib.util.find_spec('amp_lesson') is None:\n"
+            '    raise SystemExit("Install the book\'s package first, from a clone of its "\n'
+            '                     "repository: pip install -e .")'
+        )
+    outputs = "with the outputs of the build that published it" if executed else "without outputs"
     intro = {
         "cell_type": "markdown",
         "metadata": {},
         "source": (
             "This notebook is a page of the book *Mixed precision in PyTorch*, "
-            "with the outputs of the build that published it. To run it yourself "
-            f"it needs the package `amp_lesson` {where}; the next cell installs it."
+            f"{outputs}. It needs the book's package `amp_lesson`; the next cell "
+            "checks for it."
         ),
     }
     setup = {
@@ -201,9 +214,13 @@ def notebook_for_download(executed: dict[str, Any], repository: str) -> dict[str
         "execution_count": None,
         "metadata": {},
         "outputs": [],
-        "source": f"import importlib.util\nif importlib.util.find_spec('amp_lesson') is None:\n    {install}",
+        "source": setup_src,
     }
-    nb["cells"] = [intro, setup, *nb.get("cells", [])]
+    cells = [intro, setup, *nb.get("cells", [])]
+    for i, cell in enumerate(cells):
+        cell["id"] = f"cell-{i}"  # stable ids: regenerating gives the same file
+    nb["cells"] = cells
+    nb["nbformat"], nb["nbformat_minor"] = 4, max(nb.get("nbformat_minor", 5), 5)
     return nb
 
 
