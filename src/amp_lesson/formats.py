@@ -1,0 +1,501 @@
+"""What a floating-point format can hold.
+
+A format spends its bits on a sign, an exponent (the *range*: how large and
+how small a number can get) and a mantissa (the *precision*: how many
+significant bits survive). FP16 and BF16 are both 16 bits wide but split them
+differently, and that split decides which numbers a mixed-precision run loses:
+
+>>> inspect(1e-8, "fp16").event, inspect(1e-8, "bf16").event
+('underflow', 'rounded')
+>>> add_in(256, 1, "bf16"), add_in(256, 1, "fp16")
+(256.0, 257.0)
+
+Every fact here is derived rather than typed in: the limits of a format come
+from :func:`torch.finfo` and from the bit layout (``bias = 2**(e-1) - 1``,
+``smallest_subnormal = 2**(1 - bias - m)``), and what a format stores for a
+value comes from torch's own cast, with the bits read from the stored tensor.
+
+TF32 has no storage dtype: it is a mode in which NVIDIA tensor cores multiply
+FP32 inputs with FP16's 10 mantissa bits and FP32's 8 exponent bits. Its
+stored value is emulated by rounding the FP32 bit pattern to 10 mantissa bits
+(round to nearest, ties to even).
+
+A Python float is a float64. torch 2.13 converts float64 to float16,
+bfloat16 and the float8 dtypes *through float32*, so a float64 input can be
+rounded twice (``1 + 2**-11 + 2**-40`` becomes ``1.0`` in FP16, where a single
+rounding gives ``1 + 2**-10``). :func:`inspect` casts from float64 exactly as
+torch does, so it reports what a tensor built from that Python float holds;
+for any value that is already a float32 the two roads agree.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import types
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from amp_lesson._checks import check_choice, check_finite
+
+__all__ = [
+    "COLUMN_TITLES",
+    "FORMATS",
+    "FormatSpec",
+    "Stored",
+    "add_in",
+    "format_table",
+    "inspect",
+    "ulp",
+]
+
+
+@dataclass(frozen=True)
+class FormatSpec:
+    """The layout and limits of one floating-point format.
+
+    All limits are Python floats, derived from :func:`torch.finfo` and the
+    bit layout. ``dtype`` is ``None`` for TF32, which is a compute mode
+    with no storage dtype. ``has_inf`` is False for FP8 E4M3 (the ``fn`` in
+    ``float8_e4m3fn`` means "finite and NaN only"), and ``saturates`` says
+    whether torch's cast clamps a value beyond ``max`` to ``max`` instead of
+    rounding it to infinity.
+
+    >>> fp16 = FORMATS["fp16"]
+    >>> fp16.exponent_bits, fp16.mantissa_bits, fp16.bias, fp16.max
+    (5, 10, 15, 65504.0)
+    >>> FORMATS["bf16"].max > 1e38   # BF16 keeps FP32's exponent, so its range
+    True
+    """
+
+    name: str
+    label: str
+    bits: int
+    sign_bits: int
+    exponent_bits: int
+    mantissa_bits: int
+    bias: int
+    max: float
+    smallest_normal: float
+    smallest_subnormal: float
+    eps: float
+    dtype: torch.dtype | None
+    has_inf: bool
+    saturates: bool
+
+
+# (name, label, storage dtype). TF32 is built from FP32's exponent and FP16's mantissa.
+_DEFINITIONS: tuple[tuple[str, str, torch.dtype | None], ...] = (
+    ("fp32", "FP32", torch.float32),
+    ("tf32", "TF32", None),
+    ("fp16", "FP16", torch.float16),
+    ("bf16", "BF16", torch.bfloat16),
+    ("fp8_e4m3", "FP8 E4M3", torch.float8_e4m3fn),
+    ("fp8_e5m2", "FP8 E5M2", torch.float8_e5m2),
+)
+
+# Integer dtypes of each width, to read a stored value's bit pattern with .view().
+_UINT_OF_WIDTH = {8: torch.uint8, 16: torch.int16, 32: torch.int32}
+
+_FP32_MANTISSA_BITS = 1 - math.frexp(torch.finfo(torch.float32).eps)[1]  # eps = 2**-m
+_FP32_EXPONENT_BITS = torch.finfo(torch.float32).bits - 1 - _FP32_MANTISSA_BITS
+
+
+def _pattern_as(bit_pattern: int, bits: int, dtype: torch.dtype) -> torch.Tensor:
+    """The 0-dim tensor of ``dtype`` whose bits are ``bit_pattern``."""
+    if bits > 8 and bit_pattern >= 1 << (bits - 1):
+        bit_pattern -= 1 << bits  # int16/int32 are signed: wrap the sign bit
+    return torch.tensor(bit_pattern, dtype=_UINT_OF_WIDTH[bits]).view(dtype)
+
+
+def _round_fp32_bits(bit_pattern: int, mantissa_bits: int) -> int:
+    """Round an FP32 bit pattern to ``mantissa_bits``, ties to even.
+
+    Adding half a unit (less one, plus the kept last bit) to the pattern and
+    clearing the dropped bits is round-to-nearest-even; a carry out of the
+    mantissa bumps the exponent, which is exactly right, up to infinity.
+    """
+    dropped = _FP32_MANTISSA_BITS - mantissa_bits
+    exponent_ones = (1 << _FP32_EXPONENT_BITS) - 1
+    if (bit_pattern >> _FP32_MANTISSA_BITS) & exponent_ones == exponent_ones:
+        if bit_pattern & ((1 << _FP32_MANTISSA_BITS) - 1):  # NaN: set the quiet bit so
+            bit_pattern |= 1 << (_FP32_MANTISSA_BITS - 1)  # it stays NaN once cleared
+        return bit_pattern & ~((1 << dropped) - 1)
+    kept_lsb = (bit_pattern >> dropped) & 1
+    bit_pattern += (1 << (dropped - 1)) - 1 + kept_lsb
+    return bit_pattern & ~((1 << dropped) - 1)
+
+
+def _spec(name: str, label: str, dtype: torch.dtype | None) -> FormatSpec:
+    if dtype is not None:
+        finfo = torch.finfo(dtype)
+        bits = finfo.bits
+        mantissa_bits = 1 - math.frexp(finfo.eps)[1]  # eps = 2**-m
+        exponent_bits = bits - 1 - mantissa_bits
+        largest, smallest_normal, eps = finfo.max, finfo.smallest_normal, finfo.eps
+        # Beyond range: twice the max, cast from float64 as torch casts any Python float.
+        saturates = math.isfinite(torch.tensor(2 * largest, dtype=torch.float64).to(dtype).item())
+        inf_pattern = ((1 << exponent_bits) - 1) << mantissa_bits
+        has_inf = math.isinf(_pattern_as(inf_pattern, bits, dtype).item())
+    else:  # TF32: FP32's exponent, FP16's mantissa
+        exponent_bits = _FP32_EXPONENT_BITS
+        mantissa_bits = 1 - math.frexp(torch.finfo(torch.float16).eps)[1]
+        bits = 1 + exponent_bits + mantissa_bits
+        emax = 2 ** (exponent_bits - 1) - 1  # the bias; the all-ones exponent is inf/nan
+        largest = math.ldexp(2 - math.ldexp(1, -mantissa_bits), emax)
+        smallest_normal = math.ldexp(1, 1 - emax)
+        eps = math.ldexp(1, -mantissa_bits)
+        # FP32's max lies beyond TF32's range: does the emulated rounding clamp it?
+        fp32_max = torch.tensor(torch.finfo(torch.float32).max, dtype=torch.float32)
+        fp32_max_bits = fp32_max.view(torch.int32).item() & 0xFFFFFFFF
+        rounded_max = _pattern_as(_round_fp32_bits(fp32_max_bits, mantissa_bits), 32, torch.float32)
+        saturates = math.isfinite(rounded_max.item())
+        has_inf = True  # FP32's encoding: all-ones exponent, zero mantissa
+    bias = 2 ** (exponent_bits - 1) - 1
+    return FormatSpec(
+        name=name,
+        label=label,
+        bits=bits,
+        sign_bits=1,
+        exponent_bits=exponent_bits,
+        mantissa_bits=mantissa_bits,
+        bias=bias,
+        max=float(largest),
+        smallest_normal=float(smallest_normal),
+        smallest_subnormal=math.ldexp(1.0, 1 - bias - mantissa_bits),
+        eps=float(eps),
+        dtype=dtype,
+        has_inf=has_inf,
+        saturates=saturates,
+    )
+
+
+FORMATS: Mapping[str, FormatSpec] = types.MappingProxyType(
+    {name: _spec(name, label, dtype) for name, label, dtype in _DEFINITIONS}
+)
+"""Read-only mapping from format name to its :class:`FormatSpec`.
+
+>>> list(FORMATS)
+['fp32', 'tf32', 'fp16', 'bf16', 'fp8_e4m3', 'fp8_e5m2']
+"""
+
+_BY_DTYPE = {spec.dtype: spec for spec in FORMATS.values() if spec.dtype is not None}
+
+COLUMN_TITLES: Mapping[str, str] = types.MappingProxyType(
+    {
+        "name": "name",
+        "label": "format",
+        "bits": "bits",
+        "sign_bits": "sign",
+        "exponent_bits": "exponent",
+        "mantissa_bits": "mantissa",
+        "bias": "bias",
+        "max": "largest",
+        "smallest_normal": "smallest normal",
+        "smallest_subnormal": "smallest subnormal",
+        "eps": "eps",
+        "dtype": "torch dtype",
+        "has_inf": "has inf",
+        "saturates": "saturates",
+    }
+)
+"""Headings for the columns of :func:`format_table`, for a rendered table.
+
+>>> COLUMN_TITLES["smallest_subnormal"]
+'smallest subnormal'
+"""
+
+_DEFAULT_COLUMNS = (
+    "label",
+    "bits",
+    "sign_bits",
+    "exponent_bits",
+    "mantissa_bits",
+    "bias",
+    "max",
+    "smallest_normal",
+    "smallest_subnormal",
+    "eps",
+)
+
+
+def _resolve(fmt: Any, name: str = "fmt") -> FormatSpec:
+    """The :class:`FormatSpec` that ``fmt`` (a name, spec or torch dtype) stands for."""
+    if isinstance(fmt, str):
+        return FORMATS[check_choice(name, fmt, FORMATS)]
+    if isinstance(fmt, FormatSpec) and FORMATS.get(fmt.name) == fmt:
+        return FORMATS[fmt.name]
+    if isinstance(fmt, torch.dtype) and fmt in _BY_DTYPE:
+        return _BY_DTYPE[fmt]
+    names = ", ".join(repr(n) for n in FORMATS)
+    dtypes = ", ".join(str(d) for d in _BY_DTYPE)
+    raise ValueError(
+        f"{name} must be one of {names}, a FormatSpec from FORMATS, or one of the dtypes "
+        f"{dtypes}; got {type(fmt).__name__} {fmt!r}"
+    )
+
+
+def _check_real(name: str, value: Any) -> float:
+    """``value`` as a float, for any real number (inf and nan included)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{name} is too large to be a float: {value!r}") from None
+
+
+def _as_tensor(name: str, value: Any) -> torch.Tensor:
+    """``value`` as a 0-dim CPU tensor that keeps its own dtype (float64 for a Python float)."""
+    if isinstance(value, torch.Tensor):
+        if value.dim() != 0:
+            raise ValueError(f"{name} must be a 0-dim tensor, got shape {tuple(value.shape)}")
+        if not value.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got {value.dtype}")
+        return value.detach().cpu()
+    return torch.tensor(_check_real(name, value), dtype=torch.float64)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What a format stores for one value, and what happened on the way in.
+
+    ``sign``, ``exponent`` and ``mantissa`` are the bit strings of the stored
+    pattern. ``kind`` is ``"zero"``, ``"subnormal"``, ``"normal"``,
+    ``"inf"`` or ``"nan"`` (of the stored value). ``event`` is
+
+    - ``"exact"``: stored unchanged (a NaN stored as a NaN and an infinity
+      stored as the same infinity count as exact);
+    - ``"rounded"``: stored as a nearby finite non-zero number;
+    - ``"underflow"``: a non-zero value stored as zero;
+    - ``"overflow"``: a value stored as infinity (or as NaN, for a format
+      without infinity that does not saturate);
+    - ``"saturated"``: a value beyond the range (one that rounds past
+      ``max``), or an infinity, clamped to ``±max``.
+
+    ``rel_error`` is ``|stored - value| / |value|`` in IEEE arithmetic, except
+    that it is ``0.0`` whenever ``event == "exact"``: so an underflow gives
+    ``1.0``, an overflow ``inf``, and an infinity saturated to ``max`` gives
+    ``nan`` (the ratio ``inf/inf`` is undefined).
+
+    >>> s = inspect(65520, "fp16")   # one half-gap above FP16's max
+    >>> s.stored, s.event, s.kind, s.bits
+    (inf, 'overflow', 'inf', '0111110000000000')
+    """
+
+    value: float
+    format: str
+    stored: float
+    sign: str
+    exponent: str
+    mantissa: str
+    kind: str
+    event: str
+    rel_error: float
+
+    @property
+    def bits(self) -> str:
+        """The stored bit pattern, sign then exponent then mantissa.
+
+        >>> inspect(-2.0, "fp8_e5m2").bits
+        '11000000'
+        """
+        return self.sign + self.exponent + self.mantissa
+
+    def __str__(self) -> str:
+        label = FORMATS[self.format].label
+        return (
+            f"{self.value!r} in {label}: stored {self.stored!r} "
+            f"({self.event}, relative error {self.rel_error:.3g}); "
+            f"bits {self.sign} {self.exponent} {self.mantissa} ({self.kind})"
+        )
+
+
+def _beyond_range(spec: FormatSpec, magnitude: float) -> bool:
+    """Whether ``magnitude`` rounds past ``spec.max`` with an unbounded exponent.
+
+    The next value above ``max`` would be ``max + gap``; the midpoint goes up
+    only if ``max`` has an odd last mantissa bit (ties to even). It does for
+    the IEEE-style formats, but not for E4M3, whose max ``1.110 * 2**8`` is
+    even because ``1.111 * 2**8`` is taken by NaN.
+    """
+    gap = math.ldexp(1.0, math.frexp(spec.max)[1] - 1 - spec.mantissa_bits)
+    midpoint = spec.max + gap / 2
+    max_is_odd = int(spec.max / gap) % 2 == 1
+    return magnitude > midpoint or (magnitude == midpoint and max_is_odd)
+
+
+def _store(spec: FormatSpec, source: torch.Tensor) -> tuple[float, int]:
+    """The stored value and its bit pattern (as a non-negative int of ``spec.bits``)."""
+    if spec.dtype is None:  # TF32: round the FP32 pattern, keep its top 19 bits
+        fp32_bits = source.to(torch.float32).view(torch.int32).item() & 0xFFFFFFFF
+        rounded = _round_fp32_bits(fp32_bits, spec.mantissa_bits)
+        stored = _pattern_as(rounded, 32, torch.float32).item()
+        return stored, rounded >> (_FP32_MANTISSA_BITS - spec.mantissa_bits)
+    stored_tensor = source.to(spec.dtype)
+    pattern = stored_tensor.view(_UINT_OF_WIDTH[spec.bits]).item() & ((1 << spec.bits) - 1)
+    return stored_tensor.item(), pattern
+
+
+def inspect(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) -> Stored:
+    """What format ``fmt`` stores for ``value``, with its bits and what happened.
+
+    ``value`` is a real number (a Python float is a float64) or a 0-dim
+    floating-point tensor; it is cast to ``fmt`` exactly as torch casts a
+    tensor of its dtype (for TF32, rounded to 10 mantissa bits after FP32).
+    ``fmt`` is a name in :data:`FORMATS`, a :class:`FormatSpec`, or a torch
+    dtype. See :class:`Stored` for the fields.
+
+    0.1 has no finite binary expansion, so every format rounds it; FP16's
+    ten mantissa bits keep about three decimal digits:
+
+    >>> s = inspect(0.1, "fp16")
+    >>> s.stored, s.event, s.sign, s.exponent, s.mantissa
+    (0.0999755859375, 'rounded', '0', '01011', '1001100110')
+    >>> print(s)
+    0.1 in FP16: stored 0.0999755859375 (rounded, relative error 0.000244); bits 0 01011 1001100110 (normal)
+
+    FP8 E4M3 has no infinity, and torch's cast clamps to its max instead:
+
+    >>> inspect(500.0, torch.float8_e4m3fn).stored, inspect(500.0, "fp8_e4m3").event
+    (448.0, 'saturated')
+    """
+    spec = _resolve(fmt)
+    source = _as_tensor("value", value)
+    original = source.item()
+    stored, pattern = _store(spec, source)
+
+    bit_string = format(pattern, f"0{spec.bits}b")
+    sign, exponent, mantissa = (
+        bit_string[0],
+        bit_string[1 : 1 + spec.exponent_bits],
+        bit_string[1 + spec.exponent_bits :],
+    )
+
+    if math.isnan(stored):
+        kind = "nan"
+    elif math.isinf(stored):
+        kind = "inf"
+    elif stored == 0:
+        kind = "zero"
+    elif abs(stored) < spec.smallest_normal:
+        kind = "subnormal"
+    else:
+        kind = "normal"
+
+    if stored == original or (math.isnan(stored) and math.isnan(original)):
+        event = "exact"
+    elif not math.isfinite(stored):
+        event = "overflow"
+    elif stored == 0:
+        event = "underflow"
+    elif math.isinf(original) or _beyond_range(spec, abs(original)):
+        event = "saturated"
+    else:
+        event = "rounded"
+
+    # Zero is stored exactly in every format, so the division below never sees a zero.
+    rel_error = 0.0 if event == "exact" else abs(stored - original) / abs(original)
+
+    return Stored(
+        value=original,
+        format=spec.name,
+        stored=stored,
+        sign=sign,
+        exponent=exponent,
+        mantissa=mantissa,
+        kind=kind,
+        event=event,
+        rel_error=rel_error,
+    )
+
+
+def format_table(
+    names: Iterable[str | FormatSpec | torch.dtype] = ("fp32", "fp16"),
+    columns: Iterable[str] | None = None,
+) -> list[dict[str, Any]]:
+    """One row per format, as plain Python values, for the book's comparison table.
+
+    ``names`` are formats as :func:`inspect` accepts them. ``columns`` are
+    :class:`FormatSpec` field names (default: label, the bit counts, bias and
+    the limits); ``dtype`` is given as a string, ``None`` for TF32.
+    :data:`COLUMN_TITLES` has a heading for each.
+
+    FP16 and BF16 spend the same 16 bits, one on range and one on precision:
+
+    >>> for row in format_table(["fp16", "bf16"], ["label", "exponent_bits", "max", "eps"]):
+    ...     print(row)
+    {'label': 'FP16', 'exponent_bits': 5, 'max': 65504.0, 'eps': 0.0009765625}
+    {'label': 'BF16', 'exponent_bits': 8, 'max': 3.3895313892515355e+38, 'eps': 0.0078125}
+    """
+    if isinstance(names, str) or not isinstance(names, Iterable):
+        raise TypeError(
+            f"names must be a sequence of format names such as ('fp32', 'fp16'), got {names!r}"
+        )
+    specs = [_resolve(fmt, "names") for fmt in names]
+    if not specs:
+        raise ValueError("names must name at least one format, got none")
+    if columns is None:
+        columns = _DEFAULT_COLUMNS
+    elif isinstance(columns, str) or not isinstance(columns, Iterable):
+        raise TypeError(
+            f"columns must be a sequence of column names such as ('label', 'max'), got {columns!r}"
+        )
+    columns = [check_choice("columns", column, COLUMN_TITLES) for column in columns]
+
+    rows = []
+    for spec in specs:
+        row: dict[str, Any] = {}
+        for column in columns:
+            cell = getattr(spec, column)
+            row[column] = None if cell is None else str(cell) if column == "dtype" else cell
+        rows.append(row)
+    return rows
+
+
+def ulp(value: float, fmt: str | FormatSpec | torch.dtype) -> float:
+    """The gap between adjacent numbers of ``fmt`` at ``value``.
+
+    That is the spacing of the binade ``[2**k, 2**(k+1))`` holding
+    ``|value|`` (at a power of two, the gap above it), or the subnormal
+    spacing below ``smallest_normal``. ``value`` must be finite and within
+    ``±max``. Adding less than half of it to a stored number changes nothing:
+
+    >>> ulp(2048, "fp16"), ulp(256, "bf16"), ulp(1.0, "fp32")
+    (2.0, 2.0, 1.1920928955078125e-07)
+    """
+    spec = _resolve(fmt)
+    magnitude = abs(check_finite("value", value))
+    if magnitude > spec.max:
+        raise ValueError(
+            f"value must be within ±{spec.max!r}, the range of {spec.label}; got {value!r}"
+        )
+    # frexp gives |value| = f * 2**e with f in [0.5, 1), so the binade is 2**(e-1); zero -> subnormal.
+    binade = math.frexp(magnitude)[1] - 1 if magnitude else 1 - spec.bias
+    return math.ldexp(1.0, max(binade, 1 - spec.bias) - spec.mantissa_bits)
+
+
+def add_in(a: float, b: float, fmt: str | FormatSpec | torch.dtype) -> float:
+    """``a + b`` with both stored in ``fmt`` and added by torch in that dtype.
+
+    Only formats torch can add elementwise are allowed: FP32, FP16 and BF16
+    (TF32 is a matmul mode; FP8 tensors have no elementwise arithmetic).
+    Above 2048, FP16's gap is 2, so adding 1 is a tie that rounds to even;
+    BF16 reaches the same point at 256:
+
+    >>> add_in(2048, 1, "fp16"), add_in(2048, 2, "fp16"), add_in(256, 1, "bf16")
+    (2048.0, 2050.0, 256.0)
+    """
+    spec = _resolve(fmt)
+    addable = ("fp32", "fp16", "bf16")
+    if spec.name not in addable:
+        raise ValueError(
+            f"fmt must be one of {', '.join(repr(n) for n in addable)} for add_in, because "
+            f"torch has no elementwise addition in {spec.label}; got {spec.name!r}"
+        )
+    a_stored = torch.tensor(_check_real("a", a), dtype=torch.float64).to(spec.dtype)
+    b_stored = torch.tensor(_check_real("b", b), dtype=torch.float64).to(spec.dtype)
+    return (a_stored + b_stored).item()
