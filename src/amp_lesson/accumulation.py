@@ -1,0 +1,743 @@
+"""The training loops the book runs, and the reader copies.
+
+Gradient accumulation trades time for memory: instead of one backward pass on
+a batch of ``B`` samples, run ``N`` backward passes on micro-batches of
+``B / N`` samples and step the optimizer once. ``backward()`` *adds* into
+``.grad``, so dividing each micro-batch's (mean) loss by ``N`` makes the sum
+of the ``N`` gradients equal to the gradient of the full batch's mean loss.
+
+Mixed precision adds two rules: run only the forward pass and the loss under
+:func:`torch.autocast`, and route ``backward``/``step`` through a
+:class:`torch.amp.GradScaler`. With both, one optimizer step reads::
+
+    for xb, yb in zip(X.tensor_split(n_accum), y.tensor_split(n_accum), strict=True):
+        with torch.autocast(device.type, dtype=torch.float16):
+            loss = loss_fn(model(xb), yb) / n_accum
+        scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)                # only if you clip
+    clip_grad_norm_(model.parameters(), 1.0)  # only if you clip
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad()
+
+This module holds
+
+- the deck's problem: :func:`make_deck_problem`, :func:`make_deck_model`,
+  :func:`make_deck_optimizer`;
+- the correct loops: :func:`train_full_batch`, :func:`train_accumulated`,
+  :func:`train_amp`, :func:`train_amp_accumulated`;
+- the wrong loop the book warns about, one mistake at a time:
+  :func:`train_amp_mistake` (see :data:`MISTAKES`);
+- :func:`grad_after_backward` (the gradient one accumulation cycle leaves in
+  ``.grad``) and :func:`compare_params` / :func:`max_abs_diff` to compare
+  two runs bit for bit.
+
+Every loop records one :class:`StepLog` per optimizer step and returns a
+:class:`TrainResult`. The loops run on the device the model's parameters are
+on (pass ``device=`` to move model and data first), on CPU and CUDA alike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.utils import clip_grad_norm_
+
+from amp_lesson._checks import check_choice, check_finite, check_int, check_positive
+from amp_lesson.device import get_device
+
+__all__ = [
+    "MISTAKES",
+    "ParamComparison",
+    "StepLog",
+    "TrainResult",
+    "compare_params",
+    "grad_after_backward",
+    "make_deck_model",
+    "make_deck_optimizer",
+    "make_deck_problem",
+    "max_abs_diff",
+    "train_accumulated",
+    "train_amp",
+    "train_amp_accumulated",
+    "train_amp_mistake",
+    "train_full_batch",
+]
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+MISTAKES: tuple[str, ...] = (
+    "raw_loss",
+    "no_update",
+    "new_scaler_each_step",
+    "optimizer_step",
+    "clip_before_unscale",
+)
+"""The mistakes :func:`train_amp_mistake` can make, one at a time.
+
+- ``"raw_loss"``: the micro-batch loss is not divided by ``n_accum``, so the
+  accumulated gradient is ``n_accum`` times too large.
+- ``"no_update"``: ``scaler.update()`` is never called. The first step's
+  scale is never shrunk after an overflow; the *second* ``scaler.step()``
+  raises ``RuntimeError: step() has already been called since the last
+  update()``, so this mistake is loud from the second step on.
+- ``"new_scaler_each_step"``: a fresh ``GradScaler`` every optimizer step,
+  so the scale never learns: each step starts from ``init_scale`` again, and
+  if that overflows every step is skipped -- quietly, forever.
+- ``"optimizer_step"``: ``optimizer.step()`` instead of ``scaler.step(optimizer)``:
+  the optimizer applies the *scaled* gradients, and steps even when they hold
+  ``inf``/``NaN``. (``scaler.update()`` has to go too: without a
+  ``scaler.step`` it raises ``AssertionError: No inf checks were recorded``.)
+- ``"clip_before_unscale"``: ``clip_grad_norm_`` runs on the scaled
+  gradients, so the threshold is compared with ``scale`` times the true norm.
+"""
+
+_AUTOCAST_DTYPES = (torch.float16, torch.bfloat16)
+_SCALER_KEYS = ("init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled")
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class StepLog:
+    """What one optimizer step did.
+
+    ``loss`` is the loss of the whole effective batch (the value a full-batch
+    loop would report), before any loss scaling. ``micro_losses`` are the
+    per-micro-batch values that were back-propagated, i.e. ``loss / n_accum``
+    (the deck's "scaled_loss" column; loss scaling by the GradScaler is *not*
+    included). ``scale`` is the GradScaler's scale during this step's backward
+    passes (``None`` without a scaler). ``found_inf`` says the gradient held an
+    ``inf`` or ``NaN``; ``skipped`` says the optimizer step was not applied
+    (GradScaler skips exactly the steps with ``found_inf``). ``grad_norm`` is
+    the 2-norm of the unscaled gradient before any clipping.
+
+    >>> log = StepLog(step=1, loss=0.69, micro_losses=(0.69,), scale=None,
+    ...               found_inf=False, skipped=False, grad_norm=0.3)
+    >>> log.step, log.skipped
+    (1, False)
+    """
+
+    step: int
+    loss: float
+    micro_losses: tuple[float, ...]
+    scale: float | None
+    found_inf: bool
+    skipped: bool
+    grad_norm: float
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """Final parameters (detached CPU copies) and the per-step log of a loop.
+
+    >>> X, y = make_deck_problem(device="cpu")
+    >>> model = make_deck_model(device="cpu")
+    >>> result = train_full_batch(model, make_deck_optimizer(model), X, y, nn.BCEWithLogitsLoss())
+    >>> [round(w, 5) for w in result.weight.flatten().tolist()]
+    [0.03085, 0.02717]
+    >>> len(result.log), result.final_scale is None
+    (1, True)
+    """
+
+    params: dict[str, torch.Tensor]
+    log: list[StepLog] = field(default_factory=list)
+    final_scale: float | None = None
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """The parameter called ``weight`` (the deck's only parameter)."""
+        if "weight" not in self.params:
+            raise AttributeError(
+                f"this model has no parameter named 'weight'; its parameters are {list(self.params)}"
+            )
+        return self.params["weight"]
+
+    @property
+    def losses(self) -> list[float]:
+        """The effective-batch loss of each step."""
+        return [entry.loss for entry in self.log]
+
+
+@dataclass(frozen=True)
+class ParamComparison:
+    """How far apart two sets of parameters are.
+
+    ``max_abs_diff`` is the largest absolute difference over all parameters
+    (``nan`` if either side holds a ``NaN``); ``bitwise_equal`` is
+    ``torch.equal`` on every parameter.
+
+    >>> a = {"w": torch.tensor([1.0, 2.0])}
+    >>> compare_params(a, {"w": torch.tensor([1.0, 2.5])})
+    ParamComparison(max_abs_diff=0.5, bitwise_equal=False)
+    """
+
+    max_abs_diff: float
+    bitwise_equal: bool
+
+
+# --------------------------------------------------------------------------- the deck
+
+
+def _resolve_device(device: Any) -> torch.device:
+    """``None`` -> :func:`get_device`; otherwise a CPU or an available CUDA device."""
+    if device is None:
+        return get_device()
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be a str, a torch.device or None, got {device!r}")
+    try:
+        resolved = torch.device(device)
+    except RuntimeError:
+        resolved = None
+    if resolved is None or resolved.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be one of 'cpu', 'cuda', 'cuda:N'; got {device!r}")
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device={device!r} but torch sees no CUDA device; use 'cpu'")
+    return resolved
+
+
+def _check_dtype(name: str, dtype: Any, allowed: Sequence[torch.dtype]) -> torch.dtype:
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"{name} must be a torch.dtype, one of {list(allowed)}; got {dtype!r}")
+    return check_choice(name, dtype, allowed)
+
+
+def make_deck_problem(
+    seed: int = 42,
+    n_samples: int = 128,
+    n_features: int = 2,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The deck's data: ``X ~ N(0, 1)`` and the label ``y = (sum of the features > 0)``.
+
+    The numbers are those of ``torch.manual_seed(seed); X = torch.randn(n, f)``
+    (drawn from a private generator, so the global RNG is left alone), drawn
+    in float32 and then converted to ``dtype``, so the float64 problem holds
+    the same samples. ``y`` has shape ``(n_samples, 1)``, like the model's
+    output, so ``loss_fn(model(X), y)`` needs no reshaping.
+
+    >>> X, y = make_deck_problem(device="cpu")
+    >>> tuple(X.shape), tuple(y.shape), y.sum().item()
+    ((128, 2), (128, 1), 69.0)
+    """
+    check_int("seed", seed, minimum=0)
+    check_int("n_samples", n_samples, minimum=1)
+    check_int("n_features", n_features, minimum=1)
+    _check_dtype("dtype", dtype, (torch.float32, torch.float64))
+    device = _resolve_device(device)
+    generator = torch.Generator().manual_seed(seed)
+    X = torch.randn(n_samples, n_features, generator=generator)
+    y = (X.sum(dim=1, keepdim=True) > 0).float()
+    return X.to(device=device, dtype=dtype), y.to(device=device, dtype=dtype)
+
+
+def make_deck_model(
+    n_features: int = 2,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> nn.Linear:
+    """The deck's model: ``Linear(n_features, 1, bias=False)`` with a zero weight.
+
+    >>> make_deck_model(device="cpu").weight
+    Parameter containing:
+    tensor([[0., 0.]], requires_grad=True)
+    """
+    check_int("n_features", n_features, minimum=1)
+    _check_dtype("dtype", dtype, (torch.float32, torch.float64))
+    model = nn.Linear(n_features, 1, bias=False, device=_resolve_device(device), dtype=dtype)
+    with torch.no_grad():
+        model.weight.zero_()
+    return model
+
+
+def make_deck_optimizer(model: nn.Module, lr: float = 0.1) -> torch.optim.SGD:
+    """The deck's optimizer: plain SGD with learning rate ``lr``.
+
+    >>> make_deck_optimizer(make_deck_model(device="cpu")).param_groups[0]["lr"]
+    0.1
+    >>> make_deck_optimizer(make_deck_model(device="cpu"), lr=float("nan"))
+    Traceback (most recent call last):
+    ...
+    ValueError: lr must be a finite number, got nan
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    return torch.optim.SGD(model.parameters(), lr=check_positive("lr", lr))
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _prepare(
+    model: Any,
+    optimizer: Any,
+    X: Any,
+    y: Any,
+    loss_fn: Any,
+    *,
+    steps: Any = 1,
+    n_accum: Any = 1,
+    weight_by_samples: Any = False,
+    device: Any = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.device]:
+    """Check the common arguments, move model and data to one device."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    params = list(model.parameters())
+    if not params:
+        raise ValueError("model must have at least one parameter")
+    if optimizer is not None:
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(
+                f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}"
+            )
+        for group in optimizer.param_groups:
+            if not isinstance(group.get("lr"), torch.Tensor):
+                check_finite("optimizer lr", group.get("lr"))
+    for name, value in (("X", X), ("y", y)):
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+        if value.dim() == 0:
+            raise ValueError(f"{name} must have a batch dimension, got a 0-d tensor")
+    if len(X) != len(y):
+        raise ValueError(f"X and y must hold the same number of samples, got {len(X)} and {len(y)}")
+    if len(X) == 0:
+        raise ValueError("X must hold at least one sample, got an empty batch")
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
+    check_int("steps", steps, minimum=1)
+    check_int("n_accum", n_accum, minimum=1)
+    if not isinstance(weight_by_samples, bool):
+        raise TypeError(f"weight_by_samples must be True or False, got {weight_by_samples!r}")
+    if n_accum > len(X):
+        raise ValueError(
+            f"n_accum must be <= the batch size ({len(X)}) so no micro-batch is empty, "
+            f"got n_accum={n_accum}"
+        )
+    if len(X) % n_accum and not weight_by_samples:
+        raise ValueError(
+            f"n_accum={n_accum} does not divide the batch size {len(X)}: micro-batches "
+            "would differ in size and loss / n_accum would weight their samples unequally; "
+            "pick an n_accum that divides the batch size or pass weight_by_samples=True"
+        )
+    if device is None:
+        device = params[0].device
+        if device.type not in ("cpu", "cuda"):
+            raise ValueError(f"the model must be on a CPU or CUDA device, got {device}")
+    else:
+        device = _resolve_device(device)
+        model.to(device)
+    return X.to(device), y.to(device), device
+
+
+def _make_scaler(device: torch.device, scaler_kwargs: Any) -> torch.amp.GradScaler:
+    if scaler_kwargs is None:
+        scaler_kwargs = {}
+    if not isinstance(scaler_kwargs, Mapping):
+        raise TypeError(f"scaler_kwargs must be a dict or None, got {type(scaler_kwargs).__name__}")
+    for key in scaler_kwargs:
+        check_choice("scaler_kwargs key", key, _SCALER_KEYS)
+    for key in ("init_scale", "growth_factor", "backoff_factor"):
+        if key in scaler_kwargs:
+            check_positive(f"scaler_kwargs[{key!r}]", scaler_kwargs[key])
+    if "growth_interval" in scaler_kwargs:
+        check_int("scaler_kwargs['growth_interval']", scaler_kwargs["growth_interval"], minimum=1)
+    return torch.amp.GradScaler(device.type, **scaler_kwargs)
+
+
+def _check_amp_args(dtype: Any, clip_norm: Any) -> None:
+    _check_dtype("dtype", dtype, _AUTOCAST_DTYPES)
+    if clip_norm is not None:
+        check_positive("clip_norm", clip_norm)
+
+
+def _record(
+    step: int,
+    micro: list[torch.Tensor],
+    model: nn.Module,
+    scaler: torch.amp.GradScaler | None = None,
+    *,
+    steps_on_inf: bool = False,
+    loss_divisor: int = 1,
+) -> StepLog:
+    """Log the step whose gradient ``model`` now holds (call before clipping/stepping)."""
+    scale = None if scaler is None else float(scaler.get_scale())
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    found_inf = not all(bool(torch.isfinite(g).all()) for g in grads)
+    norm = math.sqrt(sum(float(g.double().square().sum()) for g in grads))
+    micro_losses = tuple(float(v) for v in torch.stack([m.float() for m in micro]).tolist())
+    return StepLog(
+        step=step,
+        loss=sum(micro_losses) / loss_divisor,
+        micro_losses=micro_losses,
+        scale=scale,
+        found_inf=found_inf,
+        skipped=found_inf and not steps_on_inf,
+        grad_norm=norm / (scale or 1.0),
+    )
+
+
+def _result(
+    model: nn.Module, log: list[StepLog], scaler: torch.amp.GradScaler | None = None
+) -> TrainResult:
+    params = {name: p.detach().to("cpu", copy=True) for name, p in model.named_parameters()}
+    final_scale = None if scaler is None else float(scaler.get_scale())
+    return TrainResult(params=params, log=log, final_scale=final_scale)
+
+
+# --------------------------------------------------------------------------- the loops
+
+
+def train_full_batch(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    loss_fn: LossFn,
+    *,
+    steps: int = 1,
+    device: torch.device | str | None = None,
+) -> TrainResult:
+    """Plain FP32 training: one forward, backward and step on the whole batch per step.
+
+    >>> X, y = make_deck_problem(device="cpu")
+    >>> model = make_deck_model(device="cpu")
+    >>> r = train_full_batch(model, make_deck_optimizer(model), X, y, nn.BCEWithLogitsLoss())
+    >>> round(r.log[0].loss, 5), [round(w, 5) for w in r.weight.flatten().tolist()]
+    (0.69315, [0.03085, 0.02717])
+    """
+    X, y, device = _prepare(model, optimizer, X, y, loss_fn, steps=steps, device=device)
+    log = []
+    optimizer.zero_grad()
+    for step in range(1, steps + 1):
+        loss = loss_fn(model(X), y)
+        loss.backward()
+        log.append(_record(step, [loss.detach()], model))  # bookkeeping for the book
+        optimizer.step()
+        optimizer.zero_grad()
+    return _result(model, log)
+
+
+def train_accumulated(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    loss_fn: LossFn,
+    n_accum: int,
+    *,
+    steps: int = 1,
+    weight_by_samples: bool = False,
+    device: torch.device | str | None = None,
+) -> TrainResult:
+    """FP32 gradient accumulation: ``n_accum`` micro-batches per optimizer step.
+
+    The batch is cut into ``n_accum`` contiguous micro-batches
+    (``tensor_split``; the same as ``chunk`` when ``n_accum`` divides the batch
+    size). Each micro-batch's loss is divided by ``n_accum`` and
+    back-propagated; the optimizer steps once the last one is done.
+
+    If ``n_accum`` does not divide the batch size this raises ``ValueError``,
+    unless ``weight_by_samples=True``: then each micro-batch's loss is divided
+    by ``batch_size / micro_batch_size`` instead, i.e. weighted by its share
+    of the samples, which again gives the full batch's mean loss (for a loss
+    with ``reduction="mean"``).
+
+    >>> X, y = make_deck_problem(device="cpu")
+    >>> model = make_deck_model(device="cpu")
+    >>> r = train_accumulated(model, make_deck_optimizer(model), X, y, nn.BCEWithLogitsLoss(), 4)
+    >>> [round(v, 5) for v in r.log[0].micro_losses]
+    [0.17329, 0.17329, 0.17329, 0.17329]
+    >>> [round(w, 5) for w in r.weight.flatten().tolist()]
+    [0.03085, 0.02717]
+    """
+    X, y, device = _prepare(
+        model, optimizer, X, y, loss_fn, steps=steps, n_accum=n_accum,
+        weight_by_samples=weight_by_samples, device=device,
+    )  # fmt: skip
+    log = []
+    optimizer.zero_grad()
+    for step in range(1, steps + 1):
+        micro = []
+        for xb, yb in zip(X.tensor_split(n_accum), y.tensor_split(n_accum), strict=True):
+            divisor = len(X) / len(xb) if weight_by_samples else n_accum
+            loss = loss_fn(model(xb), yb) / divisor
+            loss.backward()  # adds into .grad
+            micro.append(loss.detach())
+        log.append(_record(step, micro, model))  # bookkeeping for the book
+        optimizer.step()
+        optimizer.zero_grad()
+    return _result(model, log)
+
+
+def train_amp(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    loss_fn: LossFn,
+    *,
+    steps: int = 1,
+    scaler_kwargs: Mapping[str, Any] | None = None,
+    dtype: torch.dtype = torch.float16,
+    clip_norm: float | None = None,
+    device: torch.device | str | None = None,
+) -> TrainResult:
+    """Mixed precision on the whole batch: autocast + ``torch.amp.GradScaler``.
+
+    Only the forward pass and the loss run under autocast; ``backward`` runs
+    outside it. With ``clip_norm`` the gradients are unscaled first, so the
+    threshold applies to the true gradient. ``scaler_kwargs`` go to
+    ``GradScaler(device.type, **scaler_kwargs)`` (``init_scale``,
+    ``growth_factor``, ``backoff_factor``, ``growth_interval``, ``enabled``).
+
+    >>> X, y = make_deck_problem(device="cpu")
+    >>> model = make_deck_model(device="cpu")
+    >>> r = train_amp(model, make_deck_optimizer(model), X, y, nn.BCEWithLogitsLoss())
+    >>> r.log[0].scale, r.log[0].skipped, [round(w, 4) for w in r.weight.flatten().tolist()]
+    (65536.0, False, [0.0309, 0.0272])
+    """
+    _check_amp_args(dtype, clip_norm)
+    X, y, device = _prepare(model, optimizer, X, y, loss_fn, steps=steps, device=device)
+    scaler = _make_scaler(device, scaler_kwargs)
+    log = []
+    optimizer.zero_grad()
+    for step in range(1, steps + 1):
+        with torch.autocast(device.type, dtype=dtype):  # forward and loss only
+            loss = loss_fn(model(X), y)
+        scaler.scale(loss).backward()
+        log.append(_record(step, [loss.detach()], model, scaler))  # bookkeeping for the book
+        if clip_norm is not None:
+            scaler.unscale_(optimizer)  # clip the true gradient, not the scaled one
+            clip_grad_norm_(model.parameters(), clip_norm)
+        scaler.step(optimizer)  # skips the step if the gradient holds inf/NaN
+        scaler.update()  # shrink the scale after an overflow, grow it after a streak
+        optimizer.zero_grad()
+    return _result(model, log, scaler)
+
+
+def train_amp_accumulated(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    loss_fn: LossFn,
+    n_accum: int,
+    *,
+    steps: int = 1,
+    scaler_kwargs: Mapping[str, Any] | None = None,
+    dtype: torch.dtype = torch.float16,
+    clip_norm: float | None = None,
+    device: torch.device | str | None = None,
+) -> TrainResult:
+    """Mixed precision with gradient accumulation: the canonical recipe.
+
+    Each micro-batch: forward and ``loss / n_accum`` under autocast, then
+    ``scaler.scale(loss).backward()``. At the boundary: [``unscale_`` + clip],
+    ``scaler.step``, ``scaler.update``, ``zero_grad`` -- once per optimizer
+    step, never per micro-batch. ``n_accum`` must divide the batch size.
+
+    >>> X, y = make_deck_problem(device="cpu")
+    >>> model = make_deck_model(device="cpu")
+    >>> r = train_amp_accumulated(model, make_deck_optimizer(model), X, y,
+    ...                           nn.BCEWithLogitsLoss(), 4)
+    >>> len(r.log[0].micro_losses), r.final_scale
+    (4, 65536.0)
+    """
+    _check_amp_args(dtype, clip_norm)
+    X, y, device = _prepare(
+        model, optimizer, X, y, loss_fn, steps=steps, n_accum=n_accum, device=device
+    )
+    scaler = _make_scaler(device, scaler_kwargs)
+    log = []
+    optimizer.zero_grad()
+    for step in range(1, steps + 1):
+        micro = []
+        for xb, yb in zip(X.tensor_split(n_accum), y.tensor_split(n_accum), strict=True):
+            with torch.autocast(device.type, dtype=dtype):  # forward and loss only
+                loss = loss_fn(model(xb), yb) / n_accum
+            scaler.scale(loss).backward()  # adds the scaled gradient into .grad
+            micro.append(loss.detach())
+        log.append(_record(step, micro, model, scaler))  # bookkeeping for the book
+        if clip_norm is not None:
+            scaler.unscale_(optimizer)  # once, at the boundary, before clipping
+            clip_grad_norm_(model.parameters(), clip_norm)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+    return _result(model, log, scaler)
+
+
+def train_amp_mistake(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    loss_fn: LossFn,
+    *,
+    mistake: str,
+    n_accum: int = 1,
+    steps: int = 1,
+    scaler_kwargs: Mapping[str, Any] | None = None,
+    dtype: torch.dtype = torch.float16,
+    clip_norm: float | None = None,
+    device: torch.device | str | None = None,
+) -> TrainResult:
+    """:func:`train_amp_accumulated` with one deliberate mistake (see :data:`MISTAKES`).
+
+    Each mistake is one ``if mistake ...`` branch, commented with what it
+    leaves out or replaces; everything else is the correct recipe.
+    ``"clip_before_unscale"`` needs ``clip_norm``; ``"raw_loss"`` only shows with ``n_accum > 1``. ``StepLog.skipped`` is
+    ``False`` on an overflowing step under ``"optimizer_step"``, because the
+    step is applied anyway (``found_inf`` is still ``True``).
+
+    >>> X, y = make_deck_problem(device="cpu")
+    >>> model = make_deck_model(device="cpu")
+    >>> r = train_amp_mistake(model, make_deck_optimizer(model), X, y, nn.BCEWithLogitsLoss(),
+    ...                       mistake="new_scaler_each_step", steps=3,
+    ...                       scaler_kwargs={"init_scale": 2.0**40})
+    >>> [(entry.scale, entry.skipped) for entry in r.log]
+    [(1099511627776.0, True), (1099511627776.0, True), (1099511627776.0, True)]
+    >>> train_amp_mistake(model, make_deck_optimizer(model), X, y, nn.BCEWithLogitsLoss(),
+    ...                   mistake="no_update", steps=2)
+    Traceback (most recent call last):
+    ...
+    RuntimeError: step() has already been called since the last update().
+    """
+    check_choice("mistake", mistake, MISTAKES)
+    _check_amp_args(dtype, clip_norm)
+    if mistake == "clip_before_unscale" and clip_norm is None:
+        raise ValueError("mistake='clip_before_unscale' needs clip_norm (a number > 0), got None")
+    X, y, device = _prepare(
+        model, optimizer, X, y, loss_fn, steps=steps, n_accum=n_accum, device=device
+    )
+    scaler = _make_scaler(device, scaler_kwargs)
+    log = []
+    optimizer.zero_grad()
+    for step in range(1, steps + 1):
+        if mistake == "new_scaler_each_step":
+            scaler = _make_scaler(device, scaler_kwargs)  # WRONG: forgets the scale it learnt
+        micro = []
+        for xb, yb in zip(X.tensor_split(n_accum), y.tensor_split(n_accum), strict=True):
+            with torch.autocast(device.type, dtype=dtype):
+                loss = loss_fn(model(xb), yb)
+                if mistake != "raw_loss":
+                    loss = loss / n_accum  # 'raw_loss' omits this: n_accum x the gradient
+            scaler.scale(loss).backward()
+            micro.append(loss.detach())
+        log.append(
+            _record(step, micro, model, scaler, steps_on_inf=mistake == "optimizer_step",
+                    loss_divisor=n_accum if mistake == "raw_loss" else 1)
+        )  # fmt: skip
+        if clip_norm is not None:
+            if mistake != "clip_before_unscale":
+                scaler.unscale_(optimizer)  # 'clip_before_unscale' omits this
+            clip_grad_norm_(model.parameters(), clip_norm)
+        if mistake == "optimizer_step":
+            optimizer.step()  # WRONG: applies scaled gradients, and steps on inf/NaN
+        else:
+            scaler.step(optimizer)
+        if mistake not in ("no_update", "optimizer_step"):
+            scaler.update()  # 'no_update' omits this: the next scaler.step raises
+        optimizer.zero_grad()
+    return _result(model, log, scaler)
+
+
+# --------------------------------------------------------------------------- inspection
+
+
+def grad_after_backward(
+    model: nn.Module,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    loss_fn: LossFn,
+    n_accum: int,
+    divide: bool = True,
+) -> dict[str, torch.Tensor]:
+    """The gradient one accumulation cycle leaves in ``.grad`` (FP32, no step).
+
+    Runs ``n_accum`` micro-batch backward passes, dividing each loss by
+    ``n_accum`` when ``divide`` is true, and returns detached CPU copies of
+    the accumulated gradients by parameter name. The model's parameters are
+    not changed; its ``.grad`` is reset to ``None`` before and after.
+
+    >>> X, y = make_deck_problem(device="cpu")
+    >>> model = make_deck_model(device="cpu")
+    >>> good = grad_after_backward(model, X, y, nn.BCEWithLogitsLoss(), 4)
+    >>> raw = grad_after_backward(model, X, y, nn.BCEWithLogitsLoss(), 4, divide=False)
+    >>> (raw["weight"] / good["weight"]).tolist()
+    [[4.0, 4.0]]
+    """
+    if not isinstance(divide, bool):
+        raise TypeError(f"divide must be True or False, got {divide!r}")
+    X, y, _ = _prepare(model, None, X, y, loss_fn, n_accum=n_accum)
+    model.zero_grad(set_to_none=True)
+    for xb, yb in zip(X.tensor_split(n_accum), y.tensor_split(n_accum), strict=True):
+        loss = loss_fn(model(xb), yb)
+        (loss / n_accum if divide else loss).backward()
+    grads = {
+        name: (torch.zeros_like(p) if p.grad is None else p.grad).detach().to("cpu", copy=True)
+        for name, p in model.named_parameters()
+    }
+    model.zero_grad(set_to_none=True)
+    return grads
+
+
+def _as_params(name: str, value: Any) -> Mapping[str, torch.Tensor]:
+    if isinstance(value, TrainResult):
+        return value.params
+    if isinstance(value, Mapping) and all(isinstance(t, torch.Tensor) for t in value.values()):
+        return value
+    raise TypeError(
+        f"{name} must be a TrainResult or a dict of tensors, got {type(value).__name__}"
+    )
+
+
+def compare_params(
+    a: TrainResult | Mapping[str, torch.Tensor], b: TrainResult | Mapping[str, torch.Tensor]
+) -> ParamComparison:
+    """Max absolute difference of two runs' parameters, and whether they are bitwise equal.
+
+    >>> X, y = make_deck_problem(device="cpu")
+    >>> loss_fn = nn.BCEWithLogitsLoss()
+    >>> m1, m2 = make_deck_model(device="cpu"), make_deck_model(device="cpu")
+    >>> full = train_full_batch(m1, make_deck_optimizer(m1), X, y, loss_fn)
+    >>> accum = train_accumulated(m2, make_deck_optimizer(m2), X, y, loss_fn, 4)
+    >>> compare_params(full, accum).max_abs_diff < 1e-8
+    True
+    """
+    pa, pb = _as_params("a", a), _as_params("b", b)
+    if set(pa) != set(pb):
+        raise ValueError(f"a and b must have the same parameters, got {list(pa)} and {list(pb)}")
+    diffs = [0.0]
+    equal = True
+    for name in pa:
+        ta, tb = pa[name].detach().cpu(), pb[name].detach().cpu()
+        if ta.shape != tb.shape:
+            raise ValueError(
+                f"parameter {name!r} has shape {tuple(ta.shape)} in a and {tuple(tb.shape)} in b"
+            )
+        equal = equal and torch.equal(ta, tb)
+        if ta.numel():
+            common = torch.promote_types(ta.dtype, tb.dtype)
+            diffs.append(float((ta.to(common) - tb.to(common)).abs().max()))
+    diff = math.nan if any(math.isnan(d) for d in diffs) else max(diffs)
+    return ParamComparison(max_abs_diff=diff, bitwise_equal=equal)
+
+
+def max_abs_diff(
+    a: TrainResult | Mapping[str, torch.Tensor], b: TrainResult | Mapping[str, torch.Tensor]
+) -> float:
+    """The largest absolute difference between two runs' parameters.
+
+    >>> max_abs_diff({"w": torch.tensor([1.0])}, {"w": torch.tensor([0.75])})
+    0.25
+    """
+    return compare_params(a, b).max_abs_diff

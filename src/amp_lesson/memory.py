@@ -1,0 +1,446 @@
+"""Where the bytes go: per-parameter state, and activation memory measured.
+
+Training memory has two parts. The *model state* grows with the number of
+parameters: weights, gradients, optimizer state (Adam keeps two moments,
+``m`` and ``v``) and, in some mixed-precision schemes, an FP32 master copy
+of the weights. :func:`bytes_per_parameter` counts it per parameter for four
+regimes, deriving every number from ``torch.dtype.itemsize``:
+
+- ``"fp32_adam"``: FP32 weights, gradients, ``m`` and ``v``: 4 + 4 + 4 + 4 = 16.
+- ``"torch_amp"``: what ``torch.autocast`` + ``GradScaler`` keeps: the same
+  16 bytes (parameters, gradients and optimizer state stay FP32), plus a
+  *transient* half-precision copy of each autocast-eligible weight (up to 2
+  bytes) that lives only during the forward/backward pass.
+- ``"classic_mixed"``: the scheme of the mixed-precision and ZeRO papers:
+  FP16 weights and gradients, FP32 master weights, ``m`` and ``v``:
+  2 + 2 + 4 + 4 + 4 = 16.
+- ``"classic_mixed_fp32_accum"``: the same plus an FP32 buffer to accumulate
+  gradients across micro-batches: 20.
+
+Mixed precision therefore saves no model-state memory with Adam; what it
+saves is *activation* memory, which grows with batch size and depth and is
+measured by :func:`measure_activation_memory`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import numbers
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from amp_lesson._checks import check_choice, check_int, check_positive
+from amp_lesson.accumulation import _resolve_device
+
+__all__ = [
+    "BYTES_PER_PARAM",
+    "GB",
+    "REGIMES",
+    "ActivationMemory",
+    "BytesPerParam",
+    "bytes_per_parameter",
+    "make_mlp",
+    "measure_activation_memory",
+    "memory_table",
+    "total_bytes",
+]
+
+REGIMES: tuple[str, ...] = ("fp32_adam", "torch_amp", "classic_mixed", "classic_mixed_fp32_accum")
+"""The regimes :func:`bytes_per_parameter` knows."""
+
+GB = 10**9
+"""Bytes in a (decimal) gigabyte, the unit of :func:`memory_table`."""
+
+_FP32 = torch.float32.itemsize
+_HALF = torch.float16.itemsize
+
+
+@dataclass(frozen=True)
+class BytesPerParam:
+    """Bytes of training state per model parameter, by what holds them.
+
+    ``total`` is the persistent state (everything but ``transient``);
+    ``peak`` adds the transient copies.
+
+    >>> b = bytes_per_parameter("classic_mixed_fp32_accum")
+    >>> b.weights, b.gradients, b.master_weights, b.grad_accum_buffer, b.total
+    (2, 2, 4, 4, 20)
+    """
+
+    regime: str
+    weights: int
+    gradients: int
+    master_weights: int
+    optimizer_m: int
+    optimizer_v: int
+    grad_accum_buffer: int
+    transient: int
+    description: str
+
+    @property
+    def total(self) -> int:
+        """Persistent bytes per parameter."""
+        return (
+            self.weights
+            + self.gradients
+            + self.master_weights
+            + self.optimizer_m
+            + self.optimizer_v
+            + self.grad_accum_buffer
+        )
+
+    @property
+    def peak(self) -> int:
+        """Persistent plus transient bytes per parameter."""
+        return self.total + self.transient
+
+
+def _build(regime: str) -> BytesPerParam:
+    adam = {"optimizer_m": _FP32, "optimizer_v": _FP32}
+    if regime == "fp32_adam":
+        return BytesPerParam(
+            regime, weights=_FP32, gradients=_FP32, master_weights=0, **adam,
+            grad_accum_buffer=0, transient=0,
+            description="FP32 weights, gradients and Adam m, v",
+        )  # fmt: skip
+    if regime == "torch_amp":
+        return BytesPerParam(
+            regime, weights=_FP32, gradients=_FP32, master_weights=0, **adam,
+            grad_accum_buffer=0, transient=_HALF,
+            description="torch.autocast: FP32 state as fp32_adam, plus transient "
+            "FP16/BF16 copies of autocast-eligible weights during forward/backward",
+        )  # fmt: skip
+    if regime == "classic_mixed":
+        return BytesPerParam(
+            regime, weights=_HALF, gradients=_HALF, master_weights=_FP32, **adam,
+            grad_accum_buffer=0, transient=0,
+            description="FP16 weights and gradients, FP32 master weights and Adam m, v",
+        )  # fmt: skip
+    return BytesPerParam(
+        regime, weights=_HALF, gradients=_HALF, master_weights=_FP32, **adam,
+        grad_accum_buffer=_FP32, transient=0,
+        description="classic_mixed plus an FP32 buffer accumulating gradients over micro-batches",
+    )  # fmt: skip
+
+
+BYTES_PER_PARAM: dict[str, BytesPerParam] = {regime: _build(regime) for regime in REGIMES}
+""":class:`BytesPerParam` for each regime of :data:`REGIMES`."""
+
+
+def bytes_per_parameter(regime: str) -> BytesPerParam:
+    """The per-parameter breakdown of ``regime`` (one of :data:`REGIMES`).
+
+    >>> [bytes_per_parameter(r).total for r in REGIMES]
+    [16, 16, 16, 20]
+    >>> bytes_per_parameter("torch_amp").peak
+    18
+    >>> bytes_per_parameter("fp8")
+    Traceback (most recent call last):
+    ...
+    ValueError: regime must be one of 'fp32_adam', 'torch_amp', 'classic_mixed', \
+'classic_mixed_fp32_accum'; got 'fp8'
+    """
+    return BYTES_PER_PARAM[check_choice("regime", regime, REGIMES)]
+
+
+def _check_n_params(n_params: Any) -> int:
+    if isinstance(n_params, bool) or not isinstance(n_params, numbers.Real):
+        raise TypeError(
+            f"n_params must be a positive whole number (int, or float like 7e9), "
+            f"got {type(n_params).__name__} {n_params!r}"
+        )
+    if isinstance(n_params, numbers.Integral):
+        return check_int("n_params", int(n_params), minimum=1)
+    value = check_positive("n_params", n_params)
+    if not value.is_integer():
+        raise ValueError(f"n_params must be a whole number of parameters, got {n_params!r}")
+    return int(value)
+
+
+def total_bytes(n_params: float, regime: str, *, include_transient: bool = False) -> int:
+    """Bytes of training state for ``n_params`` parameters under ``regime``.
+
+    ``n_params`` may be an int or an integral float such as ``7e9``.
+    ``include_transient`` adds the transient autocast copies (``torch_amp``).
+
+    >>> total_bytes(7e9, "fp32_adam") / GB
+    112.0
+    >>> total_bytes(0, "fp32_adam")
+    Traceback (most recent call last):
+    ...
+    ValueError: n_params must be an integer >= 1, got 0
+    """
+    if not isinstance(include_transient, bool):
+        raise TypeError(f"include_transient must be True or False, got {include_transient!r}")
+    per_param = bytes_per_parameter(regime)
+    n = _check_n_params(n_params)
+    return n * (per_param.peak if include_transient else per_param.total)
+
+
+def memory_table(n_params: float | None = None) -> list[dict[str, Any]]:
+    """Rows for the book's bytes-per-parameter table, one per regime.
+
+    Each row holds the regime, the breakdown, ``total`` and ``peak`` bytes
+    per parameter and the description; with ``n_params`` also ``total_gb``
+    and ``peak_gb`` for that many parameters (decimal GB).
+
+    >>> [(row["regime"], row["total"], row["total_gb"]) for row in memory_table(7e9)]
+    ... # doctest: +NORMALIZE_WHITESPACE
+    [('fp32_adam', 16, 112.0), ('torch_amp', 16, 112.0),
+     ('classic_mixed', 16, 112.0), ('classic_mixed_fp32_accum', 20, 140.0)]
+    """
+    n = None if n_params is None else _check_n_params(n_params)
+    rows = []
+    for regime in REGIMES:
+        b = BYTES_PER_PARAM[regime]
+        row: dict[str, Any] = {
+            "regime": regime,
+            "weights": b.weights,
+            "gradients": b.gradients,
+            "master_weights": b.master_weights,
+            "optimizer_m": b.optimizer_m,
+            "optimizer_v": b.optimizer_v,
+            "grad_accum_buffer": b.grad_accum_buffer,
+            "transient": b.transient,
+            "total": b.total,
+            "peak": b.peak,
+            "description": b.description,
+        }
+        if n is not None:
+            row["total_gb"] = n * b.total / GB
+            row["peak_gb"] = n * b.peak / GB
+        rows.append(row)
+    return rows
+
+
+# --------------------------------------------------------------------------- activations
+
+
+@dataclass(frozen=True)
+class ActivationMemory:
+    """Activation memory of one forward pass plus loss, kept for backward.
+
+    ``bytes`` is the headline number: on CUDA the allocator's peak during the
+    forward pass minus the memory allocated before it
+    (``method="cuda_max_memory_allocated"``); on the CPU the bytes of the
+    tensors autograd saved for backward (``method="saved_tensors"``).
+
+    The saved-tensor accounting is done on both devices: each saved tensor's
+    storage is counted once (by ``untyped_storage().data_ptr()``); storages of
+    the model's parameters and of the input ``x`` are not counted (they exist
+    anyway). ``activation_bytes`` are the rest, except the half-precision
+    copies of parameters that autocast makes, which are ``weight_copy_bytes``.
+    ``n_saved`` counts pack-hook calls (all saved tensors, duplicates and
+    parameters included); ``dtype_counts`` and ``bytes_by_dtype`` cover the
+    counted (unique, non-parameter, non-input) storages.
+
+    >>> m = measure_activation_memory(make_mlp(4, 8, 2, device="cpu"), torch.ones(16, 4))
+    >>> m.method, m.bytes, m.dtype_counts
+    ('saved_tensors', 1024, {'float32': 2})
+    """
+
+    method: str
+    bytes: int
+    activation_bytes: int
+    weight_copy_bytes: int
+    n_saved: int
+    dtype_counts: dict[str, int] = field(default_factory=dict)
+    bytes_by_dtype: dict[str, int] = field(default_factory=dict)
+    autocast_dtype: str | None = None
+    device: str = "cpu"
+
+    @property
+    def saved_bytes(self) -> int:
+        """Activation plus weight-copy bytes from the saved-tensor accounting."""
+        return self.activation_bytes + self.weight_copy_bytes
+
+
+_VIEW_NODES = frozenset(
+    {
+        "ToCopyBackward0",
+        "TBackward0",
+        "TransposeBackward0",
+        "PermuteBackward0",
+        "ViewBackward0",
+        "UnsafeViewBackward0",
+        "ExpandBackward0",
+        "AliasBackward0",
+    }
+)
+
+
+def _copies_param(tensor: torch.Tensor, param_ids: set[int]) -> bool:
+    """Whether ``tensor`` is a cast (or a view of a cast) of a parameter."""
+    node = tensor.grad_fn
+    for _ in range(6):
+        if node is None:
+            return False
+        name = type(node).__name__
+        if name == "AccumulateGrad":
+            return id(node.variable) in param_ids
+        if name not in _VIEW_NODES or not node.next_functions:
+            return False
+        node = node.next_functions[0][0]
+    return False
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _default_loss(output: torch.Tensor) -> torch.Tensor:
+    return output.float().sum()
+
+
+def measure_activation_memory(
+    model: nn.Module,
+    x: torch.Tensor,
+    *,
+    loss_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    autocast_dtype: torch.dtype | None = None,
+    device: torch.device | str | None = None,
+) -> ActivationMemory:
+    """Measure the memory a forward pass (plus loss) keeps for backward.
+
+    Runs ``loss_fn(model(x))`` (default: the sum of the output, which saves
+    nothing itself) in FP32, or under ``torch.autocast`` with
+    ``autocast_dtype`` (``torch.float16`` or ``torch.bfloat16``), without
+    calling backward. ``device=None`` uses the model's device; otherwise
+    model and ``x`` are moved there first. See :class:`ActivationMemory` for
+    what is counted.
+
+    >>> mlp = make_mlp(64, 128, 3, device="cpu")
+    >>> x = torch.randn(256, 64)
+    >>> fp32 = measure_activation_memory(mlp, x)
+    >>> fp16 = measure_activation_memory(mlp, x, autocast_dtype=torch.float16)
+    >>> fp32.bytes, fp16.activation_bytes, fp16.weight_copy_bytes
+    (393216, 229376, 65792)
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if autocast_dtype is not None:
+        if not isinstance(autocast_dtype, torch.dtype):
+            raise TypeError(
+                f"autocast_dtype must be None, torch.float16 or torch.bfloat16, "
+                f"got {autocast_dtype!r}"
+            )
+        check_choice("autocast_dtype", autocast_dtype, (torch.float16, torch.bfloat16))
+    if loss_fn is None:
+        loss_fn = _default_loss
+    elif not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable or None, got {type(loss_fn).__name__}")
+    params = list(model.parameters())
+    if device is None and params:
+        device = params[0].device
+        if device.type not in ("cpu", "cuda"):
+            raise ValueError(f"the model must be on a CPU or CUDA device, got {device}")
+    else:
+        device = _resolve_device(device)
+        model.to(device)
+    x = x.to(device)
+    params = list(model.parameters())
+    param_ids = {id(p) for p in params}
+    exclude = {p.untyped_storage().data_ptr() for p in params} | {x.untyped_storage().data_ptr()}
+
+    def forward() -> torch.Tensor:
+        with torch.autocast(
+            device.type, dtype=autocast_dtype or torch.float16, enabled=autocast_dtype is not None
+        ):
+            return loss_fn(model(x))
+
+    on_cuda = device.type == "cuda"
+    baseline = peak = 0
+    if on_cuda:  # a warm-up pass, so one-off allocations (cuBLAS workspace) are not counted
+        with torch.enable_grad():
+            forward()
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        baseline = torch.cuda.memory_allocated(device)
+
+    seen: dict[int, tuple[int, torch.dtype, bool]] = {}
+    n_saved = 0
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        nonlocal n_saved
+        n_saved += 1
+        storage = tensor.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr not in exclude and ptr not in seen:
+            seen[ptr] = (storage.nbytes(), tensor.dtype, _copies_param(tensor, param_ids))
+        return tensor
+
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = forward()
+    if on_cuda:
+        torch.cuda.synchronize(device)
+        peak = torch.cuda.max_memory_allocated(device) - baseline
+    del loss
+
+    activation = sum(n for n, _, is_copy in seen.values() if not is_copy)
+    copies = sum(n for n, _, is_copy in seen.values() if is_copy)
+    counts: Counter[str] = Counter()
+    by_dtype: Counter[str] = Counter()
+    for nbytes, dtype, _ in seen.values():
+        counts[_dtype_name(dtype)] += 1
+        by_dtype[_dtype_name(dtype)] += nbytes
+    return ActivationMemory(
+        method="cuda_max_memory_allocated" if on_cuda else "saved_tensors",
+        bytes=peak if on_cuda else activation + copies,
+        activation_bytes=activation,
+        weight_copy_bytes=copies,
+        n_saved=n_saved,
+        dtype_counts=dict(counts),
+        bytes_by_dtype=dict(by_dtype),
+        autocast_dtype=None if autocast_dtype is None else _dtype_name(autocast_dtype),
+        device=str(device),
+    )
+
+
+def make_mlp(
+    in_features: int = 64,
+    width: int = 256,
+    depth: int = 3,
+    out_features: int = 1,
+    *,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> nn.Sequential:
+    """An MLP of ``depth`` hidden ``Linear(width) + ReLU`` layers and a linear head.
+
+    PyTorch's default initialisation, drawn with ``torch.manual_seed(seed)``
+    inside :func:`torch.random.fork_rng`, so the global RNG is left as it was.
+
+    >>> make_mlp(4, 8, 2, device="cpu")
+    Sequential(
+      (0): Linear(in_features=4, out_features=8, bias=True)
+      (1): ReLU()
+      (2): Linear(in_features=8, out_features=8, bias=True)
+      (3): ReLU()
+      (4): Linear(in_features=8, out_features=1, bias=True)
+    )
+    """
+    check_int("in_features", in_features, minimum=1)
+    check_int("width", width, minimum=1)
+    check_int("depth", depth, minimum=1)
+    check_int("out_features", out_features, minimum=1)
+    check_int("seed", seed, minimum=0)
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype, got {dtype!r}")
+    check_choice("dtype", dtype, (torch.float32, torch.float64, torch.float16, torch.bfloat16))
+    device = _resolve_device(device)
+    sizes = [in_features] + [width] * depth
+    with torch.random.fork_rng(devices=[]):  # PyTorch's default init, seeded locally
+        torch.manual_seed(seed)
+        layers: list[nn.Module] = []
+        for fan_in, fan_out in itertools.pairwise(sizes):
+            layers += [nn.Linear(fan_in, fan_out), nn.ReLU()]
+        layers.append(nn.Linear(width, out_features))
+    return nn.Sequential(*layers).to(device=device, dtype=dtype)

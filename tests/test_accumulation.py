@@ -1,0 +1,540 @@
+"""Tests for amp_lesson.accumulation: equivalence, the mistakes, and bad input."""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from amp_lesson import accumulation as acc
+from amp_lesson.accumulation import (
+    MISTAKES,
+    ParamComparison,
+    StepLog,
+    TrainResult,
+    compare_params,
+    grad_after_backward,
+    make_deck_model,
+    make_deck_optimizer,
+    make_deck_problem,
+    max_abs_diff,
+    train_accumulated,
+    train_amp,
+    train_amp_accumulated,
+    train_amp_mistake,
+    train_full_batch,
+)
+
+CPU = torch.device("cpu")
+LOSS = nn.BCEWithLogitsLoss()
+LR = 0.1
+U16 = 2.0**-11  # float16 unit roundoff: half of torch.finfo(torch.float16).eps
+FP16_OVERFLOW_SCALE = 2.0**40  # the deck's scaled fp16 gradients overflow from 2**18 on
+
+
+def deck(dtype: torch.dtype = torch.float32, device: torch.device = CPU):
+    X, y = make_deck_problem(dtype=dtype, device=device)
+    return X, y
+
+
+def fresh(dtype: torch.dtype = torch.float32, device: torch.device = CPU):
+    model = make_deck_model(dtype=dtype, device=device)
+    return model, make_deck_optimizer(model, lr=LR)
+
+
+def fp32_sum_bound(X: torch.Tensor, w: torch.Tensor, n_accum: int, lr: float) -> float:
+    """Bound on |w_full - w_accum| after one SGD step of a linear model with mean BCE.
+
+    The gradient is ``(1/B) sum_i (sigmoid(z_i) - y_i) x_i``; each term is at most
+    ``M = max|x|`` in size (``|sigmoid - y| <= 1``). Any order of summing ``B``
+    terms errs by at most ``(B - 1) u sum|t_i|`` (``u = eps / 2``), so each of the
+    two gradients is within ``(B + n_accum + c) u M`` of the exact one, where ``c``
+    covers sigmoid, the products and the divisions, plus ``f M |w|`` for a logit
+    ``z_i`` of ``f`` features computed in a different order. Their difference is
+    at most twice that; the update multiplies it by ``lr`` and adds one rounding
+    of each new weight (``eps |w|``).
+    """
+    eps = torch.finfo(X.dtype).eps
+    B, f = X.shape
+    M = X.abs().max().item()
+    W = w.abs().max().item()
+    grad_bound = eps * M * (B + n_accum + 8 + f * M * W)
+    return lr * grad_bound + eps * (W + lr * M)
+
+
+# --------------------------------------------------------------------------- the deck
+
+
+def test_deck_problem_matches_the_deck_recipe() -> None:
+    torch.manual_seed(42)
+    X_ref = torch.randn(128, 2)
+    y_ref = (X_ref[:, 0] + X_ref[:, 1] > 0).float()
+    X, y = make_deck_problem(device=CPU)
+    assert torch.equal(X, X_ref)
+    assert torch.equal(y.squeeze(1), y_ref)
+    X64, _ = make_deck_problem(dtype=torch.float64, device=CPU)
+    assert torch.equal(X64, X_ref.double())
+
+
+def test_deck_problem_leaves_global_rng_alone() -> None:
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    make_deck_problem(device=CPU)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_deck_weights_reproduce_the_slides() -> None:
+    X, y = deck()
+    model, opt = fresh()
+    result = train_full_batch(model, opt, X, y, LOSS)
+    assert [round(w, 5) for w in result.weight.flatten().tolist()] == [0.03085, 0.02717]
+    assert result.log[0].loss == pytest.approx(torch.log(torch.tensor(2.0)).item())
+
+
+def ulps_apart(a: torch.Tensor, b: torch.Tensor) -> list[int]:
+    """Units in the last place between same-signed float32 values (bit patterns)."""
+    return (a.view(torch.int32).long() - b.view(torch.int32).long()).abs().flatten().tolist()
+
+
+def test_deck_float32_accumulation_is_not_bitwise_equal() -> None:
+    """Observed: 4 x 32 and 128 differ in float32, by one ulp of the gradient's w[0]."""
+    X, y = deck()
+    full = train_full_batch(*fresh(), X, y, LOSS)
+    accum = train_accumulated(*fresh(), X, y, LOSS, 4)
+    cmp = compare_params(full, accum)
+    assert not cmp.bitwise_equal
+    assert cmp.max_abs_diff == 2.0**-28
+    assert ulps_apart(full.weight, accum.weight) == [2, 0]
+    model, _ = fresh()
+    g_full = grad_after_backward(model, X, y, LOSS, 1)["weight"]
+    g_accum = grad_after_backward(model, X, y, LOSS, 4)["weight"]
+    assert ulps_apart(g_full, g_accum) == [1, 0]
+    assert cmp.max_abs_diff <= fp32_sum_bound(X, full.weight, 4, LR)
+    assert [round(w, 5) for w in accum.weight.flatten().tolist()] == [0.03085, 0.02717]
+
+
+def test_deck_float64_accumulation_is_bitwise_equal() -> None:
+    X, y = deck(torch.float64)
+    full = train_full_batch(*fresh(torch.float64), X, y, LOSS)
+    accum = train_accumulated(*fresh(torch.float64), X, y, LOSS, 4)
+    assert compare_params(full, accum) == ParamComparison(max_abs_diff=0.0, bitwise_equal=True)
+
+
+def test_accumulation_logs_micro_losses_that_sum_to_the_batch_loss() -> None:
+    X, y = deck()
+    result = train_accumulated(*fresh(), X, y, LOSS, 4, steps=3)
+    assert [entry.step for entry in result.log] == [1, 2, 3]
+    first = result.log[0]
+    assert len(first.micro_losses) == 4
+    assert first.micro_losses[0] == pytest.approx(first.loss / 4)
+    assert sum(first.micro_losses) == pytest.approx(first.loss)
+    assert result.log[2].loss < result.log[0].loss  # it learns
+    assert all(entry.scale is None and not entry.skipped for entry in result.log)
+
+
+def test_several_steps_stay_close() -> None:
+    X, y = deck()
+    full = train_full_batch(*fresh(), X, y, LOSS, steps=5)
+    accum = train_accumulated(*fresh(), X, y, LOSS, 4, steps=5)
+    # five steps: at most five one-step bounds (the BCE gradient is lr*M**2/4-Lipschitz
+    # in w and lr*M**2/4 < 1 here, so earlier differences do not grow)
+    assert max_abs_diff(full, accum) <= 5 * fp32_sum_bound(X, full.weight, 4, LR)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n_accum=st.integers(1, 8),
+    micro=st.integers(1, 12),
+    n_features=st.integers(1, 4),
+    seed=st.integers(0, 2**16),
+    dtype=st.sampled_from([torch.float32, torch.float64]),
+)
+def test_accumulation_matches_full_batch_on_random_problems(
+    n_accum: int, micro: int, n_features: int, seed: int, dtype: torch.dtype
+) -> None:
+    g = torch.Generator().manual_seed(seed)
+    B = n_accum * micro
+    X = torch.randn(B, n_features, generator=g, dtype=dtype)
+    y = torch.randint(0, 2, (B, 1), generator=g).to(dtype)
+    w0 = torch.randn(1, n_features, generator=g, dtype=dtype) * 0.5
+    results = []
+    for n in (1, n_accum):
+        model = nn.Linear(n_features, 1, bias=False, dtype=dtype)
+        with torch.no_grad():
+            model.weight.copy_(w0)
+        opt = make_deck_optimizer(model, lr=LR)
+        results.append(train_accumulated(model, opt, X, y, LOSS, n))
+    bound = fp32_sum_bound(X, torch.cat([w0, results[0].weight]), n_accum, LR)
+    assert max_abs_diff(*results) <= bound
+
+
+def test_weight_by_samples_handles_uneven_micro_batches() -> None:
+    X, y = make_deck_problem(n_samples=10, device=CPU)
+    full = train_full_batch(*fresh(), X, y, LOSS)
+    uneven = train_accumulated(*fresh(), X, y, LOSS, 4, weight_by_samples=True)  # 3,3,2,2
+    assert len(uneven.log[0].micro_losses) == 4
+    assert max_abs_diff(full, uneven) <= fp32_sum_bound(X, full.weight, 4, LR)
+    # without weighting, the uneven split is refused
+    with pytest.raises(ValueError, match=r"n_accum=4 does not divide the batch size 10"):
+        train_accumulated(*fresh(), X, y, LOSS, 4)
+
+
+def test_weight_by_samples_is_a_no_op_when_divisible() -> None:
+    X, y = deck()
+    a = train_accumulated(*fresh(), X, y, LOSS, 4)
+    b = train_accumulated(*fresh(), X, y, LOSS, 4, weight_by_samples=True)
+    assert compare_params(a, b).bitwise_equal
+
+
+# --------------------------------------------------------------------------- raw loss
+
+
+@pytest.mark.parametrize("n_accum", [2, 4, 8, 32])
+def test_raw_loss_gives_exactly_n_times_the_gradient_for_powers_of_two(n_accum: int) -> None:
+    # dividing by a power of two is exact in binary floating point, and so is every
+    # sum of the divided terms, so the ratio is exactly n_accum
+    X, y = deck()
+    model, _ = fresh()
+    divided = grad_after_backward(model, X, y, LOSS, n_accum)
+    raw = grad_after_backward(model, X, y, LOSS, n_accum, divide=False)
+    assert torch.equal(raw["weight"], n_accum * divided["weight"])
+    assert model.weight.grad is None
+    assert torch.equal(model.weight, torch.zeros(1, 2))
+
+
+@pytest.mark.parametrize("n_accum", [3, 6, 12])
+def test_raw_loss_gives_n_times_the_gradient_within_rounding(n_accum: int) -> None:
+    X, y = make_deck_problem(n_samples=96, device=CPU)
+    model, _ = fresh()
+    divided = grad_after_backward(model, X, y, LOSS, n_accum)["weight"]
+    raw = grad_after_backward(model, X, y, LOSS, n_accum, divide=False)["weight"]
+    # per micro-batch gradients, to bound the rounding of "/ n_accum" and of the sums
+    parts = [
+        grad_after_backward(model, xb, yb, LOSS, 1)["weight"]
+        for xb, yb in zip(X.tensor_split(n_accum), y.tensor_split(n_accum), strict=True)
+    ]
+    abs_sum = torch.stack(parts).abs().sum(0)
+    eps = torch.finfo(torch.float32).eps
+    # each of the n_accum terms is rounded by the division (u) and by the sums
+    # (n_accum u); multiplying back by n_accum costs another u of the result
+    assert ((raw - n_accum * divided).abs() <= 2 * (n_accum + 2) * eps * abs_sum).all()
+    assert not torch.equal(raw, divided)
+
+
+# --------------------------------------------------------------------------- AMP
+
+
+def test_amp_on_cpu_logs_a_finite_loss_and_the_scale() -> None:
+    X, y = deck()
+    result = train_amp(*fresh(), X, y, LOSS, steps=3)
+    assert [entry.scale for entry in result.log] == [65536.0] * 3
+    assert result.final_scale == 65536.0
+    for entry in result.log:
+        assert torch.isfinite(torch.tensor(entry.loss))
+        assert not entry.found_inf
+        assert not entry.skipped
+    assert torch.isfinite(result.weight).all()
+
+
+def test_amp_loops_read_like_textbook_code() -> None:
+    for loop in (train_full_batch, train_accumulated, train_amp, train_amp_accumulated):
+        source = inspect.getsource(loop)
+        body = source.split('"""')[-1]
+        assert len(body.strip().splitlines()) <= 25, loop.__name__
+    source = inspect.getsource(train_amp_accumulated)
+    order = ["torch.autocast", "/ n_accum", "scaler.scale(loss).backward()",
+             "scaler.unscale_", "clip_grad_norm_", "scaler.step", "scaler.update", "zero_grad()"]  # fmt: skip
+    positions = [source.rindex(token) for token in order]
+    assert positions == sorted(positions)
+    assert "torch.cuda.amp" not in inspect.getsource(acc)
+    assert "torch.cpu.amp" not in inspect.getsource(acc)
+
+
+def test_forced_overflow_skips_the_step_and_halves_the_scale() -> None:
+    X, y = deck()
+    result = train_amp(*fresh(), X, y, LOSS, steps=3,
+                       scaler_kwargs={"init_scale": FP16_OVERFLOW_SCALE})  # fmt: skip
+    assert [entry.scale for entry in result.log] == [2.0**40, 2.0**39, 2.0**38]
+    assert all(entry.found_inf and entry.skipped for entry in result.log)
+    assert result.final_scale == 2.0**37
+    assert torch.equal(result.weight, torch.zeros(1, 2))  # unchanged
+
+
+def test_overflow_threshold_of_the_deck() -> None:
+    # the full batch's scaled fp16 weight gradient is about 0.31 * scale: 2**17 fits
+    # below fp16's maximum 65504, 2**18 does not
+    X, y = deck()
+    fits = train_amp(*fresh(), X, y, LOSS, scaler_kwargs={"init_scale": 2.0**17})
+    overflows = train_amp(*fresh(), X, y, LOSS, scaler_kwargs={"init_scale": 2.0**18})
+    assert not fits.log[0].skipped
+    assert overflows.log[0].skipped
+
+
+def test_mistake_no_update_keeps_the_scale_then_raises() -> None:
+    X, y = deck()
+    kwargs = {"init_scale": FP16_OVERFLOW_SCALE}
+    one = train_amp_mistake(*fresh(), X, y, LOSS, mistake="no_update", scaler_kwargs=kwargs)
+    assert one.log[0].skipped
+    assert one.final_scale == FP16_OVERFLOW_SCALE  # never halved
+    assert torch.equal(one.weight, torch.zeros(1, 2))
+    # torch's GradScaler refuses a second step() without update() in between
+    with pytest.raises(RuntimeError, match=r"step\(\) has already been called"):
+        train_amp_mistake(*fresh(), X, y, LOSS, mistake="no_update", steps=2,
+                          scaler_kwargs=kwargs)  # fmt: skip
+
+
+def test_mistake_new_scaler_each_step_keeps_skipping_quietly() -> None:
+    X, y = deck()
+    result = train_amp_mistake(*fresh(), X, y, LOSS, mistake="new_scaler_each_step", steps=4,
+                               scaler_kwargs={"init_scale": FP16_OVERFLOW_SCALE})  # fmt: skip
+    assert [entry.scale for entry in result.log] == [FP16_OVERFLOW_SCALE] * 4
+    assert all(entry.skipped for entry in result.log)
+    assert torch.equal(result.weight, torch.zeros(1, 2))
+
+
+def test_mistake_optimizer_step_applies_inf_and_scaled_gradients() -> None:
+    X, y = deck()
+    bad = train_amp_mistake(*fresh(), X, y, LOSS, mistake="optimizer_step",
+                            scaler_kwargs={"init_scale": FP16_OVERFLOW_SCALE})  # fmt: skip
+    assert bad.log[0].found_inf
+    assert not bad.log[0].skipped
+    assert not torch.isfinite(bad.weight).any()
+    # without overflow it applies the scaled gradient: scale times the right step
+    good = train_amp(*fresh(), X, y, LOSS)
+    scaled = train_amp_mistake(*fresh(), X, y, LOSS, mistake="optimizer_step")
+    ratio = scaled.weight / good.weight
+    # same fp16 gradient both times; only the rounding of lr * g differs (2 eps)
+    assert torch.allclose(ratio, torch.full_like(ratio, 65536.0), rtol=4 * 2.0**-23)
+
+
+def test_mistake_clip_before_unscale_clips_the_scaled_gradient() -> None:
+    X, y = deck()
+    clip = 0.1  # the true gradient norm is 0.41
+    right = train_amp(*fresh(), X, y, LOSS, clip_norm=clip)
+    wrong = train_amp_mistake(*fresh(), X, y, LOSS, mistake="clip_before_unscale", clip_norm=clip)
+    scale = right.log[0].scale
+    # right: the step has norm lr * clip; wrong: lr * clip / scale (clip_grad_norm_'s
+    # 1e-6 in the denominator and fp16 rounding are far inside 1e-3)
+    assert right.weight.norm().item() == pytest.approx(LR * clip, rel=1e-3)
+    assert wrong.weight.norm().item() == pytest.approx(LR * clip / scale, rel=1e-3)
+    # and with amp_accumulated the right clipping is the same as without accumulation
+    accum = train_amp_accumulated(*fresh(), X, y, LOSS, 4, clip_norm=clip)
+    assert accum.weight.norm().item() == pytest.approx(LR * clip, rel=1e-3)
+
+
+def test_mistake_raw_loss_multiplies_the_step() -> None:
+    X, y = deck()
+    good = train_amp_accumulated(*fresh(), X, y, LOSS, 4)
+    raw = train_amp_mistake(*fresh(), X, y, LOSS, mistake="raw_loss", n_accum=4)
+    assert torch.equal(raw.weight, 4 * good.weight)  # powers of two scale exactly
+    assert raw.log[0].loss == pytest.approx(good.log[0].loss)
+    assert raw.log[0].grad_norm == pytest.approx(4 * good.log[0].grad_norm)
+
+
+def amp_vs_fp32_bound(X: torch.Tensor, lr: float) -> float:
+    """Bound on |w_amp - w_fp32| after one step from w = 0 on the deck.
+
+    At ``w = 0`` the logits are exactly 0 and ``dL/dz = +-0.5 / B`` times the
+    scale, a power of two, exact in fp16. What rounds is ``x`` (cast to fp16,
+    relative error ``u16``) and each micro-batch's weight gradient (the fp16
+    GEMM's result, ``u16``, with fp32 accumulation inside the GEMM), so the
+    gradient is within ``2 u16 (1/B) sum_i |0.5 x_i|`` of the FP32 one; we allow
+    twice that, for the FP32 side and the unscale/sum.
+    """
+    sum_abs_terms = (0.5 * X.abs()).mean(0).max().item()
+    return lr * 4 * U16 * sum_abs_terms
+
+
+@pytest.mark.parametrize("n_accum", [1, 4])
+def test_amp_accumulation_is_close_to_fp32_full_batch(n_accum: int) -> None:
+    X, y = deck()
+    fp32 = train_full_batch(*fresh(), X, y, LOSS)
+    amp = train_amp_accumulated(*fresh(), X, y, LOSS, n_accum)
+    diff = max_abs_diff(fp32, amp)
+    assert 0 < diff <= amp_vs_fp32_bound(X, LR)
+
+
+def test_amp_with_bfloat16() -> None:
+    X, y = deck()
+    result = train_amp_accumulated(*fresh(), X, y, LOSS, 4, dtype=torch.bfloat16)
+    fp32 = train_full_batch(*fresh(), X, y, LOSS)
+    # bfloat16 keeps 8 significant bits: u = 2**-8
+    assert max_abs_diff(fp32, result) <= amp_vs_fp32_bound(X, LR) * 2.0**3
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_amp_accumulation_matches_fp32() -> None:
+    cuda = torch.device("cuda")
+    X, y = deck(device=cuda)
+    fp32 = train_full_batch(*fresh(device=cuda), X, y, LOSS)
+    amp = train_amp_accumulated(*fresh(device=cuda), X, y, LOSS, 4)
+    assert amp.log[0].scale == 65536.0
+    assert not amp.log[0].skipped
+    assert max_abs_diff(fp32, amp) <= amp_vs_fp32_bound(X.cpu(), LR)
+    overflow = train_amp_accumulated(*fresh(device=cuda), X, y, LOSS, 4,
+                                     scaler_kwargs={"init_scale": FP16_OVERFLOW_SCALE})  # fmt: skip
+    assert overflow.log[0].skipped
+    assert overflow.final_scale == FP16_OVERFLOW_SCALE / 2
+
+
+def test_device_argument_moves_model_and_data() -> None:
+    X, y = deck()
+    model, opt = fresh()
+    result = train_full_batch(model, opt, X, y, LOSS, device="cpu")
+    assert result.weight.device.type == "cpu"
+
+
+# --------------------------------------------------------------------------- results
+
+
+def test_train_result_weight_and_losses() -> None:
+    log = [StepLog(1, 0.5, (0.5,), None, False, False, 1.0)]
+    result = TrainResult(params={"bias": torch.zeros(1)}, log=log)
+    assert result.losses == [0.5]
+    with pytest.raises(AttributeError, match="no parameter named 'weight'"):
+        _ = result.weight
+
+
+def test_compare_params_accepts_dicts_and_results() -> None:
+    X, y = deck()
+    result = train_full_batch(*fresh(), X, y, LOSS)
+    assert compare_params(result, dict(result.params)).bitwise_equal
+    assert max_abs_diff(result, {"weight": torch.zeros(1, 2)}) == pytest.approx(0.030850956)
+    nan = {"weight": torch.tensor([[float("nan"), 0.0]])}
+    assert math.isnan(max_abs_diff(result, nan))
+    assert not compare_params(nan, nan).bitwise_equal  # NaN != NaN, as torch.equal says
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+LOOPS = [
+    ("full", lambda m, o, X, y, **kw: train_full_batch(m, o, X, y, LOSS, **kw)),
+    ("accum", lambda m, o, X, y, **kw: train_accumulated(m, o, X, y, LOSS, 4, **kw)),
+    ("amp", lambda m, o, X, y, **kw: train_amp(m, o, X, y, LOSS, **kw)),
+    ("amp_accum", lambda m, o, X, y, **kw: train_amp_accumulated(m, o, X, y, LOSS, 4, **kw)),
+    ("mistake", lambda m, o, X, y, **kw: train_amp_mistake(m, o, X, y, LOSS, mistake="raw_loss",
+                                                           **kw)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "loop"), LOOPS)
+def test_every_loop_rejects_bad_steps_and_inputs(name: str, loop) -> None:
+    X, y = deck()
+    with pytest.raises(ValueError, match=r"steps must be an integer >= 1, got 0"):
+        loop(*fresh(), X, y, steps=0)
+    with pytest.raises(TypeError, match=r"steps must be an integer"):
+        loop(*fresh(), X, y, steps=1.0)
+    with pytest.raises(TypeError, match=r"X must be a torch.Tensor"):
+        loop(*fresh(), X.numpy(), y)
+    with pytest.raises(ValueError, match=r"X and y must hold the same number of samples"):
+        loop(*fresh(), X, y[:-1])
+    with pytest.raises(TypeError, match=r"model must be a torch.nn.Module"):
+        loop("model", fresh()[1], X, y)
+    with pytest.raises(TypeError, match=r"optimizer must be a torch.optim.Optimizer"):
+        loop(fresh()[0], "sgd", X, y)
+    model = make_deck_model(device=CPU)
+    nan_opt = torch.optim.SGD(model.parameters(), lr=float("nan"))
+    with pytest.raises(ValueError, match=r"optimizer lr must be a finite number"):
+        loop(model, nan_opt, X, y)
+    with pytest.raises(ValueError, match=r"device must be one of"):
+        loop(*fresh(), X, y, device="tpu")
+
+
+@pytest.mark.parametrize("loop", [train_accumulated, train_amp_accumulated])
+def test_accumulating_loops_reject_bad_n_accum(loop) -> None:
+    X, y = deck()
+    with pytest.raises(ValueError, match=r"n_accum must be an integer >= 1, got 0"):
+        loop(*fresh(), X, y, LOSS, 0)
+    with pytest.raises(ValueError, match=r"n_accum=3 does not divide the batch size 128"):
+        loop(*fresh(), X, y, LOSS, 3)
+    with pytest.raises(ValueError, match=r"n_accum must be <= the batch size \(128\)"):
+        loop(*fresh(), X, y, LOSS, 256)
+    with pytest.raises(TypeError, match=r"loss_fn must be callable"):
+        loop(*fresh(), X, y, "bce", 4)
+
+
+def test_train_accumulated_rejects_non_bool_weight_by_samples() -> None:
+    X, y = deck()
+    with pytest.raises(TypeError, match=r"weight_by_samples must be True or False"):
+        train_accumulated(*fresh(), X, y, LOSS, 4, weight_by_samples="yes")
+
+
+@pytest.mark.parametrize("loop", [train_amp, train_amp_accumulated])
+def test_amp_loops_reject_bad_amp_arguments(loop) -> None:
+    X, y = deck()
+    extra = (4,) if loop is train_amp_accumulated else ()
+    with pytest.raises(ValueError, match=r"dtype must be one of"):
+        loop(*fresh(), X, y, LOSS, *extra, dtype=torch.float32)
+    with pytest.raises(TypeError, match=r"dtype must be a torch.dtype"):
+        loop(*fresh(), X, y, LOSS, *extra, dtype="float16")
+    with pytest.raises(ValueError, match=r"clip_norm must be a finite number > 0"):
+        loop(*fresh(), X, y, LOSS, *extra, clip_norm=-1.0)
+    with pytest.raises(ValueError, match=r"scaler_kwargs key must be one of"):
+        loop(*fresh(), X, y, LOSS, *extra, scaler_kwargs={"init_scal": 2.0})
+    with pytest.raises(ValueError, match=r"scaler_kwargs\['init_scale'\] must be a finite"):
+        loop(*fresh(), X, y, LOSS, *extra, scaler_kwargs={"init_scale": 0.0})
+    with pytest.raises(ValueError, match=r"growth_interval'\] must be an integer >= 1"):
+        loop(*fresh(), X, y, LOSS, *extra, scaler_kwargs={"growth_interval": 0})
+    with pytest.raises(TypeError, match=r"scaler_kwargs must be a dict or None"):
+        loop(*fresh(), X, y, LOSS, *extra, scaler_kwargs=[("init_scale", 2.0)])
+
+
+def test_train_amp_mistake_rejects_bad_mistakes() -> None:
+    X, y = deck()
+    allowed = ", ".join(repr(m) for m in MISTAKES)
+    with pytest.raises(ValueError, match=rf"mistake must be one of {allowed}; got 'typo'"):
+        train_amp_mistake(*fresh(), X, y, LOSS, mistake="typo")
+    with pytest.raises(ValueError, match=r"mistake='clip_before_unscale' needs clip_norm"):
+        train_amp_mistake(*fresh(), X, y, LOSS, mistake="clip_before_unscale")
+    with pytest.raises(ValueError, match=r"n_accum must be an integer >= 1, got 0"):
+        train_amp_mistake(*fresh(), X, y, LOSS, mistake="raw_loss", n_accum=0)
+
+
+def test_deck_factories_reject_bad_input() -> None:
+    with pytest.raises(ValueError, match=r"seed must be an integer >= 0"):
+        make_deck_problem(seed=-1)
+    with pytest.raises(ValueError, match=r"n_samples must be an integer >= 1"):
+        make_deck_problem(n_samples=0)
+    with pytest.raises(ValueError, match=r"n_features must be an integer >= 1"):
+        make_deck_problem(n_features=0)
+    with pytest.raises(ValueError, match=r"dtype must be one of"):
+        make_deck_problem(dtype=torch.float16)
+    with pytest.raises(TypeError, match=r"device must be a str"):
+        make_deck_problem(device=0)
+    with pytest.raises(ValueError, match=r"n_features must be an integer >= 1"):
+        make_deck_model(n_features=0)
+    with pytest.raises(TypeError, match=r"dtype must be a torch.dtype"):
+        make_deck_model(dtype="float32")
+    with pytest.raises(ValueError, match=r"lr must be a finite number > 0"):
+        make_deck_optimizer(make_deck_model(device=CPU), lr=0.0)
+    with pytest.raises(TypeError, match=r"model must be a torch.nn.Module"):
+        make_deck_optimizer("model")
+
+
+def test_grad_after_backward_rejects_bad_input() -> None:
+    X, y = deck()
+    model, _ = fresh()
+    with pytest.raises(ValueError, match=r"n_accum must be an integer >= 1, got 0"):
+        grad_after_backward(model, X, y, LOSS, 0)
+    with pytest.raises(ValueError, match=r"n_accum=5 does not divide the batch size 128"):
+        grad_after_backward(model, X, y, LOSS, 5)
+    with pytest.raises(TypeError, match=r"divide must be True or False"):
+        grad_after_backward(model, X, y, LOSS, 4, divide=1)
+
+
+def test_compare_params_rejects_mismatches() -> None:
+    a = {"weight": torch.zeros(1, 2)}
+    with pytest.raises(ValueError, match=r"a and b must have the same parameters"):
+        compare_params(a, {"bias": torch.zeros(1)})
+    with pytest.raises(ValueError, match=r"parameter 'weight' has shape \(1, 2\) in a"):
+        compare_params(a, {"weight": torch.zeros(2)})
+    with pytest.raises(TypeError, match=r"b must be a TrainResult or a dict of tensors"):
+        max_abs_diff(a, [0.0, 0.0])

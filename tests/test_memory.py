@@ -1,0 +1,208 @@
+"""Tests for amp_lesson.memory: bytes per parameter and measured activation memory."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from amp_lesson.memory import (
+    BYTES_PER_PARAM,
+    GB,
+    REGIMES,
+    ActivationMemory,
+    bytes_per_parameter,
+    make_mlp,
+    measure_activation_memory,
+    memory_table,
+    total_bytes,
+)
+
+
+def size_of(dtype: torch.dtype) -> int:
+    """Bytes of one element, from an actual tensor rather than dtype.itemsize."""
+    return torch.empty(1, dtype=dtype).element_size()
+
+
+FP32, FP16, BF16 = size_of(torch.float32), size_of(torch.float16), size_of(torch.bfloat16)
+
+
+def test_bytes_per_parameter_by_independent_arithmetic() -> None:
+    adam = FP32 + FP32  # m and v
+    expected = {
+        "fp32_adam": FP32 + FP32 + adam,
+        "torch_amp": FP32 + FP32 + adam,
+        "classic_mixed": FP16 + FP16 + FP32 + adam,
+        "classic_mixed_fp32_accum": FP16 + FP16 + FP32 + adam + FP32,
+    }
+    assert {r: bytes_per_parameter(r).total for r in REGIMES} == expected
+    assert list(expected.values()) == [16, 16, 16, 20]
+    assert bytes_per_parameter("torch_amp").transient == FP16 == BF16
+    assert bytes_per_parameter("torch_amp").peak == 18
+    assert all(BYTES_PER_PARAM[r].transient == 0 for r in REGIMES if r != "torch_amp")
+    assert bytes_per_parameter("classic_mixed").master_weights == FP32
+    assert bytes_per_parameter("fp32_adam").master_weights == 0
+
+
+def test_total_bytes_for_seven_billion_parameters() -> None:
+    assert total_bytes(7e9, "fp32_adam") == 112 * GB
+    assert total_bytes(7_000_000_000, "classic_mixed_fp32_accum") == 140 * GB
+    assert total_bytes(7e9, "torch_amp", include_transient=True) == 126 * GB
+    assert total_bytes(1, "fp32_adam") == 16
+
+
+def test_memory_table_rows() -> None:
+    rows = memory_table()
+    assert [row["regime"] for row in rows] == list(REGIMES)
+    assert "total_gb" not in rows[0]
+    for row in rows:
+        parts = ("weights", "gradients", "master_weights", "optimizer_m", "optimizer_v",
+                 "grad_accum_buffer")  # fmt: skip
+        assert sum(row[p] for p in parts) == row["total"]
+        assert row["peak"] == row["total"] + row["transient"]
+    rows = memory_table(7e9)
+    assert [row["total_gb"] for row in rows] == [112.0, 112.0, 112.0, 140.0]
+    assert rows[1]["peak_gb"] == 126.0
+
+
+@pytest.mark.parametrize("bad", [0, -1, 0.0, -7e9])
+def test_n_params_must_be_positive(bad) -> None:
+    with pytest.raises(ValueError, match=r"n_params must be"):
+        total_bytes(bad, "fp32_adam")
+    with pytest.raises(ValueError, match=r"n_params must be"):
+        memory_table(bad)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_n_params_must_be_finite(bad) -> None:
+    with pytest.raises(ValueError, match=r"n_params must be a finite number"):
+        total_bytes(bad, "fp32_adam")
+
+
+def test_n_params_must_be_whole_and_numeric() -> None:
+    with pytest.raises(ValueError, match=r"n_params must be a whole number of parameters"):
+        total_bytes(1.5, "fp32_adam")
+    with pytest.raises(TypeError, match=r"n_params must be a positive whole number"):
+        total_bytes("7e9", "fp32_adam")
+    with pytest.raises(TypeError, match=r"n_params must be a positive whole number"):
+        total_bytes(True, "fp32_adam")
+
+
+def test_unknown_regime_and_bad_flags() -> None:
+    with pytest.raises(ValueError, match=r"regime must be one of 'fp32_adam'.*got 'fp8'"):
+        bytes_per_parameter("fp8")
+    with pytest.raises(ValueError, match=r"regime must be one of"):
+        total_bytes(7e9, "bf16")
+    with pytest.raises(TypeError, match=r"include_transient must be True or False"):
+        total_bytes(7e9, "torch_amp", include_transient=1)
+
+
+# --------------------------------------------------------------------------- activations
+
+
+def tiny() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 2)), torch.randn(7, 3)
+
+
+def test_tiny_model_fp32_equals_independent_sum() -> None:
+    # autograd saves: x (the input: not counted), ReLU's output (7 x 5), which the
+    # second Linear saves again (same storage: counted once), and W2^T (a view of a
+    # parameter: not counted). The sum of the output saves nothing.
+    model, x = tiny()
+    m = measure_activation_memory(model, x, device="cpu")
+    assert m.method == "saved_tensors"
+    assert m.bytes == 7 * 5 * FP32
+    assert (m.activation_bytes, m.weight_copy_bytes) == (7 * 5 * FP32, 0)
+    assert m.n_saved == 4
+    assert m.dtype_counts == {"float32": 1}
+    assert m.bytes_by_dtype == {"float32": 7 * 5 * FP32}
+    # a loss that saves the output adds its size
+    squared = measure_activation_memory(model, x, loss_fn=lambda out: out.square().sum())
+    assert squared.bytes == 7 * 5 * FP32 + 7 * 2 * FP32
+
+
+def test_tiny_model_under_float16_autocast() -> None:
+    # under autocast: x cast to fp16 (a new tensor), ReLU's fp16 output, and the
+    # fp16 copy of W2 that autocast made (a weight copy, reported separately)
+    model, x = tiny()
+    m = measure_activation_memory(model, x, autocast_dtype=torch.float16)
+    assert m.activation_bytes == 7 * 3 * FP16 + 7 * 5 * FP16
+    assert m.weight_copy_bytes == 2 * 5 * FP16
+    assert m.bytes == m.saved_bytes == m.activation_bytes + m.weight_copy_bytes
+    assert m.dtype_counts == {"float16": 3}
+    assert m.autocast_dtype == "float16"
+
+
+def test_mlp_activation_memory_is_smaller_under_autocast() -> None:
+    mlp = make_mlp(64, 256, 3, device="cpu")
+    x = torch.randn(512, 64)
+    fp32 = measure_activation_memory(mlp, x)
+    fp16 = measure_activation_memory(mlp, x, autocast_dtype=torch.float16)
+    bf16 = measure_activation_memory(mlp, x, autocast_dtype=torch.bfloat16)
+    assert fp16.bytes < fp32.bytes
+    assert bf16.bytes == fp16.bytes
+    assert fp32.bytes == 3 * 512 * 256 * FP32  # three ReLU outputs
+    assert fp16.activation_bytes == 3 * 512 * 256 * FP16 + 512 * 64 * FP16  # + x in fp16
+    assert fp16.weight_copy_bytes == (2 * 256 * 256 + 256) * FP16  # W2, W3, head
+    # the model's parameters are untouched and still FP32
+    assert all(p.dtype == torch.float32 and p.grad is None for p in mlp.parameters())
+
+
+def test_make_mlp_is_seeded_and_leaves_global_rng() -> None:
+    torch.manual_seed(1)
+    expected = torch.rand(2)
+    torch.manual_seed(1)
+    a, b = make_mlp(4, 8, 2, seed=3, device="cpu"), make_mlp(4, 8, 2, seed=3, device="cpu")
+    assert torch.equal(torch.rand(2), expected)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+    assert len(make_mlp(4, 8, 3, device="cpu")) == 7
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_activation_memory_from_the_allocator() -> None:
+    mlp = make_mlp(64, 1024, 4, device="cuda")
+    x = torch.randn(4096, 64, device="cuda")
+    fp32 = measure_activation_memory(mlp, x)
+    fp16 = measure_activation_memory(mlp, x, autocast_dtype=torch.float16)
+    assert fp32.method == "cuda_max_memory_allocated"
+    assert fp16.bytes < fp32.bytes
+    assert fp32.bytes >= fp32.saved_bytes  # the peak also holds transient buffers
+
+
+def test_activation_memory_repr_fields() -> None:
+    m = ActivationMemory("saved_tensors", 8, 8, 0, 1)
+    assert m.saved_bytes == 8
+    assert m.dtype_counts == {}
+    assert m.device == "cpu"
+
+
+def test_measure_activation_memory_rejects_bad_input() -> None:
+    model, x = tiny()
+    with pytest.raises(TypeError, match=r"model must be a torch.nn.Module"):
+        measure_activation_memory("mlp", x)
+    with pytest.raises(TypeError, match=r"x must be a torch.Tensor"):
+        measure_activation_memory(model, x.numpy())
+    with pytest.raises(ValueError, match=r"autocast_dtype must be one of"):
+        measure_activation_memory(model, x, autocast_dtype=torch.float64)
+    with pytest.raises(TypeError, match=r"autocast_dtype must be None, torch.float16"):
+        measure_activation_memory(model, x, autocast_dtype="fp16")
+    with pytest.raises(TypeError, match=r"loss_fn must be callable or None"):
+        measure_activation_memory(model, x, loss_fn="sum")
+    with pytest.raises(ValueError, match=r"device must be one of 'cpu', 'cuda'"):
+        measure_activation_memory(model, x, device="tpu")
+
+
+def test_make_mlp_rejects_bad_input() -> None:
+    for name in ("in_features", "width", "depth", "out_features"):
+        with pytest.raises(ValueError, match=rf"{name} must be an integer >= 1, got 0"):
+            make_mlp(**{name: 0}, device="cpu")
+    with pytest.raises(ValueError, match=r"seed must be an integer >= 0"):
+        make_mlp(seed=-1, device="cpu")
+    with pytest.raises(ValueError, match=r"dtype must be one of"):
+        make_mlp(dtype=torch.int64, device="cpu")
+    with pytest.raises(TypeError, match=r"dtype must be a torch.dtype"):
+        make_mlp(dtype="float32", device="cpu")
+    with pytest.raises(TypeError, match=r"device must be a str"):
+        make_mlp(device=1)
