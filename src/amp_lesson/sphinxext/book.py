@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import importlib.metadata
 import json
@@ -138,6 +139,28 @@ def _check_pages_executed(app: Sphinx, env: Any) -> None:
                 type="amp_lesson",
                 subtype="not_executed",
             )
+
+
+def _note_pages_without_code(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Give pages that run no code a provenance line too (what built them, and when)."""
+    nb_metadata = getattr(app.env, "nb_metadata", {})
+    if nb_metadata.get(docname, {}).get("exec_data"):
+        return  # executed pages print their own line from their first cell
+    section = next(iter(doctree.findall(nodes.section)), None)
+    if section is None:
+        return
+    try:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch_version = "not installed"
+    today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    text = (
+        f"This page runs no code. Built with amp_lesson {amp_lesson.__version__} and "
+        f"torch {torch_version} on {today}."
+    )
+    para = nodes.paragraph(text, text, classes=["amp-provenance"])
+    title = next(iter(section.findall(nodes.title)), None)
+    section.insert(section.index(title) + 1 if title is not None else 0, para)
 
 
 # -- MathML ----------------------------------------------------------------------
@@ -267,6 +290,7 @@ def setup(app: Sphinx) -> None:
     # Before MyST-NB reads nb_execution_cache_path at builder-inited.
     app.connect("config-inited", _key_cache_on_sources, priority=100)
     app.connect("env-check-consistency", _check_pages_executed)
+    app.connect("doctree-resolved", _note_pages_without_code)
     app.add_html_math_renderer("mathml", (_visit_math_html, None), (_visit_displaymath_html, None))
     # Before the theme builds its download menu (priority 500), after it adds buttons.
     app.connect("html-page-context", _add_notebook_buttons, priority=450)
