@@ -83,7 +83,6 @@ def docs(session: nox.Session) -> None:
             "*/__pycache__/*",
             "--port",
             os.environ.get("PORT", "8000"),
-            "--open-browser",
             *[a for a in session.posargs if a != "--serve"],
         )
         return
