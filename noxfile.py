@@ -53,8 +53,9 @@ def _env(session: nox.Session) -> dict[str, str]:
     }
 
 
-def _run(session: nox.Session, env: dict[str, str], *args: str) -> None:
-    session.run(*args, env=env, external=True)
+def _run(session: nox.Session, env: dict[str, str], program: str, *args: str) -> None:
+    """Run ``program`` from the shared environment (nox would look it up on its own PATH)."""
+    session.run(str(BIN / program), *args, env=env, external=True)
 
 
 @nox.session
