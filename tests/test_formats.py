@@ -21,6 +21,7 @@ from amp_lesson.formats import (
     add_in,
     format_table,
     inspect,
+    round_to_tf32,
     ulp,
 )
 
@@ -558,3 +559,26 @@ def test_format_table_bad_arguments() -> None:
         format_table(columns=["colour"])
     with pytest.raises(TypeError, match="columns must be a sequence"):
         format_table(columns="max")  # type: ignore[arg-type]
+
+
+# --- round_to_tf32 -------------------------------------------------------------------
+
+
+@EXAMPLES
+@given(st.lists(float32s_for("tf32"), min_size=1, max_size=64))
+def test_round_to_tf32_matches_inspect_elementwise(values: list[float]) -> None:
+    out = round_to_tf32(torch.tensor(values, dtype=torch.float32)).tolist()
+    for value, got in zip(values, out, strict=True):
+        assert same_float(got, tf32_reference(value)) or (math.isnan(got) and math.isnan(value))
+        assert same_float(got, inspect(value, "tf32").stored)
+
+
+def test_round_to_tf32_keeps_shape_device_and_rejects_integers() -> None:
+    x = torch.randn(3, 4, dtype=torch.float64)
+    out = round_to_tf32(x)
+    assert out.shape == x.shape
+    assert out.dtype == torch.float32
+    assert out.device == x.device
+    assert torch.equal(round_to_tf32(out), out)  # idempotent
+    with pytest.raises(TypeError, match="floating-point"):
+        round_to_tf32(torch.tensor([1, 2]))

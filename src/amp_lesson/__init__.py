@@ -10,6 +10,16 @@ the book is built. One module per idea:
   :class:`torch.amp.GradScaler` does it.
 - :mod:`amp_lesson.accumulation` -- the training loops the book runs.
 - :mod:`amp_lesson.memory` -- where the bytes go.
+- :mod:`amp_lesson.autocast` -- the dtype autocast gives each op and each
+  tensor of a step, and the ways to train in lower precision.
+- :mod:`amp_lesson.fp8` -- scaling tensors into FP8: casts, losses, delayed scaling.
+- :mod:`amp_lesson.gradients` -- real gradients (digits MLP) and what FP16 keeps of them.
+- :mod:`amp_lesson.pitfalls` -- where accumulation is not the full batch, and
+  how GradScaler fails.
+- :mod:`amp_lesson.distributed` -- accumulation with DistributedDataParallel.
+- :mod:`amp_lesson.bench` -- what mixed precision buys: step time, memory,
+  TFLOP/s, and recorded GPU results.
+- :mod:`amp_lesson.display` -- tables and number formatting for pages.
 - :mod:`amp_lesson.plotting` -- figures that read in light and dark themes.
 - :mod:`amp_lesson.sphinxext` -- the Sphinx extension (imported by Sphinx only).
 """

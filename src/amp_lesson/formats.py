@@ -49,6 +49,7 @@ __all__ = [
     "add_in",
     "format_table",
     "inspect",
+    "round_to_tf32",
     "ulp",
 ]
 
@@ -411,6 +412,35 @@ def inspect(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) ->
         event=event,
         rel_error=rel_error,
     )
+
+
+def round_to_tf32(x: torch.Tensor) -> torch.Tensor:
+    """Every element of ``x`` rounded to TF32, as an FP32 tensor (TF32's emulation).
+
+    The same rounding :func:`inspect` applies to one value (FP32 bit pattern
+    rounded to 10 mantissa bits, ties to even), done on a whole tensor, so a
+    matmul can be run on TF32-rounded inputs with FP32 accumulation, which is
+    what a tensor core in TF32 mode computes (up to the order of the sums).
+
+    >>> round_to_tf32(torch.tensor([1 + 2**-11, 1 + 3 * 2**-11, 1e-30, -0.1])).tolist()
+    [1.0, 1.001953125, 9.999428271258529e-31, -0.0999755859375]
+    >>> all(round_to_tf32(torch.tensor(v)).item() == inspect(v, "tf32").stored for v in (0.1, 3e38))
+    True
+    """
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point torch.Tensor, got {x!r}")
+    dropped = _FP32_MANTISSA_BITS - FORMATS["tf32"].mantissa_bits
+    bits = x.detach().to(torch.float32).view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    exponent_ones = (1 << _FP32_EXPONENT_BITS) - 1
+    special = (bits >> _FP32_MANTISSA_BITS) & exponent_ones == exponent_ones  # inf or NaN
+    is_nan = special & (bits & ((1 << _FP32_MANTISSA_BITS) - 1) != 0)
+    kept_lsb = (bits >> dropped) & 1
+    rounded = bits + (1 << (dropped - 1)) - 1 + kept_lsb  # a carry out may reach inf: right
+    rounded = torch.where(special, bits, rounded)
+    rounded = torch.where(is_nan, bits | (1 << (_FP32_MANTISSA_BITS - 1)), rounded)
+    rounded = rounded & ~((1 << dropped) - 1)
+    signed = torch.where(rounded >= 1 << 31, rounded - (1 << 32), rounded)
+    return signed.to(torch.int32).view(torch.float32)
 
 
 def format_table(

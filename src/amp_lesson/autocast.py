@@ -1,0 +1,453 @@
+"""What autocast does to a training step, observed rather than assumed.
+
+:func:`torch.autocast` runs some ops in a lower-precision dtype (FP16 or
+BF16) and others in FP32, by lists that differ between CPU and CUDA. This
+module runs the ops and a training step on the build device and reports what
+it saw:
+
+- :func:`op_dtypes` -- the dtype each op of :data:`OPS` produced under
+  autocast, next to the CUDA rule of the PyTorch AMP docs
+  (:data:`CUDA_RULES`);
+- :func:`step_dtypes` -- the dtype of every kind of tensor in one
+  mixed-precision Adam step: parameters, activations, the loss, activation
+  and weight gradients, ``.grad`` and Adam's ``exp_avg``/``exp_avg_sq``;
+- :func:`train_choice` / :func:`compare_choices` -- the ways to train in
+  lower precision (:data:`CHOICES`), each run on a small model, with what
+  happened;
+- :func:`matmul_seconds` -- how long one matrix product takes per dtype.
+
+>>> rows = {r["op"]: r for r in op_dtypes(torch.bfloat16, device="cpu")}
+>>> rows["linear"]["produced"], rows["cross_entropy"]["produced"]
+('bfloat16', 'float32')
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from amp_lesson._checks import check_choice, check_int
+from amp_lesson.accumulation import _resolve_device
+from amp_lesson.memory import make_mlp
+
+__all__ = [
+    "CHOICES",
+    "CUDA_RULES",
+    "OPS",
+    "compare_choices",
+    "dtype_name",
+    "make_regression_problem",
+    "matmul_seconds",
+    "op_dtypes",
+    "step_dtypes",
+    "train_choice",
+]
+
+_LOW = (torch.float16, torch.bfloat16)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.float16`` -> ``'float16'``.
+
+    >>> dtype_name(torch.bfloat16)
+    'bfloat16'
+    """
+    return str(dtype).removeprefix("torch.")
+
+
+def _check_low(dtype: Any) -> torch.dtype:
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be torch.float16 or torch.bfloat16, got {dtype!r}")
+    return check_choice("dtype", dtype, _LOW)
+
+
+# --------------------------------------------------------------------------- ops
+
+
+def _inputs(device: torch.device) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    t = {
+        "x": torch.randn(8, 16, generator=g),
+        "w": torch.randn(4, 16, generator=g),
+        "image": torch.randn(1, 3, 8, 8, generator=g),
+        "kernel": torch.randn(2, 3, 3, 3, generator=g),
+        "classes": torch.randint(0, 4, (8,), generator=g),
+        "labels": (torch.rand(8, generator=g) > 0.5).float(),
+    }
+    return {k: v.to(device) for k, v in t.items()}
+
+
+# Each op gets FP32 inputs (x, w, image, kernel) or ``h``, the output of a
+# linear layer under autocast: the activation the op would meet in a network.
+_OP_CALLS: dict[str, Callable[[dict[str, torch.Tensor], torch.Tensor], torch.Tensor]] = {
+    "linear": lambda t, h: F.linear(t["x"], t["w"]),
+    "matmul": lambda t, h: t["x"] @ t["w"].T,
+    "conv2d": lambda t, h: F.conv2d(t["image"], t["kernel"]),
+    "relu": lambda t, h: F.relu(h),
+    "softmax": lambda t, h: F.softmax(h, dim=-1),
+    "log_softmax": lambda t, h: F.log_softmax(h, dim=-1),
+    "layer_norm": lambda t, h: F.layer_norm(h, h.shape[-1:]),
+    "sum": lambda t, h: h.sum(),
+    "exp": lambda t, h: h.exp(),
+    "log": lambda t, h: h.abs().log(),
+    "cross_entropy": lambda t, h: F.cross_entropy(h, t["classes"]),
+    "mse_loss": lambda t, h: F.mse_loss(h, torch.zeros_like(h)),
+    "binary_cross_entropy": lambda t, h: F.binary_cross_entropy(h[:, 0].sigmoid(), t["labels"]),
+    "binary_cross_entropy_with_logits": lambda t, h: F.binary_cross_entropy_with_logits(
+        h[:, 0], t["labels"]
+    ),
+}
+
+OPS: tuple[str, ...] = tuple(_OP_CALLS)
+"""The ops :func:`op_dtypes` runs, in the order of its rows."""
+
+CUDA_RULES: Mapping[str, str] = {
+    "linear": "lower",
+    "matmul": "lower",
+    "conv2d": "lower",
+    "relu": "input",
+    "softmax": "float32",
+    "log_softmax": "float32",
+    "layer_norm": "float32",
+    "sum": "float32",
+    "exp": "float32",
+    "log": "float32",
+    "cross_entropy": "float32",
+    "mse_loss": "float32",
+    "binary_cross_entropy": "refused",
+    "binary_cross_entropy_with_logits": "float32",
+}
+"""What CUDA autocast does with each op of :data:`OPS`, per the PyTorch AMP docs.
+
+``"lower"``: in the "CUDA Ops that can autocast to float16" list (the
+autocast dtype); ``"float32"``: in the "autocast to float32" list;
+``"input"``: in no list, so it runs in its input's dtype; ``"refused"``:
+raises under CUDA autocast (``binary_cross_entropy`` is "unsafe to
+autocast"). Source: https://pytorch.org/docs/stable/amp.html (CUDA Op-Specific
+Behavior). CPU autocast uses other lists; :func:`op_dtypes` shows what the
+build device did.
+
+>>> CUDA_RULES["softmax"], CUDA_RULES["binary_cross_entropy"]
+('float32', 'refused')
+"""
+
+
+def _cuda_dtype(rule: str, dtype: torch.dtype) -> str:
+    """The dtype name the CUDA rule gives under autocast to ``dtype``."""
+    return dtype_name(dtype) if rule in ("lower", "input") else rule
+
+
+def op_dtypes(
+    dtype: torch.dtype = torch.float16, device: torch.device | str | None = None
+) -> list[dict[str, Any]]:
+    """Run each op of :data:`OPS` under autocast to ``dtype`` on ``device``.
+
+    One row per op: ``op``; ``produced``, the output's dtype name, or
+    ``"refused"`` if autocast raised (``error`` then holds the message, else
+    ``None``); ``cuda_rule``, the dtype CUDA autocast gives per the AMP docs
+    (:data:`CUDA_RULES`); and ``same_as_cuda``, whether the two agree.
+
+    >>> rows = {r["op"]: r for r in op_dtypes(torch.float16, device="cpu")}
+    >>> rows["matmul"]["produced"], rows["mse_loss"]["produced"]
+    ('float16', 'float32')
+    >>> rows["binary_cross_entropy"]["cuda_rule"]
+    'refused'
+    """
+    dtype = _check_low(dtype)
+    device = _resolve_device(device)
+    inputs = _inputs(device)
+    rows = []
+    for op, call in _OP_CALLS.items():
+        error = None
+        with torch.autocast(device.type, dtype=dtype):
+            h = F.linear(inputs["x"], inputs["w"])
+            try:
+                produced = dtype_name(call(inputs, h).dtype)
+            except RuntimeError as exc:  # CUDA refuses binary_cross_entropy
+                produced, error = "refused", str(exc).strip().splitlines()[0]
+        cuda = _cuda_dtype(CUDA_RULES[op], dtype)
+        rows.append(
+            {
+                "op": op,
+                "produced": produced,
+                "error": error,
+                "cuda_rule": cuda,
+                "same_as_cuda": produced == cuda,
+            }
+        )
+    return rows
+
+
+# --------------------------------------------------------------------------- one step
+
+
+def make_regression_problem(
+    n_samples: int = 256,
+    n_features: int = 16,
+    seed: int = 0,
+    device: torch.device | str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A small regression task: ``X ~ N(0, 1)``, ``y = tanh(X @ w)`` for a random ``w``.
+
+    Drawn from a private generator, so the global RNG is left alone.
+
+    >>> X, y = make_regression_problem(device="cpu")
+    >>> tuple(X.shape), tuple(y.shape), bool(y.abs().max() <= 1)
+    ((256, 16), (256, 1), True)
+    """
+    check_int("n_samples", n_samples, minimum=1)
+    check_int("n_features", n_features, minimum=1)
+    check_int("seed", seed, minimum=0)
+    device = _resolve_device(device)
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n_samples, n_features, generator=g)
+    y = torch.tanh(X @ torch.randn(n_features, 1, generator=g))
+    return X.to(device), y.to(device)
+
+
+def _weight_grad_hooks(
+    loss: torch.Tensor, params: list[nn.Parameter], seen: list[torch.dtype]
+) -> None:
+    """Record the dtype of the gradient reaching each autocast cast of a parameter.
+
+    Under autocast a weight enters an op through a cast (``ToCopyBackward``
+    in the graph); the gradient the backward pass computes for the cast copy
+    arrives at that node before it is converted to the parameter's dtype.
+    """
+    ids = {id(p) for p in params}
+    stack, visited = [loss.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in visited:
+            continue
+        visited.add(node)
+        for parent, _ in node.next_functions:
+            leaf = getattr(parent, "variable", None)
+            if node.name().startswith("ToCopyBackward") and id(leaf) in ids:
+                node.register_prehook(lambda grads: seen.append(grads[0].dtype))
+            stack.append(parent)
+
+
+def _names(dtypes: Any) -> str:
+    return ", ".join(sorted({dtype_name(d) for d in dtypes})) or "—"
+
+
+def step_dtypes(
+    dtype: torch.dtype = torch.float16, device: torch.device | str | None = None
+) -> list[dict[str, str]]:
+    """The dtype of each kind of tensor in one mixed-precision Adam step.
+
+    The step is the book's loop on a small MLP: forward and loss (MSE) under
+    ``torch.autocast(device.type, dtype=dtype)``, then
+    ``scaler.scale(loss).backward()``, ``scaler.step(optimizer)`` and
+    ``scaler.update()`` with ``torch.amp.GradScaler(device.type)`` (disabled
+    for BF16, which needs no scaling). One row per tensor: ``tensor``,
+    ``when`` (the phase it lives in) and ``dtype`` (the dtype names seen).
+
+    >>> for row in step_dtypes(torch.float16, device="cpu"):
+    ...     print(f"{row['tensor']:<30} {row['dtype']}")
+    parameters (weights, biases)   float32
+    activations (layer outputs)    float16
+    loss                           float32
+    activation gradients           float16
+    weight gradients, as computed  float16
+    weight gradients in .grad      float32
+    Adam exp_avg (m)               float32
+    Adam exp_avg_sq (v)            float32
+    """
+    dtype = _check_low(dtype)
+    device = _resolve_device(device)
+    model = make_mlp(16, 32, 2, device=device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+    X, y = make_regression_problem(64, 16, device=device)
+    params = list(model.parameters())
+
+    activations: list[torch.dtype] = []
+    act_grads: list[torch.dtype] = []
+
+    def record(module: nn.Module, inputs: Any, output: torch.Tensor) -> None:
+        activations.append(output.dtype)
+        output.register_hook(lambda grad: act_grads.append(grad.dtype))
+
+    handles = [m.register_forward_hook(record) for m in model]
+    weight_grads: list[torch.dtype] = []
+    try:
+        with torch.autocast(device.type, dtype=dtype):  # forward and loss only
+            loss = F.mse_loss(model(X), y)
+        _weight_grad_hooks(loss, params, weight_grads)
+        scaler.scale(loss).backward()
+        dot_grad = [p.grad.dtype for p in params]
+        scaler.step(optimizer)
+        scaler.update()
+    finally:
+        for handle in handles:
+            handle.remove()
+    state = [optimizer.state[p] for p in params]
+    return [
+        {"tensor": "parameters (weights, biases)", "when": "whole run", "dtype": _names(p.dtype for p in params)},
+        {"tensor": "activations (layer outputs)", "when": "forward", "dtype": _names(activations)},
+        {"tensor": "loss", "when": "forward", "dtype": _names([loss.dtype])},
+        {"tensor": "activation gradients", "when": "backward", "dtype": _names(act_grads)},
+        {"tensor": "weight gradients, as computed", "when": "backward", "dtype": _names(weight_grads)},
+        {"tensor": "weight gradients in .grad", "when": "after backward", "dtype": _names(dot_grad)},
+        {"tensor": "Adam exp_avg (m)", "when": "optimizer step", "dtype": _names(s["exp_avg"].dtype for s in state)},
+        {"tensor": "Adam exp_avg_sq (v)", "when": "optimizer step", "dtype": _names(s["exp_avg_sq"].dtype for s in state)},
+    ]  # fmt: skip
+
+
+# --------------------------------------------------------------------------- choices
+
+CHOICES: Mapping[str, str] = {
+    "fp32": "full FP32",
+    "half": ".half() everywhere",
+    "half_scaler": ".half() + GradScaler",
+    "autocast_fp16": "autocast FP16 + GradScaler",
+    "autocast_bf16": "autocast BF16",
+}
+"""The ways to train :func:`train_choice` knows, with their labels."""
+
+
+def train_choice(
+    choice: str,
+    *,
+    steps: int = 60,
+    lr: float = 1e-3,
+    device: torch.device | str | None = None,
+) -> dict[str, Any]:
+    """Train a small MLP with Adam on :func:`make_regression_problem` one way.
+
+    ``choice`` is a key of :data:`CHOICES`: ``"fp32"`` (no autocast);
+    ``"half"`` (``model.half()`` and FP16 data, plain ``optimizer.step()``);
+    ``"half_scaler"`` (the same with ``torch.amp.GradScaler``);
+    ``"autocast_fp16"`` (autocast FP16 with a GradScaler); ``"autocast_bf16"``
+    (autocast BF16, no scaler). Every choice starts from the same weights.
+
+    Returns a row: ``choice`` (its label), ``params`` (the parameters'
+    dtype), ``scaler`` (whether a GradScaler was used), ``first_loss`` and
+    ``final_loss`` (the loss of the first and last step, ``None`` if none
+    finished), ``steps_done``, ``nonfinite_at`` (the first step whose loss
+    was inf or NaN, else ``None``), ``error`` (``"Type: message"`` of an
+    exception, else ``None``) and ``trained`` (the final loss is finite and
+    below half the first).
+
+    >>> row = train_choice("half_scaler", steps=2, device="cpu")
+    >>> row["error"], row["trained"]
+    ('ValueError: Attempting to unscale FP16 gradients.', False)
+    """
+    check_choice("choice", choice, CHOICES)
+    check_int("steps", steps, minimum=1)
+    device = _resolve_device(device)
+    X, y = make_regression_problem(device=device)
+    model = make_mlp(X.shape[1], 64, 2, device=device)
+    if choice in ("half", "half_scaler"):
+        model.half()
+        X, y = X.half(), y.half()
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    scaler = None
+    if choice in ("half_scaler", "autocast_fp16"):
+        scaler = torch.amp.GradScaler(device.type)
+    autocast = {"autocast_fp16": torch.float16, "autocast_bf16": torch.bfloat16}.get(choice)
+
+    losses: list[float] = []
+    error = None
+    try:
+        for _ in range(steps):
+            optimizer.zero_grad()
+            with torch.autocast(
+                device.type, dtype=autocast or torch.float16, enabled=bool(autocast)
+            ):
+                loss = F.mse_loss(model(X), y)
+            if scaler is None:
+                loss.backward()
+                optimizer.step()
+            else:
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+            losses.append(float(loss.detach()))
+    except (RuntimeError, ValueError) as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    nonfinite = [i for i, v in enumerate(losses, start=1) if not math.isfinite(v)]
+    first = losses[0] if losses else None
+    final = losses[-1] if losses else None
+    return {
+        "choice": CHOICES[choice],
+        "params": dtype_name(next(model.parameters()).dtype),
+        "scaler": scaler is not None,
+        "first_loss": first,
+        "final_loss": final,
+        "steps_done": len(losses),
+        "nonfinite_at": nonfinite[0] if nonfinite else None,
+        "error": error,
+        "trained": final is not None and math.isfinite(final) and final < 0.5 * first,
+    }
+
+
+def compare_choices(
+    steps: int = 60, device: torch.device | str | None = None
+) -> list[dict[str, Any]]:
+    """:func:`train_choice` for every key of :data:`CHOICES`, in order.
+
+    >>> [r["trained"] for r in compare_choices(steps=40, device="cpu")]
+    [True, False, False, True, True]
+    """
+    check_int("steps", steps, minimum=1)
+    return [train_choice(choice, steps=steps, device=device) for choice in CHOICES]
+
+
+# --------------------------------------------------------------------------- speed
+
+
+def matmul_seconds(
+    n: int = 256,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+    repeats: int = 5,
+) -> float:
+    """Shortest wall time of one ``n x n`` by ``n x n`` matrix product in ``dtype``.
+
+    One untimed product comes first, then ``repeats`` timed ones; on CUDA
+    each timing waits for the GPU (``torch.cuda.synchronize``). On the CPU
+    the products run on one thread (the thread count is restored after), so
+    that other work on a shared machine disturbs them less; the shortest time
+    is the least disturbed. Compare dtypes with it, on one machine, rather
+    than machines.
+
+    >>> matmul_seconds(64, torch.float32, device="cpu") > 0
+    True
+    """
+    check_int("n", n, minimum=1)
+    check_int("repeats", repeats, minimum=1)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
+    device = _resolve_device(device)
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(n, n, generator=g).to(device, dtype)
+    b = torch.randn(n, n, generator=g).to(device, dtype)
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    threads = torch.get_num_threads()
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    try:
+        a @ b
+        sync()
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            a @ b
+            sync()
+            times.append(time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+    return min(times)

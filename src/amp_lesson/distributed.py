@@ -1,0 +1,419 @@
+"""Gradient accumulation under :class:`~torch.nn.parallel.DistributedDataParallel`.
+
+DDP keeps one model replica per process and all-reduces (averages) the
+gradients during ``backward()``, bucket by bucket. With gradient accumulation
+that averaging is only needed once per optimizer step, on the last
+micro-batch: the gradient is a sum, and the average of sums equals the sum of
+averages. ``model.no_sync()`` (or, as nanoGPT does, setting
+``model.require_backward_grad_sync = False``) turns the all-reduce off for the
+micro-batches before the boundary.
+
+The book runs this for real with two CPU processes on the ``gloo`` backend.
+This module holds
+
+- :func:`train_ddp_accumulated` -- the loop a rank runs, written to be copied;
+- :class:`CallCounter` and :func:`counting_allreduce_hook` -- a DDP
+  communication hook that counts the all-reduce calls and then does exactly
+  what DDP's default does (``allreduce_hook``);
+- :func:`run_ddp_accumulation` -- launches ``world_size`` processes, runs the
+  loop once per sync mode (:data:`SYNC_MODES`) in each, and returns plain
+  Python results as a :class:`DDPRun`;
+- :func:`reference_full_batch` -- the single-process full-batch run the DDP
+  runs must reproduce;
+- :func:`free_port` -- a free TCP port on 127.0.0.1 for the rendezvous.
+
+Worker functions live here, in an importable module, because the ``spawn``
+start method pickles them by name: a function defined in a notebook cell
+cannot be found by the child process. Children send back lists and floats
+(written as JSON), never tensors.
+
+(No ``from __future__ import annotations`` here: DDP checks a hook's
+annotations at registration and rejects them as strings.)
+"""
+
+import json
+import socket
+import tempfile
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+from amp_lesson._checks import check_choice, check_int, check_positive
+from amp_lesson.accumulation import make_deck_problem, train_full_batch
+from amp_lesson.memory import make_mlp
+
+__all__ = [
+    "SYNC_MODES",
+    "CallCounter",
+    "DDPRun",
+    "ModeResult",
+    "counting_allreduce_hook",
+    "free_port",
+    "reference_full_batch",
+    "run_ddp_accumulation",
+    "train_ddp_accumulated",
+]
+
+SYNC_MODES: tuple[str, ...] = (
+    "every_micro_batch",
+    "no_sync",
+    "require_backward_grad_sync",
+    "forward_outside_no_sync",
+)
+"""How :func:`train_ddp_accumulated` treats the micro-batches before the boundary.
+
+- ``"every_micro_batch"``: nothing special; DDP all-reduces after every
+  micro-batch's backward (correct, but ``n_accum`` times the communication);
+- ``"no_sync"``: the forward and backward of those micro-batches run inside
+  ``with model.no_sync():``, so only the last one all-reduces;
+- ``"require_backward_grad_sync"``: nanoGPT's equivalent, the flag that
+  ``no_sync()`` toggles, set to ``True`` only on the last micro-batch;
+- ``"forward_outside_no_sync"``: the mistake the ``no_sync()`` docstring
+  warns about: only ``backward()`` inside the context, the forward pass
+  outside it. DDP arms the all-reduce during the forward pass, so every
+  micro-batch still synchronizes.
+"""
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for ``init_method``).
+
+    >>> 0 < free_port() < 65536
+    True
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class CallCounter:
+    """The state of :func:`counting_allreduce_hook`: one entry per all-reduce call.
+
+    ``calls`` holds the index of the gradient bucket each call reduced;
+    ``process_group`` is passed on to ``allreduce_hook`` (``None``: the
+    default group).
+
+    >>> c = CallCounter()
+    >>> c.calls.extend([0, 1, 0, 1]); len(c.calls), c.buckets
+    (4, 2)
+    """
+
+    process_group: Any = None
+    calls: list[int] = field(default_factory=list)
+
+    @property
+    def buckets(self) -> int:
+        """How many distinct buckets have been reduced so far."""
+        return len(set(self.calls))
+
+
+def counting_allreduce_hook(
+    state: CallCounter, bucket: dist.GradBucket
+) -> torch.futures.Future[torch.Tensor]:
+    """Count the call, then do DDP's default all-reduce (a communication hook).
+
+    Register it with ``ddp_model.register_comm_hook(CallCounter(),
+    counting_allreduce_hook)``. DDP calls it once per gradient bucket each
+    time it synchronizes; ``allreduce_hook`` divides the bucket by the world
+    size and all-reduces it, which is what DDP does without a hook.
+    """
+    state.calls.append(bucket.index())  # one call per bucket and sync
+    return allreduce_hook(state.process_group, bucket)
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+def train_ddp_accumulated(
+    model: nn.parallel.DistributedDataParallel,
+    optimizer: torch.optim.Optimizer,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    loss_fn: Any,
+    n_accum: int,
+    *,
+    steps: int = 1,
+    sync: str = "no_sync",
+) -> None:
+    """Gradient accumulation on one DDP rank, over its shard ``X, y``.
+
+    Every rank runs this on its own shard of the global batch, cut into
+    ``n_accum`` micro-batches. Each
+    micro-batch's loss is divided by ``n_accum``; DDP's all-reduce averages
+    over the ranks, so the synchronized gradient is that of the global mean
+    loss. ``sync`` is one of :data:`SYNC_MODES`.
+    """
+    check_choice("sync", sync, SYNC_MODES)
+    optimizer.zero_grad()
+    for _ in range(steps):
+        xs, ys = X.tensor_split(n_accum), y.tensor_split(n_accum)
+        for i, (xb, yb) in enumerate(zip(xs, ys, strict=True)):
+            last = i == n_accum - 1
+            if sync == "require_backward_grad_sync":
+                model.require_backward_grad_sync = last  # nanoGPT's way
+            if sync == "forward_outside_no_sync" and not last:
+                loss = loss_fn(model(xb), yb) / n_accum  # WRONG: outside
+                with model.no_sync():
+                    loss.backward()  # still all-reduces: forward armed it
+                continue
+            quiet = sync == "no_sync" and not last
+            # forward AND backward inside no_sync()
+            with model.no_sync() if quiet else nullcontext():
+                loss = loss_fn(model(xb), yb) / n_accum
+                loss.backward()  # all-reduces only when synchronizing
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+# --------------------------------------------------------------------------- launching
+
+
+@dataclass(frozen=True)
+class ModeResult:
+    """What one sync mode did on rank 0, as plain Python values.
+
+    ``calls_per_step`` counts the all-reduce calls (one per bucket per
+    synchronization) in each optimizer step; ``buckets`` is how many gradient
+    buckets DDP made; ``params`` the final parameters as nested lists;
+    ``ranks_agree`` whether every rank ended with bitwise the same parameters.
+    """
+
+    mode: str
+    calls_per_step: tuple[int, ...]
+    buckets: int
+    params: dict[str, Any]
+    ranks_agree: bool
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The final parameters as float32 tensors (for :func:`~amp_lesson.accumulation.compare_params`)."""
+        return {name: torch.tensor(v, dtype=torch.float32) for name, v in self.params.items()}
+
+
+@dataclass(frozen=True)
+class DDPRun:
+    """The results of :func:`run_ddp_accumulation`, one :class:`ModeResult` per mode."""
+
+    world_size: int
+    n_accum: int
+    steps: int
+    micro_batch_size: int
+    results: dict[str, ModeResult]
+    scaler_check: list[dict[str, Any]] | None = None
+
+
+def _model(seed: int) -> nn.Sequential:
+    """The model every run trains: ``Linear(2, 8) -> ReLU -> Linear(8, 1)``, seeded."""
+    return make_mlp(2, 8, 1, seed=seed, device="cpu")
+
+
+def _shard(world_size: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    X, y = make_deck_problem(device="cpu")
+    return X.tensor_split(world_size)[rank], y.tensor_split(world_size)[rank]
+
+
+def _params_as_lists(model: nn.Module) -> dict[str, Any]:
+    return {name: p.detach().tolist() for name, p in model.named_parameters()}
+
+
+def _poisoned_amp_step(
+    rank: int, X: torch.Tensor, y: torch.Tensor, config: dict[str, Any]
+) -> dict[str, Any]:
+    """One fp16 AMP step with accumulation and ``no_sync``, NaN in rank ``poison_rank``'s data.
+
+    Each rank has its own ``GradScaler("cpu")``. Returns what this rank saw:
+    whether its own loss was finite, whether its (scaled, all-reduced)
+    gradients were, and whether its scaler skipped the step.
+    """
+    model = nn.parallel.DistributedDataParallel(_model(config["seed"]))
+    optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"])
+    scaler = torch.amp.GradScaler("cpu")
+    X = X.clone()
+    if rank == config["poison_rank"]:
+        X[0, 0] = float("nan")
+    n_accum, losses_finite = config["n_accum"], True
+    micro = list(zip(X.tensor_split(n_accum), y.tensor_split(n_accum), strict=True))
+    for i, (xb, yb) in enumerate(micro):
+        with model.no_sync() if i < n_accum - 1 else nullcontext():
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = nn.BCEWithLogitsLoss()(model(xb), yb) / n_accum
+            scaler.scale(loss).backward()
+        losses_finite = losses_finite and bool(torch.isfinite(loss.detach()))
+    grads_finite = all(bool(torch.isfinite(p.grad).all()) for p in model.parameters())
+    before = [p.detach().clone() for p in model.parameters()]
+    scaler.step(optimizer)
+    scaler.update()
+    unchanged = all(
+        torch.equal(a.view(torch.int32), p.detach().view(torch.int32))
+        for a, p in zip(before, model.parameters(), strict=True)
+    )
+    return {
+        "rank": rank,
+        "NaN in this rank's data": rank == config["poison_rank"],
+        "own loss finite": losses_finite,
+        "gradients finite after the all-reduce": grads_finite,
+        "step skipped": unchanged,
+        "scale after": scaler.get_scale(),
+    }
+
+
+def _ddp_worker(
+    rank: int,
+    world_size: int,
+    port: int,
+    out_dir: str,
+    config: dict[str, Any],
+) -> None:
+    """One process: join the group, run every mode, write rank ``rank``'s results as JSON."""
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size
+    )
+    try:
+        X, y = _shard(world_size, rank)
+        results = {}
+        for mode in config["modes"]:
+            model = nn.parallel.DistributedDataParallel(
+                _model(config["seed"]), bucket_cap_mb=config["bucket_cap_mb"]
+            )
+            counter = CallCounter()
+            model.register_comm_hook(counter, counting_allreduce_hook)
+            optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"])
+            calls_per_step = []
+            for _ in range(config["steps"]):
+                before = len(counter.calls)
+                train_ddp_accumulated(
+                    model, optimizer, X, y, nn.BCEWithLogitsLoss(), config["n_accum"], sync=mode
+                )
+                calls_per_step.append(len(counter.calls) - before)
+            params = _params_as_lists(model.module)
+            gathered: list[Any] = [None] * world_size
+            dist.all_gather_object(gathered, params)
+            results[mode] = {
+                "calls_per_step": calls_per_step,
+                "buckets": counter.buckets,
+                "params": params,
+                "ranks_agree": all(g == params for g in gathered),
+            }
+        if config["poison_rank"] is not None:
+            results["_scaler_check"] = _poisoned_amp_step(rank, X, y, config)
+        Path(out_dir, f"rank{rank}.json").write_text(json.dumps(results))
+    finally:
+        dist.destroy_process_group()
+
+
+def run_ddp_accumulation(
+    world_size: int = 2,
+    n_accum: int = 4,
+    *,
+    steps: int = 2,
+    modes: Sequence[str] = SYNC_MODES,
+    lr: float = 0.1,
+    seed: int = 0,
+    bucket_cap_mb: float | None = None,
+    poison_rank: int | None = None,
+    start_method: str = "spawn",
+) -> DDPRun:
+    """Train a small MLP on the deck's problem with DDP: ``world_size`` CPU processes, gloo.
+
+    The deck's 128 samples are split into ``world_size`` contiguous shards,
+    and each rank cuts its shard into ``n_accum`` micro-batches. Every mode
+    in ``modes`` trains a fresh model for ``steps`` optimizer steps (SGD,
+    ``lr``) with :func:`train_ddp_accumulated`, counting all-reduce calls
+    with :func:`counting_allreduce_hook`. One launch runs all modes, because
+    starting the processes is the slow part (seconds: each imports torch).
+
+    With ``poison_rank`` set, each rank then also runs one fp16 AMP step
+    (accumulation with ``no_sync``, its own ``GradScaler("cpu")``) in which
+    only that rank's data holds a NaN; :attr:`DDPRun.scaler_check` holds one
+    row per rank saying what it saw.
+
+    ``start_method`` is ``"spawn"`` (works in a Jupyter kernel, since the
+    worker is importable from this module) or ``"forkserver"``. ``"fork"`` is
+    refused: forking a parent that already runs threads (a Jupyter kernel,
+    torch's intra-op pool, a test runner) can deadlock, and did in this
+    project's tests.
+    """
+    check_int("world_size", world_size, minimum=1)
+    check_int("n_accum", n_accum, minimum=1)
+    check_int("steps", steps, minimum=1)
+    check_positive("lr", lr)
+    check_int("seed", seed, minimum=0)
+    if bucket_cap_mb is not None:
+        check_positive("bucket_cap_mb", bucket_cap_mb)
+    check_choice("start_method", start_method, ("spawn", "forkserver"))
+    modes = tuple(modes)
+    if not modes:
+        raise ValueError(f"modes must name at least one of {SYNC_MODES}, got none")
+    for mode in modes:
+        check_choice("mode", mode, SYNC_MODES)
+    if poison_rank is not None:
+        check_int("poison_rank", poison_rank, minimum=0)
+        if poison_rank >= world_size:
+            raise ValueError(f"poison_rank must be < world_size={world_size}, got {poison_rank}")
+    X, _ = make_deck_problem(device="cpu")
+    if len(X) // world_size < n_accum:
+        raise ValueError(
+            f"each of the {world_size} ranks holds {len(X) // world_size} samples, "
+            f"fewer than n_accum={n_accum}; lower n_accum or world_size"
+        )
+    config = {
+        "modes": list(modes),
+        "n_accum": n_accum,
+        "steps": steps,
+        "lr": lr,
+        "seed": seed,
+        "bucket_cap_mb": bucket_cap_mb,
+        "poison_rank": poison_rank,
+    }
+    with tempfile.TemporaryDirectory(prefix="amp_lesson_ddp_") as out_dir:
+        torch.multiprocessing.start_processes(
+            _ddp_worker,
+            args=(world_size, free_port(), out_dir, config),
+            nprocs=world_size,
+            join=True,
+            start_method=start_method,
+        )
+        raw = json.loads(Path(out_dir, "rank0.json").read_text())
+        scaler_check = None
+        if poison_rank is not None:
+            scaler_check = [
+                json.loads(Path(out_dir, f"rank{r}.json").read_text())["_scaler_check"]
+                for r in range(world_size)
+            ]
+            del raw["_scaler_check"]
+    results = {
+        mode: ModeResult(
+            mode=mode,
+            calls_per_step=tuple(r["calls_per_step"]),
+            buckets=r["buckets"],
+            params=r["params"],
+            ranks_agree=r["ranks_agree"],
+        )
+        for mode, r in raw.items()
+    }
+    micro = len(X.tensor_split(world_size)[0].tensor_split(n_accum)[0])
+    return DDPRun(world_size, n_accum, steps, micro, results, scaler_check)
+
+
+def reference_full_batch(steps: int = 2, lr: float = 0.1, seed: int = 0) -> dict[str, torch.Tensor]:
+    """The single-process run DDP must reproduce: full batch of 128, ``steps`` SGD steps.
+
+    >>> ref = reference_full_batch(steps=1)
+    >>> sorted(ref)
+    ['0.bias', '0.weight', '2.bias', '2.weight']
+    """
+    X, y = make_deck_problem(device="cpu")
+    model = _model(seed)
+    optimizer = torch.optim.SGD(model.parameters(), lr=check_positive("lr", lr))
+    return train_full_batch(model, optimizer, X, y, nn.BCEWithLogitsLoss(), steps=steps).params

@@ -1,0 +1,456 @@
+"""What real gradients look like, and what FP16 keeps of them.
+
+The book trains a small MLP on scikit-learn's bundled 8×8 digits (no
+download) and looks at every gradient value it produces. The question is
+Micikevicius et al.'s (*Mixed Precision Training*, ICLR 2018, Fig. 3): how
+many gradient values lie below FP16's smallest subnormal ``2**-24``, where
+a cast to FP16 flushes them to zero, and how many a loss scale rescues.
+
+>>> g = torch.tensor([0.0, 1e-9, 1e-6, 1e-3])
+>>> shares = cast_shares(g, "fp16")
+>>> shares.zero, shares.underflow, shares.subnormal   # 1 of 4 is 0; 1 of the 3 others is lost
+(0.25, 0.3333333333333333, 0.3333333333333333)
+>>> cast_shares(g, "fp16", scale=2.0**16).underflow   # 1e-9 * 2**16 is a subnormal, not 0
+0.0
+
+The module holds the data (:func:`load_digits_data`), the model
+(:func:`make_digits_mlp`), the step and the loop (:func:`amp_step`,
+:func:`train_digits`: FP32, or :func:`torch.autocast` with or without a
+:class:`torch.amp.GradScaler`),
+gradient collection (:func:`flat_grads`), the shares (:func:`cast_shares`)
+and the histogram (:func:`log2_histogram`, :func:`plot_gradient_histogram`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from amp_lesson._checks import check_int, check_positive
+from amp_lesson.accumulation import _resolve_device
+from amp_lesson.formats import FORMATS
+
+__all__ = [
+    "CastShares",
+    "DigitsData",
+    "DigitsRun",
+    "amp_step",
+    "cast_shares",
+    "flat_grads",
+    "load_digits_data",
+    "log2_histogram",
+    "make_digits_mlp",
+    "plot_gradient_histogram",
+    "train_digits",
+]
+
+_HALF_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def _half(dtype: Any) -> torch.dtype:
+    if isinstance(dtype, str) and dtype in _HALF_DTYPES:
+        return _HALF_DTYPES[dtype]
+    if dtype in _HALF_DTYPES.values():
+        return dtype
+    raise ValueError(
+        f"dtype must be one of 'fp16', 'bf16', torch.float16, torch.bfloat16; got {dtype!r}"
+    )
+
+
+# --------------------------------------------------------------------------- data and model
+
+
+@dataclass(frozen=True)
+class DigitsData:
+    """The digits split into training and test tensors.
+
+    ``X_*`` are float32 pixel intensities divided by 16 (so in ``[0, 1]``),
+    ``y_*`` int64 class labels 0-9.
+    """
+
+    X_train: torch.Tensor
+    y_train: torch.Tensor
+    X_test: torch.Tensor
+    y_test: torch.Tensor
+
+
+def load_digits_data(
+    n_test: int = 360, seed: int = 0, device: torch.device | str | None = None
+) -> DigitsData:
+    """scikit-learn's bundled digits (1797 images of 8×8 pixels), shuffled and split.
+
+    The data ship inside scikit-learn, so nothing is downloaded. The
+    shuffle is ``torch.randperm`` from a private generator seeded with
+    ``seed``; the last ``n_test`` images of it form the test set.
+
+    >>> d = load_digits_data(device="cpu")
+    >>> tuple(d.X_train.shape), tuple(d.X_test.shape), float(d.X_train.max())
+    ((1437, 64), (360, 64), 1.0)
+    """
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError as error:  # pragma: no cover - scikit-learn is in the docs extra
+        raise ImportError(
+            "load_digits_data needs scikit-learn (pip install 'amp-lesson[docs]')"
+        ) from error
+    check_int("seed", seed, minimum=0)
+    digits = load_digits()
+    n = len(digits.target)
+    check_int("n_test", n_test, minimum=1)
+    if n_test >= n:
+        raise ValueError(f"n_test must be below the {n} images, got {n_test}")
+    X = torch.tensor(digits.data, dtype=torch.float32) / 16.0
+    y = torch.tensor(digits.target, dtype=torch.int64)
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    train, test = order[: n - n_test], order[n - n_test :]
+    device = _resolve_device(device)
+    return DigitsData(
+        X[train].to(device), y[train].to(device), X[test].to(device), y[test].to(device)
+    )
+
+
+def make_digits_mlp(
+    hidden: Sequence[int] = (128, 64), seed: int = 0, device: torch.device | str | None = None
+) -> nn.Sequential:
+    """``64 → hidden... → 10`` with ReLUs, PyTorch's default init seeded locally.
+
+    >>> make_digits_mlp(device="cpu")
+    Sequential(
+      (0): Linear(in_features=64, out_features=128, bias=True)
+      (1): ReLU()
+      (2): Linear(in_features=128, out_features=64, bias=True)
+      (3): ReLU()
+      (4): Linear(in_features=64, out_features=10, bias=True)
+    )
+    """
+    sizes = [64, *(check_int("hidden width", h, minimum=1) for h in hidden), 10]
+    check_int("seed", seed, minimum=0)
+    device = _resolve_device(device)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        layers: list[nn.Module] = []
+        for fan_in, fan_out in itertools.pairwise(sizes):
+            layers += [nn.Linear(fan_in, fan_out), nn.ReLU()]
+    return nn.Sequential(*layers[:-1]).to(device)
+
+
+def flat_grads(model: nn.Module) -> torch.Tensor:
+    """Every parameter's ``.grad``, flattened into one float32 CPU tensor (a copy).
+
+    Parameters without a gradient are skipped.
+
+    >>> m = nn.Linear(2, 1)
+    >>> m(torch.ones(1, 2)).sum().backward()
+    >>> flat_grads(m).tolist()
+    [1.0, 1.0, 1.0]
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    grads = [p.grad.detach().flatten() for p in model.parameters() if p.grad is not None]
+    if not grads:
+        raise ValueError("model has no gradients; call backward() first")
+    return torch.cat(grads).to("cpu", torch.float32)
+
+
+# --------------------------------------------------------------------------- shares
+
+
+@dataclass(frozen=True)
+class CastShares:
+    """What casting gradient values (times ``scale``) to a half format does.
+
+    ``zero`` is the share of *all* values that are exactly zero before any
+    cast. The other shares are of the *non-zero* values: ``underflow``
+    become zero, ``subnormal`` become non-zero subnormals (fewer significant
+    bits), ``overflow`` become ``±inf``. ``n`` and ``nonzero`` are counts.
+
+    >>> CastShares("fp16", 1.0, 4, 3, 0.25, 0.0, 0.0, 0.0).nonzero
+    3
+    """
+
+    format: str
+    scale: float
+    n: int
+    nonzero: int
+    zero: float
+    underflow: float
+    subnormal: float
+    overflow: float
+
+
+def cast_shares(
+    values: torch.Tensor, dtype: str | torch.dtype = "fp16", scale: float = 1.0
+) -> CastShares:
+    """Cast ``values * scale`` (in FP32) to ``dtype`` with torch and count what happened.
+
+    >>> cast_shares(torch.tensor([1.0, 2.0**-25, 2.0**-20, 7e4]), "fp16").underflow
+    0.25
+    >>> s = cast_shares(torch.tensor([1.0, 2.0**-25, 2.0**-20, 7e4]), "fp16", 2.0**10)
+    >>> s.underflow, s.subnormal, s.overflow
+    (0.0, 0.25, 0.25)
+    """
+    low = _half(dtype)
+    if not isinstance(values, torch.Tensor) or not values.is_floating_point():
+        raise TypeError(f"values must be a floating-point torch.Tensor, got {values!r}")
+    if values.numel() == 0:
+        raise ValueError("values must hold at least one value, got an empty tensor")
+    scale = check_positive("scale", scale)
+    x = values.detach().flatten().float()
+    stored = (x * torch.tensor(scale, dtype=torch.float32, device=x.device)).to(low).float()
+    nonzero = x != 0
+    count = int(nonzero.sum())
+    tiny = FORMATS["fp16" if low == torch.float16 else "bf16"].smallest_normal
+
+    def share(mask: torch.Tensor) -> float:
+        return int((mask & nonzero).sum()) / count if count else 0.0
+
+    mag = stored.abs()
+    return CastShares(
+        format="fp16" if low == torch.float16 else "bf16",
+        scale=scale,
+        n=x.numel(),
+        nonzero=count,
+        zero=1 - count / x.numel(),
+        underflow=share(stored == 0),
+        subnormal=share((mag > 0) & (mag < tiny)),
+        overflow=share(torch.isinf(stored)),
+    )
+
+
+def log2_histogram(
+    values: torch.Tensor, low: int = -40, high: int = 0
+) -> tuple[list[int], list[float], float]:
+    """Histogram of ``log2|values|`` in unit bins, with zeros counted apart.
+
+    Returns ``(edges, shares, zero_share)``: bin ``i`` holds the non-zero
+    values with ``2**edges[i] <= |v| < 2**edges[i] + 1``; values below
+    ``2**low`` fall in the first bin and values from ``2**high`` up in the
+    last. Shares are fractions of *all* values, so
+    ``sum(shares) + zero_share == 1``.
+
+    >>> edges, shares, zero = log2_histogram(torch.tensor([0.0, 0.3, 0.5, 2.0**-30]), -32, 0)
+    >>> zero, shares[edges.index(-2)], shares[edges.index(-1)], shares[edges.index(-30)]
+    (0.25, 0.25, 0.25, 0.25)
+    """
+    check_int("low", low)
+    check_int("high", high)
+    if high <= low:
+        raise ValueError(f"high must be above low, got low={low}, high={high}")
+    mag = values.detach().flatten().double().abs().cpu()
+    n = mag.numel()
+    nonzero = mag[mag > 0]
+    exponents = torch.floor(torch.log2(nonzero)).clamp(low, high - 1).long() - low
+    counts = torch.bincount(exponents, minlength=high - low)
+    edges = list(range(low, high))
+    return edges, [int(c) / n for c in counts], (n - nonzero.numel()) / n
+
+
+def plot_gradient_histogram(
+    values: torch.Tensor,
+    ax: Any = None,
+    *,
+    low: int = -40,
+    high: int = 17,
+    label: str | None = None,
+    dtype: str | torch.dtype = "fp16",
+    overlay: bool = False,
+) -> Any:
+    """Plot :func:`log2_histogram` with the FP16 (or BF16) limits marked; return the axes.
+
+    The zero bin is drawn apart, hatched, left of a break at ``low - 1.5``.
+    The format's subnormal range is shaded lightly and its normal range
+    darker, each labelled; dotted lines mark half the smallest subnormal (at
+    or below it a cast gives zero), the smallest subnormal, the smallest
+    normal and the largest value. ``overlay=True`` draws a dashed step
+    outline and a hollow zero marker on axes that already hold a histogram.
+    """
+    import matplotlib.pyplot as plt
+
+    spec = FORMATS["bf16" if _half(dtype) is torch.bfloat16 else "fp16"]
+    if ax is None:
+        _, ax = plt.subplots()
+    edges, shares, zero = log2_histogram(values, low, high)
+    pct = [100 * s for s in shares]
+    zero_x = low - 3
+    if overlay:
+        ax.step(
+            [*edges, high],
+            [*pct, pct[-1]],
+            where="post",
+            color="#D55E00",
+            linestyle="--",
+            linewidth=1.4,
+            label=label,
+        )
+        ax.plot(
+            [zero_x],
+            [100 * zero],
+            marker="o",
+            markersize=7,
+            markerfacecolor="none",
+            markeredgewidth=1.4,
+            color="#D55E00",
+            linestyle="none",
+        )
+        return ax
+    ax.bar([e + 0.5 for e in edges], pct, width=1.0, color="#0072B2", alpha=0.85, label=label)
+    ax.bar([zero_x], [100 * zero], width=1.6, color="#0072B2", alpha=0.85, hatch="//")
+    sub_low, normal_low = math.log2(spec.smallest_subnormal), math.log2(spec.smallest_normal)
+    top = math.log2(spec.max)
+    ax.axvspan(sub_low, normal_low, color="#E69F00", alpha=0.18, lw=0)
+    ax.axvspan(normal_low, top, color="#009E73", alpha=0.12, lw=0)
+    for x in (sub_low - 1, sub_low, normal_low, top):
+        ax.axvline(x, color="black", linestyle=":", linewidth=0.9)
+    text = {"xycoords": ("data", "axes fraction"), "fontsize": 7, "va": "top"}
+    ax.annotate(f"{spec.label}\nsubnormal", ((sub_low + normal_low) / 2, 0.98), ha="center", **text)
+    ax.annotate(f"{spec.label} normal", ((normal_low + top) / 2, 0.98), ha="center", **text)
+    ax.annotate("cast\ngives 0", (sub_low - 1.4, 0.98), ha="right", **text)
+    ax.annotate(f"max\n{spec.max:.0f}", (top - 0.4, 0.80), ha="right", **text)
+    ax.axvline(low - 1.5, color="grey", linewidth=0.8)
+    first = low - low % 10 + 10  # leave room for the zero bin's label
+    ticks = list(range(first, high + 1, 10))
+    ax.set_xticks([zero_x, *ticks], ["0", *(f"$2^{{{t}}}$" for t in ticks)])
+    ax.set_xlim(zero_x - 1.5, high)
+    ax.set_xlabel("|gradient value|, in bins one power of two wide (zeros on the left)")
+    ax.set_ylabel("% of all values")
+    return ax
+
+
+# --------------------------------------------------------------------------- training
+
+
+@dataclass(frozen=True)
+class DigitsRun:
+    """What one :func:`train_digits` run did.
+
+    ``losses`` is each step's training loss (before ``loss_multiplier``),
+    ``epoch_losses`` their mean per epoch; ``test_accuracy`` is measured in
+    FP32 after training. ``skipped`` counts the steps a GradScaler skipped;
+    ``final_scale`` is its last scale (``None`` without one). ``grads`` maps
+    a step number (from 1) to :func:`flat_grads` of that step, taken just
+    before the optimizer step and unscaled by the GradScaler (so they are
+    the gradients of ``loss * loss_multiplier``), for the steps asked for.
+    ``params`` are the final parameters (CPU copies).
+    """
+
+    losses: list[float]
+    epoch_losses: list[float]
+    test_accuracy: float
+    skipped: int
+    final_scale: float | None
+    grads: dict[int, torch.Tensor] = field(default_factory=dict)
+    params: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+def amp_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    autocast_dtype: torch.dtype | None = None,
+    loss_multiplier: float = 1.0,
+    keep_grads: bool = False,
+) -> tuple[float, bool, torch.Tensor | None]:
+    """One training step; returns ``(loss, skipped, grads)``. A disabled scaler is a no-op."""
+    optimizer.zero_grad(set_to_none=True)
+    with torch.autocast(
+        X.device.type, dtype=autocast_dtype or torch.float16, enabled=autocast_dtype is not None
+    ):
+        loss = nn.functional.cross_entropy(model(X), y)  # forward and loss only
+    scaler.scale(loss * loss_multiplier).backward()  # backward outside autocast
+    scaler.unscale_(optimizer)  # only to look at (or clip) the true gradients
+    grads = flat_grads(model) if keep_grads else None
+    scale = scaler.get_scale()
+    scaler.step(optimizer)  # skips the step if a gradient is inf or NaN
+    scaler.update()
+    return float(loss.detach()), scaler.get_scale() < scale, grads
+
+
+def _accuracy(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> float:
+    with torch.no_grad():
+        return float((model(X).argmax(dim=1) == y).float().mean())
+
+
+def train_digits(
+    data: DigitsData,
+    *,
+    autocast_dtype: torch.dtype | None = None,
+    scaler: bool = False,
+    loss_multiplier: float = 1.0,
+    epochs: int = 10,
+    batch_size: int = 64,
+    lr: float = 0.1,
+    momentum: float = 0.9,
+    seed: int = 0,
+    record_grads_at: Iterable[int] = (),
+) -> DigitsRun:
+    """Train :func:`make_digits_mlp` on ``data`` with SGD and momentum; return a :class:`DigitsRun`.
+
+    Each step is :func:`amp_step`. ``autocast_dtype=None`` trains in FP32;
+    ``torch.float16`` or ``torch.bfloat16`` runs the forward pass and the
+    loss under :func:`torch.autocast` (parameters, their gradients and the
+    optimizer state stay FP32). ``scaler=True`` adds a
+    ``torch.amp.GradScaler`` for the data's device type, with its defaults.
+    ``loss_multiplier`` multiplies the loss before ``backward`` and divides
+    the learning rate, so FP32 training is unchanged (exactly, for a power of
+    two) while every gradient is that many times smaller: a stand-in for a
+    model whose gradients are tiny. ``seed`` seeds the model and the
+    shuffling, so runs with one seed see the same batches in the same order.
+
+    >>> d = load_digits_data(device="cpu")
+    >>> run = train_digits(d, epochs=2, record_grads_at=[1])
+    >>> len(run.losses), run.skipped, run.grads[1].numel(), run.test_accuracy > 0.8
+    (46, 0, 17226, True)
+    """
+    if autocast_dtype is not None:
+        _half(autocast_dtype)
+    if not isinstance(scaler, bool):
+        raise TypeError(f"scaler must be True or False, got {scaler!r}")
+    loss_multiplier = check_positive("loss_multiplier", loss_multiplier)
+    check_int("epochs", epochs, minimum=1)
+    check_int("batch_size", batch_size, minimum=1)
+    record = set(record_grads_at)
+    device = data.X_train.device
+    model = make_digits_mlp(seed=seed, device=device)
+    lr = check_positive("lr", lr) / loss_multiplier
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+    grad_scaler = torch.amp.GradScaler(device.type, enabled=scaler)
+    order = torch.Generator().manual_seed(seed)
+    losses, epoch_losses, grads, skipped = [], [], {}, 0
+    for _ in range(epochs):
+        epoch = []
+        for batch in torch.randperm(len(data.X_train), generator=order).split(batch_size):
+            step = len(losses) + 1
+            loss, was_skipped, g = amp_step(
+                model,
+                optimizer,
+                grad_scaler,
+                data.X_train[batch],
+                data.y_train[batch],
+                autocast_dtype=autocast_dtype,
+                loss_multiplier=loss_multiplier,
+                keep_grads=step in record,
+            )
+            losses.append(loss)
+            epoch.append(loss)
+            skipped += was_skipped
+            if g is not None:
+                grads[step] = g
+        epoch_losses.append(sum(epoch) / len(epoch))
+    return DigitsRun(
+        losses=losses,
+        epoch_losses=epoch_losses,
+        test_accuracy=_accuracy(model, data.X_test, data.y_test),
+        skipped=int(skipped),
+        final_scale=float(grad_scaler.get_scale()) if scaler else None,
+        grads=grads,
+        params={k: v.detach().to("cpu", copy=True) for k, v in model.named_parameters()},
+    )

@@ -1,0 +1,231 @@
+"""Tests for amp_lesson.pitfalls: each pitfall shows, and each fix removes it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from amp_lesson.pitfalls import (
+    IGNORE_INDEX,
+    clipping_rows,
+    collapse_then_good_step,
+    compare_norm_split,
+    lr_trajectory,
+    make_norm_model,
+    make_token_batch,
+    make_token_model,
+    scaler_extra_calls,
+    scaler_on_bf16_params,
+    scheduler_after_skipped_step,
+    summation_order_rows,
+    token_loss_and_grad,
+    token_weight_rows,
+    ulp_distance,
+    window_rows,
+)
+from amp_lesson.scaler import simulate
+
+CPU = torch.device("cpu")
+
+
+# --------------------------------------------------------------------------- BatchNorm
+
+
+def test_batchnorm_sees_the_micro_batch() -> None:
+    bn = compare_norm_split("batch", n_accum=4)
+    assert bn.batches_tracked == (1, 4)
+    assert bn.output_diff > 0.1
+    assert bn.grad_diff > 1e-3
+    assert bn.running_mean_diff > 0
+    assert bn.running_var_diff > 0
+    assert bn.eval_output_diff > 0
+
+
+def test_one_micro_batch_is_the_full_batch() -> None:
+    bn = compare_norm_split("batch", n_accum=1)
+    assert bn.batches_tracked == (1, 1)
+    assert bn.output_diff == 0.0
+    assert bn.running_mean_diff == 0.0
+
+
+def test_layernorm_does_not_care_how_the_batch_is_cut() -> None:
+    ln = compare_norm_split("layer", n_accum=4)
+    assert ln.output_diff < 1e-6
+    assert ln.grad_diff < 1e-6
+    assert ln.eval_output_diff < 1e-6
+    assert ln.batches_tracked is None
+    assert math.isnan(ln.running_mean_diff)
+
+
+def test_make_norm_model_checks_its_arguments() -> None:
+    with pytest.raises(ValueError, match="norm must be one of"):
+        make_norm_model("group")
+    with pytest.raises(ValueError, match="seed"):
+        make_norm_model("batch", seed=-1)
+
+
+# --------------------------------------------------------------------------- token losses
+
+
+def test_token_batch_pads_with_the_ignore_index() -> None:
+    batch = make_token_batch(lengths=(2, 5), vocab=4)
+    assert batch.labels.shape == (2, 5)
+    assert (batch.labels[0, 2:] == IGNORE_INDEX).all()
+    assert (batch.labels[1] != IGNORE_INDEX).all()
+    assert batch.n_tokens == 7
+    with pytest.raises(ValueError, match="at least one"):
+        make_token_batch(lengths=())
+
+
+def test_mean_of_means_is_wrong_and_the_global_count_is_right() -> None:
+    model, batch = make_token_model(), make_token_batch()
+    full_loss, full_grad = token_loss_and_grad(model, batch, 4, "full_batch")
+    naive_loss, naive_grad = token_loss_and_grad(model, batch, 4, "mean_of_means")
+    fixed_loss, fixed_grad = token_loss_and_grad(model, batch, 4, "global_count")
+    assert abs(naive_loss - full_loss) > 1e-3
+    assert (naive_grad - full_grad).norm() / full_grad.norm() > 0.05
+    assert abs(fixed_loss - full_loss) < 1e-6
+    torch.testing.assert_close(fixed_grad, full_grad, rtol=0, atol=1e-6)
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_equal_lengths_make_the_mean_of_means_right() -> None:
+    model, batch = make_token_model(), make_token_batch(lengths=(6,) * 8)
+    full_loss, full_grad = token_loss_and_grad(model, batch, 4, "full_batch")
+    naive_loss, naive_grad = token_loss_and_grad(model, batch, 4, "mean_of_means")
+    assert abs(naive_loss - full_loss) < 1e-6
+    torch.testing.assert_close(naive_grad, full_grad, rtol=0, atol=1e-6)
+
+
+def test_token_weights_sum_to_one_for_the_true_mean() -> None:
+    batch = make_token_batch()
+    rows = token_weight_rows(batch, 4)
+    assert sum(r["tokens"] for r in rows) == batch.n_tokens
+    true = sum(r["tokens"] * r["weight per token, true mean"] for r in rows)
+    naive = sum(r["tokens"] * r["weight per token, mean of means"] for r in rows)
+    assert true == pytest.approx(1.0)
+    assert naive == pytest.approx(1.0)
+    assert len({r["weight per token, mean of means"] for r in rows}) > 1
+
+
+def test_token_loss_rejects_unknown_methods() -> None:
+    with pytest.raises(ValueError, match="method must be one of"):
+        token_loss_and_grad(make_token_model(), make_token_batch(), 4, "median")
+
+
+# --------------------------------------------------------------------------- windows
+
+
+@pytest.mark.parametrize(("n_micro", "n_accum"), [(10, 4), (9, 4), (7, 3), (8, 4)])
+def test_last_window_is_too_small_by_its_share(n_micro: int, n_accum: int) -> None:
+    rows = window_rows(n_micro=n_micro, n_accum=n_accum)
+    assert sum(r["micro-batches"] for r in rows) == n_micro
+    for r in rows:
+        assert r["divide by window"] == pytest.approx(1.0, abs=1e-5)
+        assert r["divide by n_accum"] == pytest.approx(r["micro-batches"] / n_accum, abs=1e-5)
+
+
+# --------------------------------------------------------------------------- summation order
+
+
+def test_ulp_distance_counts_representable_steps() -> None:
+    x = torch.tensor([1.0, -1.0, 0.0])
+    up = torch.nextafter(torch.nextafter(x, x + 10), x + 10)
+    assert ulp_distance(x, up).tolist() == [2, 2, 2]
+    tiny = torch.tensor([math.ldexp(1.0, -149)])
+    assert ulp_distance(-tiny, tiny).tolist() == [2]
+    with pytest.raises(TypeError, match="float32"):
+        ulp_distance(x.double(), x.double())
+
+
+def test_summation_order_changes_bits_but_not_accuracy() -> None:
+    rows = {r["order"]: r for r in summation_order_rows()}
+    assert rows["forward"]["bitwise equal to forward"]
+    assert not all(r["bitwise equal to forward"] for r in rows.values())
+    assert all(r["max |error| vs float64"] < 1e-6 for r in rows.values())
+
+
+# --------------------------------------------------------------------------- schedulers
+
+
+def test_scheduler_per_micro_batch_decays_n_times_too_fast() -> None:
+    good, good_warnings = lr_trajectory(20, 4)
+    bad, bad_warnings = lr_trajectory(20, 4, per_micro_batch=True)
+    assert good_warnings == []
+    assert len(bad_warnings) == 1
+    assert "lr_scheduler.step()" in bad_warnings[0]
+    # the bad run's optimizer step k used the good schedule's value at 4k (cosine, period 2*T)
+    assert bad[0] == pytest.approx(good[4])
+    assert min(bad) == pytest.approx(0.0, abs=1e-12)
+    assert good == sorted(good, reverse=True)
+
+
+# --------------------------------------------------------------------------- GradScaler
+
+
+def test_scale_collapses_and_a_clean_step_then_poisons_the_weights() -> None:
+    zero_at = next(r.step for r in simulate([True] * 200) if r.scale_after == 0.0)
+    rows = collapse_then_good_step(n_bad=zero_at + 1, n_good=2, device=CPU)
+    bad, first_clean = rows[: zero_at + 1], rows[zero_at + 1]
+    assert all(r["found inf/NaN"] and not r["weights changed"] for r in bad)
+    assert [r["scale"] for r in bad[:3]] == [2.0**16, 2.0**15, 2.0**14]
+    assert bad[-1]["scale"] == 0.0
+    assert math.isinf(bad[-1]["inv_scale"])
+    assert first_clean["scale"] == 0.0
+    assert not first_clean["found inf/NaN"]  # the check runs on the scaled (zero) gradient
+    assert first_clean["weights changed"]
+    assert not first_clean["weights finite"]
+
+
+def test_inv_scale_overflows_before_the_scale_reaches_zero() -> None:
+    rows = collapse_then_good_step(n_bad=150, n_good=1, device=CPU)
+    assert rows[-1]["scale"] > 0.0
+    assert math.isinf(rows[-1]["inv_scale"])
+    assert not rows[-1]["weights finite"]
+
+
+def test_clipping_before_unscale_clips_the_wrong_norm() -> None:
+    rows = clipping_rows(clip_norm=0.1, init_scales=(2.0**16, 2.0**-4), device=CPU)
+    right_big, wrong_big, right_small, wrong_small = rows
+    for right in (right_big, right_small):
+        assert right["applied grad norm"] == pytest.approx(right["should apply"], rel=1e-4)
+    # scale > 1: clipped far too hard (by the scale); scale < 1: not clipped at all
+    assert wrong_big["applied grad norm"] == pytest.approx(0.1 / 2.0**16, rel=1e-3)
+    assert wrong_small["applied grad norm"] == pytest.approx(
+        wrong_small["true grad norm"], rel=1e-4
+    )
+
+
+def test_scaler_under_bf16_changes_nothing_but_adds_calls() -> None:
+    extra, same = scaler_extra_calls(torch.bfloat16, CPU)
+    assert same
+    assert extra["_amp_foreach_non_finite_check_and_unscale_"] == 1
+    assert extra["_amp_update_scale_"] == 1
+    assert extra["item"] == 1
+
+
+def test_scaler_accepts_bf16_grads_on_cpu() -> None:
+    result = scaler_on_bf16_params(CPU)
+    assert result == {"device": "cpu", "ok": True, "error": None, "weights changed": True}
+
+
+@pytest.mark.cuda
+def test_scaler_refuses_bf16_grads_on_cuda() -> None:
+    result = scaler_on_bf16_params("cuda")
+    assert not result["ok"]
+    assert "not implemented for 'BFloat16'" in result["error"]
+
+
+def test_scheduler_warning_after_a_skipped_first_step() -> None:
+    rows, warned = scheduler_after_skipped_step(guard=False, device=CPU)
+    assert rows[0]["skipped"]
+    assert not any(r["skipped"] for r in rows[1:])
+    assert rows[0]["lr after"] == pytest.approx(0.05)  # decayed although nothing was stepped
+    assert len(warned) == 1
+    assert warned[0].startswith("Detected call of `lr_scheduler.step()`")
+    rows, warned = scheduler_after_skipped_step(guard=True, device=CPU)
+    assert warned == []
+    assert rows[0]["lr after"] == pytest.approx(0.1)
+    assert [r["lr used"] for r in rows[1:]] == pytest.approx([0.1, 0.05, 0.025])

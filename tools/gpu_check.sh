@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The book's GPU check, in one go, for a session that has a CUDA machine.
+#
+#   bash tools/gpu_check.sh            # from anywhere; runs in the repository root
+#
+# 1. the tests marked `cuda` (tests/test_gpu.py) plus the bench tests and doctests,
+# 2. the recording: python -m amp_lesson.bench --record -> docs/_data/gpu/<gpu>.json.
+# The recording is written even if a test fails; the exit status is the first failure.
+# Commit the JSON file: CPU builds of the book show it beside their live numbers.
+#
+# Python: $PYTHON if set, else the first of .venv/bin/python, python3, python whose torch
+# sees a CUDA device (amp_lesson is taken from src/, so it need not be installed).
+# If $OUT names a folder (the device tool's results folder), the recording and the
+# log are copied there too. Takes about a minute on a data-centre GPU.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PY="${PYTHON:-}"
+if [[ -z "$PY" ]]; then
+  for candidate in .venv/bin/python python3 python; do
+    if command -v "$candidate" >/dev/null 2>&1 &&
+      "$candidate" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+      PY="$candidate"
+      break
+    fi
+  done
+fi
+if [[ -z "$PY" ]]; then
+  echo "gpu_check: no Python here has a torch that sees a CUDA device; set PYTHON=..." >&2
+  exit 2
+fi
+
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+export AMP_LESSON_DEVICE=cuda # fail loudly rather than fall back to the CPU
+WORK="$(mktemp -d -t gpu_check.XXXXXX)"
+
+run_all() {
+  local status=0
+  echo "== machine"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true
+  "$PY" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda,
+      "GPU", torch.cuda.get_device_name() if torch.cuda.is_available() else None)'
+
+  echo "== tests (cuda-marked, bench)"
+  "$PY" -m pytest tests/test_gpu.py tests/test_bench.py src/amp_lesson/bench.py \
+    -q -p no:cacheprovider -rs || status=$?
+
+  echo "== recording"
+  "$PY" -m amp_lesson.bench --record | tee "$WORK/record.log"
+  local record_status=${PIPESTATUS[0]}
+  if [[ $status -eq 0 ]]; then status=$record_status; fi
+  return "$status"
+}
+
+run_all 2>&1 | tee "$WORK/gpu_check.log"
+status=${PIPESTATUS[0]}
+written="$(sed -n 's/^wrote //p' "$WORK/record.log" 2>/dev/null | tail -n 1)"
+if [[ -n "${OUT:-}" ]]; then
+  mkdir -p "$OUT"
+  if [[ -n "$written" && -f "$written" ]]; then cp "$written" "$OUT/"; fi
+  cp "$WORK/gpu_check.log" "$OUT/gpu_check.log"
+fi
+echo "== done: status $status${written:+, recording $written}"
+exit "$status"
