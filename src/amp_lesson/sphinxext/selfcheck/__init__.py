@@ -1,0 +1,68 @@
+"""Self-check exercises as MyST directives that work without JavaScript.
+
+Directives (see :mod:`.directives` and ``docs/guide/selfchecks.md``):
+
+- ``{choice}`` -- multiple choice; ``:mode: multiple`` for choose-all-that-apply,
+  ``:mode: eliminate`` to strike the wrong options one at a time;
+- ``{predict}`` -- commit a prediction, then see the answer beside it;
+- ``{sort}`` -- sort items into buckets;
+- ``{step-through}`` -- reveal rows one at a time, then say what the next row is;
+- ``{refill}`` -- refill a table's column from memory and compare;
+- ``{discuss}`` -- an open prompt with a hint.
+
+Each renders a complete static page first (answers behind native
+``<details>``); ``static/selfcheck.js`` then upgrades the markup in place.
+The script and style sheet are local files, added only to pages that hold a
+self-check, and the script is deferred.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.config import Config
+
+from amp_lesson.sphinxext.selfcheck import html
+from amp_lesson.sphinxext.selfcheck.directives import DIRECTIVES
+
+STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
+SCRIPT = "selfcheck.js"
+STYLE = "selfcheck.css"
+
+
+def _has_selfcheck(doctree: nodes.document | None) -> bool:
+    if doctree is None:
+        return False
+    return any("sc" in node["classes"] for node in doctree.findall(html.html_element))
+
+
+def _add_assets_to_page(
+    app: Sphinx,
+    pagename: str,
+    templatename: str,
+    context: dict[str, Any],
+    doctree: nodes.document | None,
+) -> None:
+    """Add the script and style sheet to pages that hold a self-check, and only those."""
+    if _has_selfcheck(doctree):
+        app.add_css_file(STYLE)
+        app.add_js_file(SCRIPT, loading_method="defer")
+
+
+def _add_static_path(app: Sphinx, config: Config) -> None:
+    # amp_lesson.sphinxext.book adds the same folder; add it once either way.
+    if str(STATIC_DIR) not in map(str, config.html_static_path):
+        config.html_static_path.append(str(STATIC_DIR))
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    """Register the self-check directives, their node and their assets."""
+    html.register(app)
+    for name, directive in DIRECTIVES.items():
+        app.add_directive(name, directive)
+    app.connect("config-inited", _add_static_path, priority=600)
+    app.connect("html-page-context", _add_assets_to_page)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,866 @@
+/* Self-checks: upgrade the static markup of amp_lesson.sphinxext.selfcheck.
+ *
+ * The server-rendered page is complete without this script: every question is
+ * there and every answer sits in a native <details>. This script finds each
+ * `.sc[data-sc-kind]` block and turns it into an interactive widget built from
+ * native controls (form, fieldset, legend, radio, checkbox, button, textarea),
+ * so it works by keyboard alone. A reader's answers are kept in localStorage
+ * under the page's path and the widget's id, and can be reset per widget or
+ * for the whole page. No framework, nothing fetched.
+ */
+(function () {
+  "use strict";
+
+  var STORE_PREFIX = "amp-lesson:selfcheck:v1:";
+  var PAGE_PREFIX = STORE_PREFIX + window.location.pathname + "#";
+  var DEFAULT_TOLERANCE = 0.005; // relative, for numbers typed into a refill table
+
+  /* ---------------------------------------------------------------- storage
+   * localStorage can be missing, blocked (privacy settings, sandboxed frames)
+   * or full; every access is guarded so the widgets still work for the visit. */
+  var storage = (function () {
+    var backend = null;
+    try {
+      backend = window.localStorage;
+      var probe = STORE_PREFIX + "probe";
+      backend.setItem(probe, "1");
+      backend.removeItem(probe);
+    } catch (error) {
+      backend = null;
+    }
+    return {
+      available: backend !== null,
+      read: function (key) {
+        if (!backend) return null;
+        try {
+          var raw = backend.getItem(key);
+          return raw ? JSON.parse(raw) : null;
+        } catch (error) {
+          return null;
+        }
+      },
+      write: function (key, value) {
+        if (!backend) return;
+        try {
+          backend.setItem(key, JSON.stringify(value));
+        } catch (error) {
+          /* Full or blocked: the answer lives as long as the page. */
+        }
+      },
+      remove: function (key) {
+        if (!backend) return;
+        try {
+          backend.removeItem(key);
+        } catch (error) {
+          /* Nothing to do: it cannot be read back either. */
+        }
+      },
+      keysWithPrefix: function (prefix) {
+        var keys = [];
+        if (!backend) return keys;
+        try {
+          for (var i = 0; i < backend.length; i += 1) {
+            var key = backend.key(i);
+            if (key && key.indexOf(prefix) === 0) keys.push(key);
+          }
+        } catch (error) {
+          /* Blocked while iterating: report what was found. */
+        }
+        return keys;
+      },
+    };
+  })();
+
+  /* -------------------------------------------------------------- DOM help */
+
+  /** Create an element: make("p", {class: "x", "aria-live": "polite"}, "text", child). */
+  function make(tag, attrs) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (name) {
+      var value = attrs[name];
+      if (value === false || value === null || value === undefined) return;
+      if (name === "class") node.className = value;
+      else if (value === true) node.setAttribute(name, "");
+      else node.setAttribute(name, String(value));
+    });
+    for (var i = 2; i < arguments.length; i += 1) {
+      var child = arguments[i];
+      if (child === null || child === undefined) continue;
+      node.append(child);
+    }
+    return node;
+  }
+
+  /** A deep copy of server-rendered content, with ids removed so none repeat. */
+  function copyOf(node) {
+    var copy = node.cloneNode(true);
+    if (copy.removeAttribute) copy.removeAttribute("id");
+    copy.querySelectorAll("[id]").forEach(function (inner) {
+      inner.removeAttribute("id");
+    });
+    copy.querySelectorAll("details").forEach(function (inner) {
+      inner.removeAttribute("hidden");
+    });
+    return copy;
+  }
+
+  function moveChildren(from, to) {
+    while (from.firstChild) to.appendChild(from.firstChild);
+  }
+
+  /** A verdict line: an icon and a word, so it never relies on colour alone. */
+  function verdict(kind, word, text) {
+    var icons = { ok: "\u2713", no: "\u2717", none: "\u2013" };
+    var line = make("p", { class: "sc-verdict sc-verdict-" + kind });
+    line.append(
+      make("span", { class: "sc-icon", "aria-hidden": "true" }, icons[kind]),
+      " ",
+      make("strong", {}, word)
+    );
+    if (text) line.append(" ", text);
+    return line;
+  }
+
+  function button(label, attrs) {
+    var node = make("button", Object.assign({ type: "button", class: "sc-button" }, attrs || {}));
+    node.textContent = label;
+    return node;
+  }
+
+  function textOf(node) {
+    return node ? node.textContent.replace(/\s+/g, " ").trim() : "";
+  }
+
+  /** The question's sentence moved into a <legend> that labels the control group. */
+  function legendFrom(question) {
+    var legend = make("legend", { class: "sc-legend" });
+    var sentence = question.querySelector(".sc-question-text");
+    if (sentence) {
+      moveChildren(sentence, legend);
+      sentence.remove();
+    }
+    return legend;
+  }
+
+  /* ------------------------------------------------------ comparing values
+   * A refill cell matches when the text is the same up to case, spacing and
+   * quotes, or when both hold a number and the numbers agree to a relative
+   * tolerance: "5" matches "5 bits", "65504" matches "65,504", "6.1e-5"
+   * matches "6.10e-05", "2^16" matches "65536". */
+
+  var NUMBER_SOURCE =
+    "[-+\u2212]?(?:\\d{1,3}(?:[,\u202f\u2009 _]\\d{3})+|\\d+)(?:\\.\\d+)?(?:[eE][-+\u2212]?\\d+)?";
+  var NUMBER_TOKEN = new RegExp(
+    "(?<![\\w.^])(" + NUMBER_SOURCE + ")" +
+      "(?:\\s*[x\u00d7*\u00b7]\\s*10\\s*(?:\\^|\\*\\*)\\s*\\(?([-+\u2212]?\\d+)\\)?" +
+      "|\\s*(?:\\^|\\*\\*)\\s*\\(?([-+\u2212]?\\d+(?:\\.\\d+)?)\\)?)?",
+    "g"
+  );
+
+  function toFloat(text) {
+    return parseFloat(text.replace(/\u2212/g, "-").replace(/[,\u202f\u2009 _]/g, ""));
+  }
+
+  /** Every number written in `text`, with powers worked out. */
+  function numbersIn(text) {
+    var found = [];
+    var match;
+    NUMBER_TOKEN.lastIndex = 0;
+    while ((match = NUMBER_TOKEN.exec(text.normalize("NFKC"))) !== null) {
+      var base = toFloat(match[1]);
+      if (match[2] !== undefined) base *= Math.pow(10, toFloat(match[2]));
+      else if (match[3] !== undefined) base = Math.pow(base, toFloat(match[3]));
+      if (isFinite(base)) found.push(base);
+    }
+    return found;
+  }
+
+  function normalText(text) {
+    return text
+      .normalize("NFKC")
+      .toLowerCase()
+      .replace(/[`"'\u2018\u2019\u201c\u201d]/g, "")
+      .replace(/\s+/g, " ")
+      .replace(/[.;]$/, "")
+      .trim();
+  }
+
+  function close(a, b, tolerance) {
+    if (a === b) return true;
+    return Math.abs(a - b) <= tolerance * Math.max(Math.abs(a), Math.abs(b));
+  }
+
+  function cellMatches(given, truth, tolerance) {
+    if (!given.trim()) return false;
+    if (normalText(given) === normalText(truth)) return true;
+    var expected = numbersIn(truth);
+    var typed = numbersIn(given);
+    if (!expected.length || !typed.length) return false;
+    return expected.some(function (value) {
+      return close(typed[0], value, tolerance);
+    });
+  }
+
+  /* --------------------------------------------------------------- widgets
+   * Each setup function takes the widget's root and a `ctx` with its id,
+   * `load()` and `save(state)`, and returns {reset}. Each keeps a plain state
+   * object and one render(state, moveFocus) that draws the widget from it,
+   * so a reload, a reset and a click all go through the same path. */
+
+  function setupChoice(root, ctx) {
+    if (root.dataset.scMode === "eliminate") return setupEliminate(root, ctx);
+    var multiple = root.dataset.scMode === "multiple";
+    var question = root.querySelector(".sc-question");
+    var list = root.querySelector(".sc-options");
+    var details = root.querySelector(".sc-answer");
+    var explanation = details.querySelector(".sc-explanation");
+
+    var form = make("form", { class: "sc-form", novalidate: true });
+    var fieldset = make("fieldset", { class: "sc-fieldset" });
+    fieldset.append(legendFrom(question));
+    moveChildren(question, fieldset);
+    fieldset.append(
+      make("p", { class: "sc-instructions" },
+        multiple ? "Choose every option that applies, then check." : "Choose one option, then check."),
+      list
+    );
+    var check = button("Check", { type: "submit", class: "sc-button sc-primary" });
+    var reset = button("Reset", { class: "sc-button sc-reset", "aria-label": "Reset this question" });
+    var feedback = make("div", { class: "sc-feedback", "aria-live": "polite", tabindex: "-1" });
+    form.append(fieldset, make("div", { class: "sc-actions" }, check, reset), feedback);
+    question.replaceWith(form);
+
+    var options = Array.prototype.map.call(list.querySelectorAll(".sc-option"), function (li) {
+      var key = li.dataset.scKey;
+      var inputId = "sc-" + ctx.id + "-option-" + key;
+      var input = make("input", {
+        type: multiple ? "checkbox" : "radio",
+        name: "sc-" + ctx.id,
+        id: inputId,
+        value: key,
+        class: "sc-input",
+      });
+      var label = make("label", { for: inputId, class: "sc-option-label" });
+      moveChildren(li, label);
+      var mark = make("span", { class: "sc-mark", hidden: true });
+      li.append(input, label, mark);
+      return {
+        key: key,
+        li: li,
+        input: input,
+        mark: mark,
+        correct: li.dataset.scCorrect === "true",
+        note: details.querySelector('.sc-note[data-sc-for="' + key + '"]'),
+      };
+    });
+    var rightKeys = options.filter(function (o) { return o.correct; }).map(function (o) { return o.key; });
+    var state = ctx.load() || { selected: [], checked: false };
+
+    function render(moveFocus) {
+      feedback.replaceChildren();
+      options.forEach(function (option) {
+        option.input.checked = state.selected.indexOf(option.key) !== -1;
+        option.li.classList.remove("sc-right", "sc-wrong");
+        option.mark.hidden = true;
+        option.mark.replaceChildren();
+      });
+      if (!state.checked) return;
+      if (!state.selected.length) {
+        feedback.append(verdict("none", "No answer yet.", "Choose an option first."));
+      } else if (multiple) {
+        renderMultiple();
+      } else {
+        renderSingle();
+      }
+      if (moveFocus) feedback.focus();
+    }
+
+    function markOption(option, ok, words) {
+      option.li.classList.add(ok ? "sc-right" : "sc-wrong");
+      option.mark.hidden = false;
+      option.mark.append(verdict(ok ? "ok" : "no", words));
+    }
+
+    function renderSingle() {
+      var chosen = options.filter(function (o) { return o.key === state.selected[0]; })[0];
+      if (!chosen) return;
+      if (chosen.correct) {
+        markOption(chosen, true, "Correct");
+        feedback.append(verdict("ok", "Correct.", chosen.key + " is the answer."));
+        if (explanation) feedback.append(copyOf(explanation));
+      } else {
+        markOption(chosen, false, "Not this one");
+        feedback.append(verdict("no", "Not quite.", chosen.key + " is not the answer; try another option."));
+        if (chosen.note) feedback.append(copyOf(chosen.note));
+      }
+    }
+
+    function renderMultiple() {
+      var ticked = options.filter(function (o) { return state.selected.indexOf(o.key) !== -1; });
+      var wrongTicks = ticked.filter(function (o) { return !o.correct; });
+      var found = ticked.length - wrongTicks.length;
+      ticked.forEach(function (option) {
+        markOption(option, option.correct, option.correct ? "Right to tick" : "Should not be ticked");
+      });
+      if (!wrongTicks.length && found === rightKeys.length) {
+        feedback.append(verdict("ok", "Correct.", "You ticked every right option and no other."));
+        if (explanation) feedback.append(copyOf(explanation));
+        return;
+      }
+      var summary = found + " of " + rightKeys.length + " right options ticked";
+      if (wrongTicks.length) summary += ", and " + wrongTicks.length + " that should not be";
+      feedback.append(verdict("no", "Not quite.", summary + "."));
+      wrongTicks.forEach(function (option) {
+        if (option.note) feedback.append(copyOf(option.note));
+      });
+    }
+
+    form.addEventListener("change", function () {
+      state = {
+        selected: options.filter(function (o) { return o.input.checked; }).map(function (o) { return o.key; }),
+        checked: false,
+      };
+      ctx.save(state);
+      render(false);
+    });
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      state.checked = true;
+      ctx.save(state);
+      render(true);
+    });
+    reset.addEventListener("click", function () {
+      doReset();
+      options[0].input.focus();
+    });
+    function doReset() {
+      state = { selected: [], checked: false };
+      ctx.clear();
+      render(false);
+    }
+    render(false);
+    return { reset: doReset };
+  }
+
+  function setupEliminate(root, ctx) {
+    var question = root.querySelector(".sc-question");
+    var list = root.querySelector(".sc-options");
+    var details = root.querySelector(".sc-answer");
+    var explanation = details.querySelector(".sc-explanation");
+    var answerLine = details.querySelector(".sc-answer-line");
+    details.hidden = true; // the survivor is revealed by eliminating, not by a click
+
+    var form = make("form", { class: "sc-form", novalidate: true });
+    var fieldset = make("fieldset", { class: "sc-fieldset" });
+    fieldset.append(legendFrom(question));
+    moveChildren(question, fieldset);
+    var reasonId = "sc-" + ctx.id + "-reason";
+    var helpId = reasonId + "-help";
+    var reason = make("input", {
+      type: "text", id: reasonId, class: "sc-text", autocomplete: "off", "aria-describedby": helpId,
+    });
+    var reasonBox = make("div", { class: "sc-reason" },
+      make("label", { for: reasonId }, "What rules an option out?"),
+      reason,
+      make("p", { class: "sc-help", id: helpId },
+        "Say why first: the strike buttons work once you have typed a reason.")
+    );
+    fieldset.append(
+      make("p", { class: "sc-instructions" },
+        "Strike the wrong options one at a time, each with your reason. The one left standing is the answer."),
+      reasonBox,
+      list
+    );
+    var reset = button("Reset", { class: "sc-button sc-reset", "aria-label": "Reset this question" });
+    var feedback = make("div", { class: "sc-feedback", "aria-live": "polite", tabindex: "-1" });
+    form.append(fieldset, feedback, make("div", { class: "sc-actions" }, reset));
+    question.replaceWith(form);
+
+    var options = Array.prototype.map.call(list.querySelectorAll(".sc-option"), function (li) {
+      var key = li.dataset.scKey;
+      var body = make("span", { class: "sc-option-body" });
+      moveChildren(li, body);
+      var strike = button("Strike " + key, { class: "sc-button sc-strike" });
+      var struck = make("div", { class: "sc-struck-info", hidden: true });
+      li.append(body, strike, struck);
+      var option = {
+        key: key, li: li, strike: strike, struck: struck,
+        correct: li.dataset.scCorrect === "true",
+        note: details.querySelector('.sc-note[data-sc-for="' + key + '"]'),
+      };
+      strike.addEventListener("click", function () { strikeOut(option); });
+      return option;
+    });
+    var wrongCount = options.filter(function (o) { return !o.correct; }).length;
+    var state = ctx.load() || { struck: [], draft: "", last: null };
+
+    function reasonFor(key) {
+      var entry = state.struck.filter(function (s) { return s.key === key; })[0];
+      return entry ? entry.reason : null;
+    }
+
+    function render(moveFocus) {
+      var done = state.struck.length >= wrongCount;
+      reason.value = state.draft;
+      reasonBox.hidden = done;
+      feedback.replaceChildren();
+      options.forEach(function (option) {
+        var given = reasonFor(option.key);
+        option.li.classList.toggle("sc-struck", given !== null);
+        option.li.classList.toggle("sc-survivor", done && option.correct);
+        option.strike.hidden = given !== null || done;
+        option.strike.disabled = !state.draft.trim();
+        option.struck.replaceChildren();
+        option.struck.hidden = true;
+        if (given !== null) {
+          option.struck.hidden = false;
+          option.struck.append(verdict("no", "Struck out.", "Your reason: \u201c" + given + "\u201d"));
+          if (option.note) option.struck.append(copyOf(option.note));
+        } else if (done && option.correct) {
+          option.struck.hidden = false;
+          option.struck.append(verdict("ok", "The survivor."));
+        }
+      });
+      if (done) {
+        feedback.append(verdict("ok", "Done.", "Only " + survivorKey() + " is left standing."));
+        if (answerLine) feedback.append(copyOf(answerLine));
+        if (explanation) feedback.append(copyOf(explanation));
+      } else if (state.last && state.last.ok) {
+        var left = wrongCount - state.struck.length;
+        feedback.append(verdict("ok", "Struck " + state.last.key + ".",
+          left + (left === 1 ? " wrong option is" : " wrong options are") + " still standing."));
+      } else if (state.last) {
+        feedback.append(verdict("no", "Not quite.",
+          "Nothing rules out " + state.last.key + ". Read it again, then strike another option."));
+      }
+      if (moveFocus) feedback.focus();
+    }
+
+    function survivorKey() {
+      return options.filter(function (o) { return o.correct; })[0].key;
+    }
+
+    function strikeOut(option) {
+      var given = state.draft.trim();
+      if (!given) return;
+      if (option.correct) {
+        state.last = { key: option.key, ok: false };
+      } else {
+        state.struck.push({ key: option.key, reason: given });
+        state.draft = "";
+        state.last = { key: option.key, ok: true };
+      }
+      ctx.save(state);
+      render(true);
+    }
+
+    reason.addEventListener("input", function () {
+      state.draft = reason.value;
+      ctx.save(state);
+      options.forEach(function (option) { option.strike.disabled = !state.draft.trim(); });
+    });
+    form.addEventListener("submit", function (event) { event.preventDefault(); });
+    function doReset() {
+      state = { struck: [], draft: "", last: null };
+      ctx.clear();
+      render(false);
+    }
+    reset.addEventListener("click", function () {
+      doReset();
+      reason.focus();
+    });
+    render(false);
+    return { reset: doReset };
+  }
+
+  /** A text box whose content the reader commits before an answer is shown beside it. */
+  function commitPanel(ctx, suffix, labelText, revealText) {
+    var boxId = "sc-" + ctx.id + "-" + suffix;
+    var box = make("textarea", { id: boxId, class: "sc-text", rows: "3" });
+    var reveal = button(revealText, { class: "sc-button sc-primary", disabled: true });
+    var label = make("label", { for: boxId }, labelText);
+    var panel = make("div", { class: "sc-commit" }, label, box);
+    return { box: box, reveal: reveal, panel: panel };
+  }
+
+  function comparison(committed, answerBody, yoursTitle) {
+    return make("div", { class: "sc-compare" },
+      make("div", { class: "sc-compare-yours" },
+        make("p", { class: "sc-compare-title" }, yoursTitle),
+        make("p", { class: "sc-committed" }, committed)),
+      make("div", { class: "sc-compare-answer" },
+        make("p", { class: "sc-compare-title" }, "The answer"),
+        copyOf(answerBody)));
+  }
+
+  function setupPredict(root, ctx) {
+    var details = root.querySelector(".sc-answer");
+    var answerBody = details.querySelector(".sc-answer-body");
+    details.hidden = true; // commit first: the answer is shown only beside a prediction
+    var commit = commitPanel(ctx, "prediction", "Your prediction", "Reveal the answer");
+    var reset = button("Reset", { class: "sc-button sc-reset", "aria-label": "Reset this question" });
+    var feedback = make("div", { class: "sc-feedback", "aria-live": "polite", tabindex: "-1" });
+    var help = make("p", { class: "sc-help" }, "Write it down before you look: the answer opens once you have.");
+    details.before(commit.panel, help, make("div", { class: "sc-actions" }, commit.reveal, reset), feedback);
+    var state = ctx.load() || { draft: "", committed: null };
+
+    function render(moveFocus) {
+      var revealed = state.committed !== null;
+      commit.box.value = state.draft;
+      commit.panel.hidden = revealed;
+      help.hidden = revealed;
+      commit.reveal.hidden = revealed;
+      commit.reveal.disabled = !state.draft.trim();
+      feedback.replaceChildren();
+      if (revealed) feedback.append(comparison(state.committed, answerBody, "Your prediction"));
+      if (moveFocus) feedback.focus();
+    }
+    commit.box.addEventListener("input", function () {
+      state.draft = commit.box.value;
+      commit.reveal.disabled = !state.draft.trim();
+      ctx.save(state);
+    });
+    commit.reveal.addEventListener("click", function () {
+      if (!state.draft.trim()) return;
+      state.committed = state.draft.trim();
+      ctx.save(state);
+      render(true);
+    });
+    function doReset() {
+      state = { draft: "", committed: null };
+      ctx.clear();
+      render(false);
+    }
+    reset.addEventListener("click", function () {
+      doReset();
+      commit.box.focus();
+    });
+    render(false);
+    return { reset: doReset };
+  }
+
+  function setupSort(root, ctx) {
+    var buckets = Array.prototype.map.call(root.querySelectorAll(".sc-buckets .sc-bucket-name"), textOf);
+    var list = root.querySelector(".sc-items");
+    var details = root.querySelector(".sc-answer");
+    var explanation = details.querySelector(".sc-explanation");
+    var form = make("form", { class: "sc-form", novalidate: true });
+    list.replaceWith(form);
+    var check = button("Check", { type: "submit", class: "sc-button sc-primary" });
+    var reset = button("Reset", { class: "sc-button sc-reset", "aria-label": "Reset this question" });
+    var feedback = make("div", { class: "sc-feedback", "aria-live": "polite", tabindex: "-1" });
+    form.append(
+      make("p", { class: "sc-instructions" }, "Choose a bucket for each item, then check."),
+      list, make("div", { class: "sc-actions" }, check, reset), feedback);
+
+    var items = Array.prototype.map.call(list.querySelectorAll(".sc-item"), function (li) {
+      var key = li.dataset.scKey;
+      var text = li.querySelector(".sc-item-text");
+      var group = make("fieldset", { class: "sc-bucket-choice" },
+        make("legend", { class: "sc-visually-hidden" }, "Bucket for \u201c" + textOf(text) + "\u201d"));
+      var inputs = buckets.map(function (bucket, index) {
+        var inputId = "sc-" + ctx.id + "-item-" + key + "-" + index;
+        var input = make("input", {
+          type: "radio", name: "sc-" + ctx.id + "-item-" + key, id: inputId, value: bucket, class: "sc-input",
+        });
+        group.append(make("span", { class: "sc-chip" }, input, make("label", { for: inputId }, bucket)));
+        return input;
+      });
+      var mark = make("div", { class: "sc-mark", hidden: true });
+      li.append(group, mark);
+      return {
+        key: key, li: li, inputs: inputs, mark: mark, bucket: li.dataset.scBucket,
+        note: details.querySelector('.sc-note[data-sc-for="' + key + '"]'),
+      };
+    });
+    var state = ctx.load() || { assigned: {}, checked: false };
+
+    function render(moveFocus) {
+      feedback.replaceChildren();
+      var right = 0;
+      items.forEach(function (item) {
+        var chosen = state.assigned[item.key] || null;
+        item.inputs.forEach(function (input) { input.checked = input.value === chosen; });
+        item.li.classList.remove("sc-right", "sc-wrong");
+        item.mark.replaceChildren();
+        item.mark.hidden = !state.checked;
+        if (!state.checked) return;
+        if (chosen === null) {
+          item.mark.append(verdict("none", "Not sorted yet."));
+        } else if (chosen === item.bucket) {
+          right += 1;
+          item.li.classList.add("sc-right");
+          item.mark.append(verdict("ok", "Correct:", "it goes in " + item.bucket + "."));
+        } else {
+          item.li.classList.add("sc-wrong");
+          item.mark.append(verdict("no", "Not quite:", "it goes in " + item.bucket + ", not " + chosen + "."));
+          if (item.note) item.mark.append(copyOf(item.note));
+        }
+      });
+      if (!state.checked) return;
+      if (right === items.length) {
+        feedback.append(verdict("ok", "Correct.", "All " + items.length + " items are in the right bucket."));
+        if (explanation) feedback.append(copyOf(explanation));
+      } else {
+        feedback.append(verdict("no", "Not quite.", right + " of " + items.length + " items are in the right bucket."));
+      }
+      if (moveFocus) feedback.focus();
+    }
+    form.addEventListener("change", function () {
+      var assigned = {};
+      items.forEach(function (item) {
+        item.inputs.forEach(function (input) { if (input.checked) assigned[item.key] = input.value; });
+      });
+      state = { assigned: assigned, checked: false };
+      ctx.save(state);
+      render(false);
+    });
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      state.checked = true;
+      ctx.save(state);
+      render(true);
+    });
+    function doReset() {
+      state = { assigned: {}, checked: false };
+      ctx.clear();
+      render(false);
+    }
+    reset.addEventListener("click", function () {
+      doReset();
+      items[0].inputs[0].focus();
+    });
+    render(false);
+    return { reset: doReset };
+  }
+
+  function setupSteps(root, ctx) {
+    var rows = Array.prototype.slice.call(
+      root.querySelectorAll(".sc-rows > .sc-row, table.sc-rows-table > tbody > tr"));
+    var next = root.querySelector(".sc-next");
+    var details = next.querySelector(".sc-answer");
+    var answerBody = details.querySelector(".sc-answer-body");
+    details.hidden = true;
+    rows.forEach(function (row) { row.setAttribute("tabindex", "-1"); });
+
+    var more = button("Show the next row", { class: "sc-button sc-primary" });
+    var reset = button("Reset", { class: "sc-button sc-reset", "aria-label": "Reset this step-through" });
+    var progress = make("div", { class: "sc-feedback sc-progress", "aria-live": "polite" });
+    next.before(make("div", { class: "sc-actions" }, more, reset), progress);
+    var commit = commitPanel(ctx, "next-row", "Your next row", "Reveal the answer");
+    var feedback = make("div", { class: "sc-feedback", "aria-live": "polite", tabindex: "-1" });
+    details.before(commit.panel, make("div", { class: "sc-actions" }, commit.reveal), feedback);
+    var state = ctx.load() || { shown: 1, draft: "", committed: null };
+
+    function render(focus) {
+      var shown = Math.max(1, Math.min(state.shown, rows.length));
+      rows.forEach(function (row, index) { row.hidden = index >= shown; });
+      var finished = shown >= rows.length;
+      more.hidden = finished;
+      progress.textContent = "Row " + shown + " of " + rows.length + " shown." +
+        (finished ? " Now: what would the next row be?" : "");
+      next.hidden = !finished;
+      var revealed = state.committed !== null;
+      commit.box.value = state.draft;
+      commit.panel.hidden = revealed;
+      commit.reveal.hidden = revealed;
+      commit.reveal.disabled = !state.draft.trim();
+      feedback.replaceChildren();
+      if (revealed) feedback.append(comparison(state.committed, answerBody, "Your next row"));
+      if (focus === "row") rows[shown - 1].focus();
+      if (focus === "feedback") feedback.focus();
+    }
+    more.addEventListener("click", function () {
+      state.shown = Math.min(state.shown + 1, rows.length);
+      ctx.save(state);
+      render("row");
+    });
+    commit.box.addEventListener("input", function () {
+      state.draft = commit.box.value;
+      commit.reveal.disabled = !state.draft.trim();
+      ctx.save(state);
+    });
+    commit.reveal.addEventListener("click", function () {
+      if (!state.draft.trim()) return;
+      state.committed = state.draft.trim();
+      ctx.save(state);
+      render("feedback");
+    });
+    function doReset() {
+      state = { shown: 1, draft: "", committed: null };
+      ctx.clear();
+      render(null);
+    }
+    reset.addEventListener("click", function () {
+      doReset();
+      more.focus();
+    });
+    render(null);
+    return { reset: doReset };
+  }
+
+  function setupRefill(root, ctx) {
+    var tolerance = parseFloat(root.dataset.scTolerance);
+    if (!(tolerance >= 0)) tolerance = DEFAULT_TOLERANCE;
+    var table = root.querySelector("table.sc-refill-table");
+    var container = table.closest(".pst-scrollable-table-container") || table;
+    var form = make("form", { class: "sc-form", novalidate: true });
+    container.replaceWith(form);
+    var check = button("Check", { type: "submit", class: "sc-button sc-primary" });
+    var reset = button("Reset", { class: "sc-button sc-reset", "aria-label": "Reset this table" });
+    var feedback = make("div", { class: "sc-feedback", "aria-live": "polite", tabindex: "-1" });
+    form.append(
+      make("p", { class: "sc-instructions" }, "Fill in the empty cells from memory, then check."),
+      container, make("div", { class: "sc-actions" }, check, reset), feedback);
+
+    var cells = Array.prototype.map.call(root.querySelectorAll(".sc-refill-slot"), function (slot, index) {
+      var truth = slot.querySelector(".sc-truth");
+      slot.querySelector("details").hidden = true;
+      var input = make("input", {
+        type: "text", class: "sc-text sc-refill-input", autocomplete: "off", spellcheck: "false",
+        "aria-label": slot.dataset.scLabel || "value",
+      });
+      var result = make("div", { class: "sc-cell-result", hidden: true });
+      slot.append(input, result);
+      return { index: String(index), input: input, result: result, truth: truth, slot: slot };
+    });
+    var state = ctx.load() || { values: {}, checked: false };
+
+    function render(moveFocus) {
+      var right = 0;
+      cells.forEach(function (cell) {
+        var given = state.values[cell.index] || "";
+        cell.input.value = given;
+        cell.slot.classList.remove("sc-right", "sc-wrong", "sc-blank");
+        cell.result.replaceChildren();
+        cell.result.hidden = !state.checked;
+        if (!state.checked) return;
+        var ok = cellMatches(given, textOf(cell.truth), tolerance);
+        if (ok) right += 1;
+        // A blank cell is not a wrong answer: it gets no tint, only the word "Blank".
+        cell.slot.classList.add(ok ? "sc-right" : given.trim() ? "sc-wrong" : "sc-blank");
+        var truth = make("span", { class: "sc-true-value" }, "true: ");
+        truth.append(copyOf(cell.truth));
+        cell.result.append(
+          verdict(ok ? "ok" : given.trim() ? "no" : "none", ok ? "Match" : given.trim() ? "Differs" : "Blank"),
+          truth);
+      });
+      feedback.replaceChildren();
+      if (!state.checked) return;
+      if (right === cells.length) {
+        feedback.append(verdict("ok", "Correct.", "All " + cells.length + " cells match."));
+      } else {
+        feedback.append(verdict("no", "Not quite.", right + " of " + cells.length +
+          " cells match; the true value is beside each one."));
+      }
+      if (moveFocus) feedback.focus();
+    }
+    form.addEventListener("input", function () {
+      var values = {};
+      cells.forEach(function (cell) { if (cell.input.value) values[cell.index] = cell.input.value; });
+      var wasChecked = state.checked;
+      state = { values: values, checked: false };
+      ctx.save(state);
+      if (wasChecked) render(false);
+    });
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      state.checked = true;
+      ctx.save(state);
+      render(true);
+    });
+    function doReset() {
+      state = { values: {}, checked: false };
+      ctx.clear();
+      render(false);
+    }
+    reset.addEventListener("click", function () {
+      doReset();
+      if (cells.length) cells[0].input.focus();
+    });
+    render(false);
+    return { reset: doReset };
+  }
+
+  function setupDiscuss(root, ctx) {
+    var boxId = "sc-" + ctx.id + "-notes";
+    var box = make("textarea", { id: boxId, class: "sc-text", rows: "4" });
+    var reset = button("Reset", { class: "sc-button sc-reset", "aria-label": "Reset this answer" });
+    var panel = make("div", { class: "sc-commit" },
+      make("label", { for: boxId }, "Your answer (kept in this browser)"), box);
+    var hint = root.querySelector(".sc-hint");
+    var actions = make("div", { class: "sc-actions" }, reset);
+    if (hint) hint.before(panel, actions);
+    else root.append(panel, actions);
+    var state = ctx.load() || { draft: "" };
+    function render() { box.value = state.draft; }
+    box.addEventListener("input", function () {
+      state = { draft: box.value };
+      ctx.save(state);
+    });
+    function doReset() {
+      state = { draft: "" };
+      ctx.clear();
+      render();
+    }
+    reset.addEventListener("click", function () {
+      doReset();
+      box.focus();
+    });
+    render();
+    return { reset: doReset };
+  }
+
+  var SETUP = {
+    choice: setupChoice,
+    predict: setupPredict,
+    sort: setupSort,
+    steps: setupSteps,
+    refill: setupRefill,
+    discuss: setupDiscuss,
+  };
+
+  /* ------------------------------------------------------------------ page */
+
+  function pageBar(controllers) {
+    var status = make("p", { class: "sc-page-status", "aria-live": "polite" });
+    var clearAll = button("Reset my answers", { class: "sc-button sc-reset-page" });
+    var note = storage.available
+      ? "Your answers on this page are kept in this browser only."
+      : "This browser is not keeping answers (its storage is blocked): they last until you leave the page.";
+    clearAll.addEventListener("click", function () {
+      controllers.forEach(function (controller) { controller.reset(); });
+      storage.keysWithPrefix(PAGE_PREFIX).forEach(storage.remove);
+      status.textContent = "Your answers on this page have been cleared.";
+    });
+    return make("div", { class: "sc-page-bar", role: "region", "aria-label": "Your answers" },
+      make("p", { class: "sc-page-note" }, note), clearAll, status);
+  }
+
+  function init() {
+    var roots = document.querySelectorAll(".sc[data-sc-kind]");
+    var controllers = [];
+    roots.forEach(function (root) {
+      var setup = SETUP[root.dataset.scKind];
+      if (!setup || root.classList.contains("sc-live")) return;
+      var key = PAGE_PREFIX + root.dataset.scId;
+      var ctx = {
+        id: root.dataset.scId,
+        load: function () { return storage.read(key); },
+        save: function (state) { storage.write(key, state); },
+        clear: function () { storage.remove(key); },
+      };
+      try {
+        controllers.push(setup(root, ctx));
+        root.classList.add("sc-live");
+      } catch (error) {
+        /* The static version stays usable; say why in the console for authors. */
+        console.warn("selfcheck: could not set up " + ctx.id + ":", error);
+      }
+    });
+    if (controllers.length) roots[0].before(pageBar(controllers));
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
+})();
