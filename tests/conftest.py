@@ -97,7 +97,7 @@ def page(browser, site_url: str):  # type: ignore[no-untyped-def]
 
     def _route(route):  # block anything not served by the test server
         url = route.request.url
-        if url.startswith(site_url) or url.startswith("data:") or url.startswith("blob:"):
+        if url.startswith((site_url, "data:", "blob:")):
             route.continue_()
         else:
             pg.outside_requests.append(url)

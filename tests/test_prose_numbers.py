@@ -63,9 +63,8 @@ def prose_lines(text: str) -> list[tuple[int, str]]:
                 out.append((i + 1, m["info"].split("}", 1)[1]))
         elif m and not m["info"].strip():
             stack.append((m["fence"], False))  # a plain fenced block is code
-        elif not stack or stack[-1][1]:
-            if not re.match(r"^\s*:[\w-]+:", line) and not re.match(r"^\(.*\)=\s*$", line):
-                out.append((i + 1, line))
+        elif (not stack or stack[-1][1]) and not re.match(r"^\s*:[\w-]+:|^\(.*\)=\s*$", line):
+            out.append((i + 1, line))
         i += 1
     return out
 
@@ -82,7 +81,9 @@ def offending_numbers(text: str) -> list[tuple[int, str, str]]:
 
 
 def book_pages() -> list[Path]:
-    return sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts and "_data" not in p.parts)
+    return sorted(
+        p for p in DOCS.rglob("*.md") if "_build" not in p.parts and "_data" not in p.parts
+    )
 
 
 @pytest.mark.parametrize("page", book_pages(), ids=lambda p: p.relative_to(DOCS).as_posix())

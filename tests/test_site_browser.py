@@ -34,4 +34,5 @@ def test_math_renders_as_mathml_in_both_themes(page, site_url, built_book, theme
     page.goto(f"{site_url}/chapter/start.html")
     page.evaluate(f"document.documentElement.dataset.theme = '{theme}'")
     box = page.locator("math").first.bounding_box()
-    assert box is not None and box["width"] > 10
+    assert box is not None
+    assert box["width"] > 10
