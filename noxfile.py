@@ -103,6 +103,10 @@ def tests(session: nox.Session) -> None:
     """The whole suite: unit, property and doctests, the book build, browser tests."""
     env = _env(session)
     _run(session, env, "python", "tools/ensure_chromium.py")
+    if shutil.which("npm"):  # axe-core for the accessibility audit, from the npm registry
+        _run(session, env, "python", "tools/install_axe.py")
+    else:
+        session.warn("npm not found: the accessibility audit will be skipped (it fails on CI)")
     _run(session, env, "python", "-m", "pytest", *session.posargs)
 
 

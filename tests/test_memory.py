@@ -190,7 +190,7 @@ def test_measure_activation_memory_rejects_bad_input() -> None:
         measure_activation_memory(model, x, autocast_dtype="fp16")
     with pytest.raises(TypeError, match=r"loss_fn must be callable or None"):
         measure_activation_memory(model, x, loss_fn="sum")
-    with pytest.raises(ValueError, match=r"device must be one of 'cpu', 'cuda'"):
+    with pytest.raises(ValueError, match=r"device must be one of 'auto', 'cpu', 'cuda'"):
         measure_activation_memory(model, x, device="tpu")
 
 

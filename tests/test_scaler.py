@@ -378,7 +378,7 @@ def test_bad_params_in_trace_functions(func):
 
 
 def test_run_torch_scaler_bad_device():
-    with pytest.raises(ValueError, match="preference"):
+    with pytest.raises(ValueError, match="device must be one of"):
         run_torch_scaler([True], "tpu")
     with pytest.raises(TypeError, match="device"):
         run_torch_scaler([True], 3)

@@ -49,7 +49,7 @@ from torch import nn
 from torch.nn.utils import clip_grad_norm_
 
 from amp_lesson._checks import check_choice, check_finite, check_int, check_positive
-from amp_lesson.device import get_device
+from amp_lesson.device import resolve_device
 
 __all__ = [
     "MISTAKES",
@@ -185,23 +185,6 @@ class ParamComparison:
 # --------------------------------------------------------------------------- the deck
 
 
-def _resolve_device(device: Any) -> torch.device:
-    """``None`` -> :func:`get_device`; otherwise a CPU or an available CUDA device."""
-    if device is None:
-        return get_device()
-    if not isinstance(device, (str, torch.device)):
-        raise TypeError(f"device must be a str, a torch.device or None, got {device!r}")
-    try:
-        resolved = torch.device(device)
-    except RuntimeError:
-        resolved = None
-    if resolved is None or resolved.type not in ("cpu", "cuda"):
-        raise ValueError(f"device must be one of 'cpu', 'cuda', 'cuda:N'; got {device!r}")
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device={device!r} but torch sees no CUDA device; use 'cpu'")
-    return resolved
-
-
 def _check_dtype(name: str, dtype: Any, allowed: Sequence[torch.dtype]) -> torch.dtype:
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"{name} must be a torch.dtype, one of {list(allowed)}; got {dtype!r}")
@@ -231,7 +214,7 @@ def make_deck_problem(
     check_int("n_samples", n_samples, minimum=1)
     check_int("n_features", n_features, minimum=1)
     _check_dtype("dtype", dtype, (torch.float32, torch.float64))
-    device = _resolve_device(device)
+    device = resolve_device(device)
     generator = torch.Generator().manual_seed(seed)
     X = torch.randn(n_samples, n_features, generator=generator)
     y = (X.sum(dim=1, keepdim=True) > 0).float()
@@ -251,7 +234,7 @@ def make_deck_model(
     """
     check_int("n_features", n_features, minimum=1)
     _check_dtype("dtype", dtype, (torch.float32, torch.float64))
-    model = nn.Linear(n_features, 1, bias=False, device=_resolve_device(device), dtype=dtype)
+    model = nn.Linear(n_features, 1, bias=False, device=resolve_device(device), dtype=dtype)
     with torch.no_grad():
         model.weight.zero_()
     return model
@@ -332,7 +315,7 @@ def _prepare(
         if device.type not in ("cpu", "cuda"):
             raise ValueError(f"the model must be on a CPU or CUDA device, got {device}")
     else:
-        device = _resolve_device(device)
+        device = resolve_device(device)
         model.to(device)
     return X.to(device), y.to(device), device
 

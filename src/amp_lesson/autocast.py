@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from amp_lesson._checks import check_choice, check_int
-from amp_lesson.accumulation import _resolve_device
+from amp_lesson.device import resolve_device
 from amp_lesson.memory import make_mlp
 
 __all__ = [
@@ -160,7 +160,7 @@ def op_dtypes(
     'refused'
     """
     dtype = _check_low(dtype)
-    device = _resolve_device(device)
+    device = resolve_device(device)
     inputs = _inputs(device)
     rows = []
     for op, call in _OP_CALLS.items():
@@ -204,7 +204,7 @@ def make_regression_problem(
     check_int("n_samples", n_samples, minimum=1)
     check_int("n_features", n_features, minimum=1)
     check_int("seed", seed, minimum=0)
-    device = _resolve_device(device)
+    device = resolve_device(device)
     g = torch.Generator().manual_seed(seed)
     X = torch.randn(n_samples, n_features, generator=g)
     y = torch.tanh(X @ torch.randn(n_features, 1, generator=g))
@@ -262,7 +262,7 @@ def step_dtypes(
     Adam exp_avg_sq (v)            float32
     """
     dtype = _check_low(dtype)
-    device = _resolve_device(device)
+    device = resolve_device(device)
     model = make_mlp(16, 32, 2, device=device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
@@ -343,7 +343,7 @@ def train_choice(
     """
     check_choice("choice", choice, CHOICES)
     check_int("steps", steps, minimum=1)
-    device = _resolve_device(device)
+    device = resolve_device(device)
     X, y = make_regression_problem(device=device)
     model = make_mlp(X.shape[1], 64, 2, device=device)
     if choice in ("half", "half_scaler"):
@@ -427,7 +427,7 @@ def matmul_seconds(
     check_int("repeats", repeats, minimum=1)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
-    device = _resolve_device(device)
+    device = resolve_device(device)
     g = torch.Generator().manual_seed(0)
     a = torch.randn(n, n, generator=g).to(device, dtype)
     b = torch.randn(n, n, generator=g).to(device, dtype)

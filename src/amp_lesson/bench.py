@@ -83,8 +83,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from amp_lesson._checks import check_choice, check_int
-from amp_lesson.accumulation import _resolve_device
-from amp_lesson.device import device_name, get_device
+from amp_lesson.device import device_name, get_device, resolve_device
 
 __all__ = [
     "DEFAULT_FOLDER",
@@ -290,7 +289,7 @@ def bench_sizes(device: torch.device | str | None = None) -> BenchSizes:
     >>> s.width, s.batch, s.depth, s.d_model, s.repeats
     (128, 1024, 4, 128, 7)
     """
-    return _CUDA_SIZES if _resolve_device(device).type == "cuda" else _CPU_SIZES
+    return _CUDA_SIZES if resolve_device(device).type == "cuda" else _CPU_SIZES
 
 
 # --------------------------------------------------------------------------- models
@@ -314,7 +313,7 @@ def make_linear_stack(
     check_int("width", width, minimum=1)
     check_int("depth", depth, minimum=1)
     check_int("seed", seed, minimum=0)
-    device = _resolve_device(device)
+    device = resolve_device(device)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         layers: list[nn.Module] = []
@@ -343,7 +342,7 @@ def make_transformer_block(
         check_int(name, value, minimum=0 if name == "seed" else 1)
     if d_model % n_heads:
         raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
-    device = _resolve_device(device)
+    device = resolve_device(device)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         block = nn.TransformerEncoderLayer(
@@ -746,7 +745,7 @@ def measure_step(
     """
     check_choice("model", model, MODELS)
     check_choice("regime", regime, REGIMES)
-    device = _resolve_device(device)
+    device = resolve_device(device)
     return _measure_model(model, [regime], device, _check_sizes(sizes, device))[0]
 
 
@@ -787,7 +786,7 @@ def run_benchmarks(
     """
     models = _check_subset("models", models, MODELS)
     regimes = _check_subset("regimes", regimes, REGIMES)
-    device = _resolve_device(device)
+    device = resolve_device(device)
     sizes = _check_sizes(sizes, device)
     rows = [row for m in models for row in _measure_model(m, regimes, device, sizes)]
     return _with_speedups(rows)
@@ -918,7 +917,7 @@ def matmul_rows(
     """
     check_int("n", n, minimum=1)
     check_int("repeats", repeats, minimum=1)
-    device = _resolve_device(device)
+    device = resolve_device(device)
     formats = {"FP32": torch.float32, "BF16": torch.bfloat16, "FP16": torch.float16}
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
@@ -1361,7 +1360,7 @@ def record(device: torch.device | str | None = None, sizes: BenchSizes | None = 
     RuntimeError: a recording needs a CUDA GPU, but the device is 'cpu'; \
 run `python -m amp_lesson.bench --record` on a CUDA machine
     """
-    device = _resolve_device(device)
+    device = resolve_device(device)
     if device.type != "cuda":
         raise RuntimeError(
             f"a recording needs a CUDA GPU, but the device is {device.type!r}; "

@@ -55,6 +55,38 @@ def get_device(preference: str | None = None) -> torch.device:
     return torch.device(preference)
 
 
+def resolve_device(device: torch.device | str | None = None) -> torch.device:
+    """A ``device`` argument of the package's functions, checked and resolved.
+
+    ``None`` or ``"auto"`` means :func:`get_device`; otherwise ``"cpu"``,
+    ``"cuda"``, ``"cuda:N"`` or a :class:`torch.device` of those types. CUDA on
+    a machine without it is an error, not a silent fall-back to the CPU.
+
+    >>> resolve_device("cpu")
+    device(type='cpu')
+    >>> resolve_device("mps")
+    Traceback (most recent call last):
+    ...
+    ValueError: device must be one of 'auto', 'cpu', 'cuda', 'cuda:N' or a torch.device; got 'mps'
+    """
+    if device is None or (isinstance(device, str) and device.strip().lower() == "auto"):
+        return get_device()
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be a str, a torch.device or None, got {device!r}")
+    try:
+        resolved = torch.device(device.strip().lower() if isinstance(device, str) else device)
+    except RuntimeError:
+        resolved = None
+    if resolved is None or resolved.type not in ("cpu", "cuda"):
+        raise ValueError(
+            "device must be one of 'auto', 'cpu', 'cuda', 'cuda:N' or a torch.device; "
+            f"got {device!r}"
+        )
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device={device!r} but torch sees no CUDA device; use 'cpu'")
+    return resolved
+
+
 def device_name(device: torch.device | str | None = None) -> str:
     """Human-readable name of ``device`` (the GPU's name, or the CPU's).
 

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from amp_lesson._checks import check_int, check_positive
-from amp_lesson.accumulation import _resolve_device
+from amp_lesson.device import resolve_device
 from amp_lesson.formats import FORMATS
 
 __all__ = [
@@ -109,7 +109,7 @@ def load_digits_data(
     y = torch.tensor(digits.target, dtype=torch.int64)
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
     train, test = order[: n - n_test], order[n - n_test :]
-    device = _resolve_device(device)
+    device = resolve_device(device)
     return DigitsData(
         X[train].to(device), y[train].to(device), X[test].to(device), y[test].to(device)
     )
@@ -131,7 +131,7 @@ def make_digits_mlp(
     """
     sizes = [64, *(check_int("hidden width", h, minimum=1) for h in hidden), 10]
     check_int("seed", seed, minimum=0)
-    device = _resolve_device(device)
+    device = resolve_device(device)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         layers: list[nn.Module] = []

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from amp_lesson._checks import check_choice, check_int, check_positive
-from amp_lesson.accumulation import _resolve_device
+from amp_lesson.device import resolve_device
 
 __all__ = [
     "BYTES_PER_PARAM",
@@ -342,7 +342,7 @@ def measure_activation_memory(
         if device.type not in ("cpu", "cuda"):
             raise ValueError(f"the model must be on a CPU or CUDA device, got {device}")
     else:
-        device = _resolve_device(device)
+        device = resolve_device(device)
         model.to(device)
     x = x.to(device)
     params = list(model.parameters())
@@ -435,7 +435,7 @@ def make_mlp(
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype must be a torch.dtype, got {dtype!r}")
     check_choice("dtype", dtype, (torch.float32, torch.float64, torch.float16, torch.bfloat16))
-    device = _resolve_device(device)
+    device = resolve_device(device)
     sizes = [in_features] + [width] * depth
     with torch.random.fork_rng(devices=[]):  # PyTorch's default init, seeded locally
         torch.manual_seed(seed)

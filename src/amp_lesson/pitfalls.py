@@ -43,13 +43,13 @@ from torch.overrides import TorchFunctionMode
 
 from amp_lesson._checks import check_choice, check_int, check_positive
 from amp_lesson.accumulation import (
-    _resolve_device,
     make_deck_model,
     make_deck_optimizer,
     make_deck_problem,
     train_amp,
     train_amp_mistake,
 )
+from amp_lesson.device import resolve_device
 
 __all__ = [
     "IGNORE_INDEX",
@@ -506,7 +506,7 @@ def collapse_then_good_step(
     """
     check_int("n_bad", n_bad, minimum=0)
     check_int("n_good", n_good, minimum=0)
-    device = _resolve_device(device)
+    device = resolve_device(device)
     X, y = make_deck_problem(device=device)
     X_bad = X.clone()
     X_bad[0, 0] = math.nan
@@ -564,7 +564,7 @@ def clipping_rows(
     [('unscale_, then clip', 65536.0), ('clip, then step (no unscale_)', 65536.0)]
     """
     check_positive("clip_norm", clip_norm)
-    device = _resolve_device(device)
+    device = resolve_device(device)
     X, y = make_deck_problem(device=device)
     loss_fn = nn.BCEWithLogitsLoss()
     rows = []
@@ -624,7 +624,7 @@ def scaler_extra_calls(
     >>> same, "_amp_foreach_non_finite_check_and_unscale_" in extra, extra["item"]
     (True, True, 1)
     """
-    device = _resolve_device(device)
+    device = resolve_device(device)
     X, y = make_deck_problem(device=device)
     loss_fn = nn.BCEWithLogitsLoss()
     counts, weights = [], []
@@ -657,7 +657,7 @@ def scaler_on_bf16_params(device: torch.device | str | None = None) -> dict[str,
     >>> scaler_on_bf16_params("cpu")["ok"]
     True
     """
-    device = _resolve_device(device)
+    device = resolve_device(device)
     X, y = make_deck_problem(device=device)
     model = make_deck_model(device=device).to(torch.bfloat16)
     optimizer = make_deck_optimizer(model)
@@ -697,7 +697,7 @@ def scheduler_after_skipped_step(
     if not isinstance(guard, bool):
         raise TypeError(f"guard must be True or False, got {guard!r}")
     check_int("steps", steps, minimum=1)
-    device = _resolve_device(device)
+    device = resolve_device(device)
     X, y = make_deck_problem(device=device)
     model = make_deck_model(device=device)
     optimizer = make_deck_optimizer(model)

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from amp_lesson._checks import check_finite, check_int, check_positive
-from amp_lesson.device import get_device
+from amp_lesson.device import resolve_device
 
 __all__ = [
     "GradientRow",
@@ -278,23 +278,6 @@ def simulate(
     return trace
 
 
-def _resolve_device(device: Any) -> torch.device:
-    if device is None:
-        return get_device()
-    if isinstance(device, torch.device):
-        if device.type not in ("cpu", "cuda"):
-            raise ValueError(f"device must be a cpu or cuda device, got {device!r}")
-        if device.type == "cuda":
-            get_device("cuda")  # a clear error when CUDA is missing
-        return device
-    if isinstance(device, str):
-        return get_device(device.strip().lower())
-    raise TypeError(
-        "device must be None, 'auto', 'cpu', 'cuda' or a torch.device, "
-        f"got {type(device).__name__} {device!r}"
-    )
-
-
 def run_torch_scaler(
     found_inf_sequence: Iterable[bool],
     device: torch.device | str | None = None,
@@ -338,7 +321,7 @@ def run_torch_scaler(
     schedule = _check_sequence(found_inf_sequence)
     # Validate with our messages before GradScaler's bare assertions can fire.
     ScalerSimulator(init_scale, growth_factor, backoff_factor, growth_interval)
-    dev = _resolve_device(device)
+    dev = resolve_device(device)
 
     scaler = torch.amp.GradScaler(
         dev.type,
