@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import DOCS, HTML, sphinx_build
+from helpers import DOCS, HTML, recording_page, sphinx_build
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -88,23 +88,8 @@ def page(browser, site_url: str):  # type: ignore[no-untyped-def]
     ``page.console_errors`` and ``page.outside_requests`` are lists the test
     can assert on.
     """
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    pg = context.new_page()
-    pg.console_errors = []
-    pg.outside_requests = []
-    pg.on("console", lambda m: m.type == "error" and pg.console_errors.append(m.text))
-    pg.on("pageerror", lambda e: pg.console_errors.append(str(e)))
-
-    def _route(route):  # block anything not served by the test server
-        url = route.request.url
-        if url.startswith((site_url, "data:", "blob:")):
-            route.continue_()
-        else:
-            pg.outside_requests.append(url)
-            route.abort()
-
-    pg.route("**/*", _route)
+    pg = recording_page(browser, site_url, viewport={"width": 1280, "height": 900})
     try:
         yield pg
     finally:
-        context.close()
+        pg.context.close()

@@ -5,11 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 HTML = DOCS / "_build" / "html"
-SPHINX_OPTS = ["-W", "-n", "--keep-going", "-b", "html"]
+SPHINX_OPTS = ["-W", "-n", "--keep-going", "-j", "auto", "-b", "html"]
 
 
 def sphinx_build(
@@ -23,3 +24,43 @@ def sphinx_build(
             f"sphinx-build failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
         )
     return proc
+
+
+FRONT_MATTER = """\
+---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+"""
+
+
+def recording_page(browser: Any, site_url: str, **context_options: Any) -> Any:
+    """A page in a new browser context that records what a test must not see.
+
+    ``page.console_errors`` collects console errors and uncaught exceptions;
+    ``page.outside_requests`` collects every request not served by
+    ``site_url`` (each is blocked). Close it with ``page.context.close()``.
+    """
+    context = browser.new_context(**context_options)
+    pg = context.new_page()
+    pg.console_errors = []
+    pg.outside_requests = []
+    pg.on("console", lambda m: m.type == "error" and pg.console_errors.append(m.text))
+    pg.on("pageerror", lambda e: pg.console_errors.append(str(e)))
+
+    def _route(route: Any) -> None:
+        url = route.request.url
+        if url.startswith((site_url, "data:", "blob:")):
+            route.continue_()
+        else:
+            pg.outside_requests.append(url)
+            route.abort()
+
+    pg.route("**/*", _route)
+    return pg

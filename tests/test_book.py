@@ -10,23 +10,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import DOCS, sphinx_build
+from helpers import DOCS, FRONT_MATTER, sphinx_build
 
 import amp_lesson
 
 pytestmark = pytest.mark.book
-
-FRONT_MATTER = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-"""
 
 
 def _toctree_docs(env) -> list[str]:  # type: ignore[no-untyped-def]

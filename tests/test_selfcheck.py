@@ -15,20 +15,7 @@ from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup, Tag
-from helpers import DOCS, sphinx_build
-
-FRONT_MATTER = """\
----
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-"""
+from helpers import DOCS, FRONT_MATTER, sphinx_build
 
 WIDGETS_PAGE = (
     FRONT_MATTER

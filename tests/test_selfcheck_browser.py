@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import recording_page
 from install_axe import axe_script
 
 pytestmark = pytest.mark.browser
@@ -29,38 +30,13 @@ DESKTOP = {"width": 1280, "height": 900}
 # -- helpers ------------------------------------------------------------------------
 
 
-def _recording_page(browser: Any, site_url: str, **context_options: Any) -> Any:
-    """A page in a new context that records console errors and outside requests.
-
-    The same bookkeeping as the ``page`` fixture, for contexts the fixture
-    cannot make (JavaScript off, a phone viewport, the dark theme).
-    """
-    context = browser.new_context(**context_options)
-    pg = context.new_page()
-    pg.console_errors = []
-    pg.outside_requests = []
-    pg.on("console", lambda m: m.type == "error" and pg.console_errors.append(m.text))
-    pg.on("pageerror", lambda e: pg.console_errors.append(str(e)))
-
-    def _route(route: Any) -> None:
-        url = route.request.url
-        if url.startswith((site_url, "data:", "blob:")):
-            route.continue_()
-        else:
-            pg.outside_requests.append(url)
-            route.abort()
-
-    pg.route("**/*", _route)
-    return pg
-
-
 @pytest.fixture
 def make_page(browser: Any, site_url: str) -> Iterator[Any]:
     """``make_page(**context_options)``: recording pages, closed after the test."""
     pages: list[Any] = []
 
     def _make(**context_options: Any) -> Any:
-        pg = _recording_page(browser, site_url, **context_options)
+        pg = recording_page(browser, site_url, **context_options)
         pages.append(pg)
         return pg
 

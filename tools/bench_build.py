@@ -5,7 +5,8 @@ touched) and prints:
 
 - cold build (no build folder, no execution cache),
 - no-change rebuild,
-- one-page edit rebuild (a sentence added to one page),
+- one-page edit rebuilds: a sentence added to one page (served from the
+  cache) and a cell added to it (the page re-executes),
 - per-page execution time (from the cold build),
 - first-load weight of a page (bytes transferred and gzipped, all requests
   of a real Chromium load) and the count of requests that leave the machine.
@@ -120,7 +121,7 @@ def page_weight(html_dir: Path, page: str) -> dict[str, int]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--page", default="chapter/formats", help="page to weigh and edit")
-    parser.add_argument("--jobs", default="1", help="sphinx-build -j value")
+    parser.add_argument("--jobs", default="auto", help="sphinx-build -j value (nox uses auto)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
@@ -136,7 +137,11 @@ def main() -> int:
         results["cold_s"] = round(build(src, out, args.jobs), 1)
         results["per_page_exec_s"] = exec_times(out)
         results["no_change_s"] = round(build(src, out, args.jobs), 1)
+        # A prose edit re-reads the page and serves its outputs from the cache; a
+        # cell edit re-executes it. The second is the one an author waits for.
         page_src.write_text(page_src.read_text() + "\nOne more sentence for the benchmark.\n")
+        results["one_page_prose_edit_s"] = round(build(src, out, args.jobs), 1)
+        page_src.write_text(page_src.read_text() + "\n```{code-cell} ipython3\n1 + 1\n```\n")
         results["one_page_edit_s"] = round(build(src, out, args.jobs), 1)
         results["page_weight"] = {args.page: page_weight(out, args.page)}
         results["outside_requests"] = results["page_weight"][args.page]["outside_requests"]
@@ -144,8 +149,15 @@ def main() -> int:
         shutil.rmtree(scratch, ignore_errors=True)
 
     print(f"{'measure':<22}{'value':>10}{'target':>10}")
-    for key in ("cold_s", "no_change_s", "one_page_edit_s", "outside_requests"):
-        print(f"{key:<22}{results[key]!s:>10}{TARGETS[key]!s:>10}")
+    for key in (
+        "cold_s",
+        "no_change_s",
+        "one_page_prose_edit_s",
+        "one_page_edit_s",
+        "outside_requests",
+    ):
+        target = TARGETS.get(key, TARGETS["one_page_edit_s"])
+        print(f"{key:<22}{results[key]!s:>10}{target!s:>10}")
     weight = results["page_weight"][args.page]
     print(
         f"first load of {args.page}: {weight['requests']} requests, "
