@@ -111,7 +111,13 @@ def _key_cache_on_sources(app: Sphinx, config: Config) -> None:
         )
         for stale in old[KEEP_CACHES - 1 :]:
             shutil.rmtree(stale, ignore_errors=True)
-    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    if config.nb_execution_mode == "cache":
+        # Create the cache's database here, once: parallel readers (-j) that
+        # each find it missing race to create it ("table settings already exists").
+        from jupyter_cache.cache.db import create_db
+
+        create_db(cache).dispose()
     logger.info("amp_lesson: execution cache key %s", key[:16])
 
 
