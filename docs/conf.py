@@ -34,8 +34,12 @@ myst_heading_anchors = 3
 # otherwise reuses the stored outputs. The cache folder is chosen per source
 # hash by amp_lesson.sphinxext.book, so a change to the package re-executes.
 nb_execution_mode = os.environ.get("AMP_LESSON_EXECUTION_MODE", "cache")
-nb_execution_raise_on_error = True  # a failing cell fails the build...
-nb_execution_show_tb = True  # ...and prints its traceback in the log
+# A failing cell fails the build and prints its traceback. MyST-NB's own
+# nb_execution_raise_on_error would raise in a -j worker whose log Sphinx drops
+# (the traceback would be lost), so amp_lesson.sphinxext.book raises instead,
+# in the main process, with every failing cell's traceback.
+nb_execution_raise_on_error = False
+nb_execution_show_tb = True
 nb_execution_allow_errors = False
 # MyST-NB's default is 30 s a cell; the slowest cell (two gloo processes for
 # the DDP page) needs about 10 s on 2 cores, so 180 s leaves a wide margin.

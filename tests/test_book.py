@@ -7,6 +7,8 @@ import os
 import pickle
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,6 +112,27 @@ def test_a_failing_cell_fails_the_build_and_prints_the_traceback(tmp_path: Path)
     assert "return 1 / 0" in log  # the traceback itself, not just the error name
 
 
+def test_a_failing_cell_fails_even_a_build_without_w(tmp_path: Path) -> None:
+    """The failure does not hinge on -W: the extension raises after reading."""
+    src = _mini_book(tmp_path, "```{code-cell} ipython3\nraise ValueError('no')\n```\n")
+    cmd = [
+        sys.executable,
+        "-m",
+        "sphinx",
+        "-j",
+        "auto",
+        "-b",
+        "html",
+        str(src),
+        str(tmp_path / "o"),
+    ]
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    log = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)  # IPython colours
+    assert proc.returncode != 0
+    assert "Notebook execution error" in log
+    assert "ValueError: no" in log
+
+
 def test_a_page_that_would_silently_not_execute_fails_the_build(tmp_path: Path) -> None:
     kernelspec_only = "---\nkernelspec:\n  name: python3\n  display_name: Python 3\n---\n"
     src = _mini_book(tmp_path, "```{code-cell} ipython3\n1 + 1\n```\n", kernelspec_only)
@@ -169,5 +192,4 @@ def test_execution_timeout_is_raised_from_the_default() -> None:
 
     conf = runpy.run_path(str(DOCS / "conf.py"))
     assert conf["nb_execution_timeout"] > 30
-    assert conf["nb_execution_raise_on_error"] is True
     assert conf["nb_execution_show_tb"] is True

@@ -27,6 +27,7 @@ from typing import Any
 from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.config import Config
+from sphinx.errors import SphinxError
 from sphinx.util import logging
 
 import amp_lesson
@@ -119,6 +120,30 @@ def _key_cache_on_sources(app: Sphinx, config: Config) -> None:
 
         create_db(cache).dispose()
     logger.info("amp_lesson: execution cache key %s", key[:16])
+
+
+class NotebookExecutionError(SphinxError):
+    """A page's cell raised: the build stops and prints the cell's traceback."""
+
+    category = "Notebook execution error"
+
+
+def _fail_on_execution_errors(app: Sphinx, env: Any) -> None:
+    """Stop the build, printing each failing cell's traceback.
+
+    MyST-NB's own ``nb_execution_raise_on_error`` raises inside the reading
+    process; under ``sphinx-build -j`` that is a worker whose log Sphinx drops,
+    so the reader would see the page's name but not the traceback. This runs
+    in the main process after all pages are read, whatever ``-j`` is.
+    """
+    failed = []
+    for docname, meta in sorted(getattr(env, "nb_metadata", {}).items()):
+        exec_data = meta.get("exec_data") or {}
+        if exec_data and not exec_data.get("succeeded", True):
+            trace = exec_data.get("traceback") or exec_data.get("error") or "(no traceback)"
+            failed.append(f"{docname}: a cell raised\n{trace}")
+    if failed:
+        raise NotebookExecutionError("\n\n".join(failed))
 
 
 _CODE_CELL = re.compile(r"^(```|:::)\{code-cell\}", re.MULTILINE)
@@ -295,6 +320,7 @@ def setup(app: Sphinx) -> None:
     app.add_config_value("amp_lesson_branch", "main", "html", types=[str])
     # Before MyST-NB reads nb_execution_cache_path at builder-inited.
     app.connect("config-inited", _key_cache_on_sources, priority=100)
+    app.connect("env-updated", _fail_on_execution_errors)
     app.connect("env-check-consistency", _check_pages_executed)
     app.connect("doctree-resolved", _note_pages_without_code)
     app.add_html_math_renderer("mathml", (_visit_math_html, None), (_visit_displaymath_html, None))
