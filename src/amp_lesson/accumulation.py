@@ -49,7 +49,7 @@ from torch import nn
 from torch.nn.utils import clip_grad_norm_
 
 from amp_lesson._checks import check_choice, check_finite, check_int, check_positive
-from amp_lesson.device import resolve_device
+from amp_lesson.device import place_model, resolve_device
 
 __all__ = [
     "MISTAKES",
@@ -310,13 +310,7 @@ def _prepare(
             "would differ in size and loss / n_accum would weight their samples unequally; "
             "pick an n_accum that divides the batch size or pass weight_by_samples=True"
         )
-    if device is None:
-        device = params[0].device
-        if device.type not in ("cpu", "cuda"):
-            raise ValueError(f"the model must be on a CPU or CUDA device, got {device}")
-    else:
-        device = resolve_device(device)
-        model.to(device)
+    device = place_model(model, device)
     return X.to(device), y.to(device), device
 
 

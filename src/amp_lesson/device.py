@@ -87,6 +87,23 @@ def resolve_device(device: torch.device | str | None = None) -> torch.device:
     return resolved
 
 
+def place_model(model: torch.nn.Module, device: torch.device | str | None = None) -> torch.device:
+    """The device ``model`` runs on: its own when ``device`` is None, else ``device`` (moved there).
+
+    >>> place_model(torch.nn.Linear(2, 1))
+    device(type='cpu')
+    """
+    params = list(model.parameters())
+    if device is None and params:
+        current = params[0].device
+        if current.type not in ("cpu", "cuda"):
+            raise ValueError(f"the model must be on a CPU or CUDA device, got {current}")
+        return current
+    resolved = resolve_device(device)
+    model.to(resolved)
+    return resolved
+
+
 def device_name(device: torch.device | str | None = None) -> str:
     """Human-readable name of ``device`` (the GPU's name, or the CPU's).
 

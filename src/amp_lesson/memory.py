@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from amp_lesson._checks import check_choice, check_int, check_positive
-from amp_lesson.device import resolve_device
+from amp_lesson.device import place_model, resolve_device
 
 __all__ = [
     "BYTES_PER_PARAM",
@@ -336,14 +336,7 @@ def measure_activation_memory(
         loss_fn = _default_loss
     elif not callable(loss_fn):
         raise TypeError(f"loss_fn must be callable or None, got {type(loss_fn).__name__}")
-    params = list(model.parameters())
-    if device is None and params:
-        device = params[0].device
-        if device.type not in ("cpu", "cuda"):
-            raise ValueError(f"the model must be on a CPU or CUDA device, got {device}")
-    else:
-        device = resolve_device(device)
-        model.to(device)
+    device = place_model(model, device)
     x = x.to(device)
     params = list(model.parameters())
     param_ids = {id(p) for p in params}
