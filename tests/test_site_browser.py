@@ -79,3 +79,22 @@ def test_the_books_own_outputs_have_readable_text(browser, site_url, built_book,
     finally:
         pg.context.close()
     assert checked > 10
+
+
+def test_no_page_scrolls_sideways_on_a_phone(browser, site_url, built_book):
+    """At 390 px wide, wide content scrolls in its own box; the page itself does not."""
+    from helpers import recording_page
+
+    pg = recording_page(browser, site_url, viewport={"width": 390, "height": 844})
+    wide = {}
+    try:
+        for rel in _pages(built_book):
+            pg.goto(f"{site_url}/{rel}", wait_until="load")
+            scroll, client = pg.evaluate(
+                "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+            )
+            if scroll > client:
+                wide[rel] = scroll - client
+    finally:
+        pg.context.close()
+    assert wide == {}
