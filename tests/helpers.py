@@ -64,3 +64,13 @@ def recording_page(browser: Any, site_url: str, **context_options: Any) -> Any:
 
     pg.route("**/*", _route)
     return pg
+
+
+def built_pages(html: Path) -> list[str]:
+    """The book's pages in a built site, as paths relative to ``html`` (no index/search pages)."""
+    skip = {"genindex.html", "search.html"}
+    return sorted(
+        p.relative_to(html).as_posix()
+        for p in html.rglob("*.html")
+        if p.name not in skip and "_static" not in p.parts and "_sources" not in p.parts
+    )

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import recording_page
+from helpers import built_pages, recording_page
 from install_axe import axe_script
 
 pytestmark = pytest.mark.browser
@@ -470,15 +470,6 @@ def _serious_violations(pg: Any, axe: Path) -> list[str]:
     ]
 
 
-def _built_pages(html: Path) -> list[str]:
-    skip = {"genindex.html", "search.html"}
-    return sorted(
-        p.relative_to(html).as_posix()
-        for p in html.rglob("*.html")
-        if p.name not in skip and "_static" not in p.parts and "_sources" not in p.parts
-    )
-
-
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_axe_finds_nothing_serious_on_any_page(
     make_page: Any, site_url: str, built_book: Path, scheme: str
@@ -486,7 +477,7 @@ def test_axe_finds_nothing_serious_on_any_page(
     axe = _axe_path()
     pg = make_page(viewport=DESKTOP, color_scheme=scheme)
     problems = {}
-    for rel in _built_pages(built_book):
+    for rel in built_pages(built_book):
         pg.goto(f"{site_url}/{rel}")
         pg.wait_for_load_state("networkidle")
         if rel == GUIDE:

@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from helpers import built_pages
 
 pytestmark = pytest.mark.browser
 
 
-def _pages(html: Path) -> list[str]:
-    skip = {"genindex.html", "search.html"}
-    return sorted(
-        p.relative_to(html).as_posix()
-        for p in html.rglob("*.html")
-        if p.name not in skip and "_static" not in p.parts and "_sources" not in p.parts
-    )
-
-
 def test_every_page_loads_without_errors_or_outside_requests(page, site_url, built_book):
-    pages = _pages(built_book)
+    pages = built_pages(built_book)
     assert "index.html" in pages
     for rel in pages:
         page.goto(f"{site_url}/{rel}", wait_until="load")
@@ -88,7 +78,7 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, site_url, built_book):
     pg = recording_page(browser, site_url, viewport={"width": 390, "height": 844})
     wide = {}
     try:
-        for rel in _pages(built_book):
+        for rel in built_pages(built_book):
             pg.goto(f"{site_url}/{rel}", wait_until="load")
             scroll, client = pg.evaluate(
                 "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
