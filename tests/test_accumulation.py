@@ -19,9 +19,9 @@ from amp_lesson.accumulation import (
     TrainResult,
     compare_params,
     grad_after_backward,
-    make_deck_model,
-    make_deck_optimizer,
-    make_deck_problem,
+    make_toy_model,
+    make_toy_optimizer,
+    make_toy_problem,
     max_abs_diff,
     train_accumulated,
     train_amp,
@@ -34,17 +34,17 @@ CPU = torch.device("cpu")
 LOSS = nn.BCEWithLogitsLoss()
 LR = 0.1
 U16 = 2.0**-11  # float16 unit roundoff: half of torch.finfo(torch.float16).eps
-FP16_OVERFLOW_SCALE = 2.0**40  # the deck's scaled fp16 gradients overflow from 2**18 on
+FP16_OVERFLOW_SCALE = 2.0**40  # the toy problem's scaled fp16 gradients overflow from 2**18 on
 
 
-def deck(dtype: torch.dtype = torch.float32, device: torch.device = CPU):
-    X, y = make_deck_problem(dtype=dtype, device=device)
+def toy(dtype: torch.dtype = torch.float32, device: torch.device = CPU):
+    X, y = make_toy_problem(dtype=dtype, device=device)
     return X, y
 
 
 def fresh(dtype: torch.dtype = torch.float32, device: torch.device = CPU):
-    model = make_deck_model(dtype=dtype, device=device)
-    return model, make_deck_optimizer(model, lr=LR)
+    model = make_toy_model(dtype=dtype, device=device)
+    return model, make_toy_optimizer(model, lr=LR)
 
 
 def fp32_sum_bound(X: torch.Tensor, w: torch.Tensor, n_accum: int, lr: float) -> float:
@@ -67,30 +67,30 @@ def fp32_sum_bound(X: torch.Tensor, w: torch.Tensor, n_accum: int, lr: float) ->
     return lr * grad_bound + eps * (W + lr * M)
 
 
-# --------------------------------------------------------------------------- the deck
+# --------------------------------------------------------------------------- the toy problem
 
 
-def test_deck_problem_matches_the_deck_recipe() -> None:
+def test_toy_problem_matches_the_lesson_recipe() -> None:
     torch.manual_seed(42)
     X_ref = torch.randn(128, 2)
     y_ref = (X_ref[:, 0] + X_ref[:, 1] > 0).float()
-    X, y = make_deck_problem(device=CPU)
+    X, y = make_toy_problem(device=CPU)
     assert torch.equal(X, X_ref)
     assert torch.equal(y.squeeze(1), y_ref)
-    X64, _ = make_deck_problem(dtype=torch.float64, device=CPU)
+    X64, _ = make_toy_problem(dtype=torch.float64, device=CPU)
     assert torch.equal(X64, X_ref.double())
 
 
-def test_deck_problem_leaves_global_rng_alone() -> None:
+def test_toy_problem_leaves_global_rng_alone() -> None:
     torch.manual_seed(0)
     expected = torch.rand(3)
     torch.manual_seed(0)
-    make_deck_problem(device=CPU)
+    make_toy_problem(device=CPU)
     assert torch.equal(torch.rand(3), expected)
 
 
-def test_deck_weights_reproduce_the_slides() -> None:
-    X, y = deck()
+def test_toy_weights_reproduce_the_slides() -> None:
+    X, y = toy()
     model, opt = fresh()
     result = train_full_batch(model, opt, X, y, LOSS)
     assert [round(w, 5) for w in result.weight.flatten().tolist()] == [0.03085, 0.02717]
@@ -102,9 +102,9 @@ def ulps_apart(a: torch.Tensor, b: torch.Tensor) -> list[int]:
     return (a.view(torch.int32).long() - b.view(torch.int32).long()).abs().flatten().tolist()
 
 
-def test_deck_float32_accumulation_is_not_bitwise_equal() -> None:
+def test_toy_float32_accumulation_is_not_bitwise_equal() -> None:
     """Observed: 4 x 32 and 128 differ in float32, by one ulp of the gradient's w[0]."""
-    X, y = deck()
+    X, y = toy()
     full = train_full_batch(*fresh(), X, y, LOSS)
     accum = train_accumulated(*fresh(), X, y, LOSS, 4)
     cmp = compare_params(full, accum)
@@ -119,15 +119,15 @@ def test_deck_float32_accumulation_is_not_bitwise_equal() -> None:
     assert [round(w, 5) for w in accum.weight.flatten().tolist()] == [0.03085, 0.02717]
 
 
-def test_deck_float64_accumulation_is_bitwise_equal() -> None:
-    X, y = deck(torch.float64)
+def test_toy_float64_accumulation_is_bitwise_equal() -> None:
+    X, y = toy(torch.float64)
     full = train_full_batch(*fresh(torch.float64), X, y, LOSS)
     accum = train_accumulated(*fresh(torch.float64), X, y, LOSS, 4)
     assert compare_params(full, accum) == ParamComparison(max_abs_diff=0.0, bitwise_equal=True)
 
 
 def test_accumulation_logs_micro_losses_that_sum_to_the_batch_loss() -> None:
-    X, y = deck()
+    X, y = toy()
     result = train_accumulated(*fresh(), X, y, LOSS, 4, steps=3)
     assert [entry.step for entry in result.log] == [1, 2, 3]
     first = result.log[0]
@@ -139,7 +139,7 @@ def test_accumulation_logs_micro_losses_that_sum_to_the_batch_loss() -> None:
 
 
 def test_several_steps_stay_close() -> None:
-    X, y = deck()
+    X, y = toy()
     full = train_full_batch(*fresh(), X, y, LOSS, steps=5)
     accum = train_accumulated(*fresh(), X, y, LOSS, 4, steps=5)
     # five steps: at most five one-step bounds (the BCE gradient is lr*M**2/4-Lipschitz
@@ -168,14 +168,14 @@ def test_accumulation_matches_full_batch_on_random_problems(
         model = nn.Linear(n_features, 1, bias=False, dtype=dtype)
         with torch.no_grad():
             model.weight.copy_(w0)
-        opt = make_deck_optimizer(model, lr=LR)
+        opt = make_toy_optimizer(model, lr=LR)
         results.append(train_accumulated(model, opt, X, y, LOSS, n))
     bound = fp32_sum_bound(X, torch.cat([w0, results[0].weight]), n_accum, LR)
     assert max_abs_diff(*results) <= bound
 
 
 def test_weight_by_samples_handles_uneven_micro_batches() -> None:
-    X, y = make_deck_problem(n_samples=10, device=CPU)
+    X, y = make_toy_problem(n_samples=10, device=CPU)
     full = train_full_batch(*fresh(), X, y, LOSS)
     uneven = train_accumulated(*fresh(), X, y, LOSS, 4, weight_by_samples=True)  # 3,3,2,2
     assert len(uneven.log[0].micro_losses) == 4
@@ -186,7 +186,7 @@ def test_weight_by_samples_handles_uneven_micro_batches() -> None:
 
 
 def test_weight_by_samples_is_a_no_op_when_divisible() -> None:
-    X, y = deck()
+    X, y = toy()
     a = train_accumulated(*fresh(), X, y, LOSS, 4)
     b = train_accumulated(*fresh(), X, y, LOSS, 4, weight_by_samples=True)
     assert compare_params(a, b).bitwise_equal
@@ -199,7 +199,7 @@ def test_weight_by_samples_is_a_no_op_when_divisible() -> None:
 def test_raw_loss_gives_exactly_n_times_the_gradient_for_powers_of_two(n_accum: int) -> None:
     # dividing by a power of two is exact in binary floating point, and so is every
     # sum of the divided terms, so the ratio is exactly n_accum
-    X, y = deck()
+    X, y = toy()
     model, _ = fresh()
     divided = grad_after_backward(model, X, y, LOSS, n_accum)
     raw = grad_after_backward(model, X, y, LOSS, n_accum, divide=False)
@@ -210,7 +210,7 @@ def test_raw_loss_gives_exactly_n_times_the_gradient_for_powers_of_two(n_accum: 
 
 @pytest.mark.parametrize("n_accum", [3, 6, 12])
 def test_raw_loss_gives_n_times_the_gradient_within_rounding(n_accum: int) -> None:
-    X, y = make_deck_problem(n_samples=96, device=CPU)
+    X, y = make_toy_problem(n_samples=96, device=CPU)
     model, _ = fresh()
     divided = grad_after_backward(model, X, y, LOSS, n_accum)["weight"]
     raw = grad_after_backward(model, X, y, LOSS, n_accum, divide=False)["weight"]
@@ -231,7 +231,7 @@ def test_raw_loss_gives_n_times_the_gradient_within_rounding(n_accum: int) -> No
 
 
 def test_amp_on_cpu_logs_a_finite_loss_and_the_scale() -> None:
-    X, y = deck()
+    X, y = toy()
     result = train_amp(*fresh(), X, y, LOSS, steps=3)
     assert [entry.scale for entry in result.log] == [65536.0] * 3
     assert result.final_scale == 65536.0
@@ -257,7 +257,7 @@ def test_amp_loops_read_like_textbook_code() -> None:
 
 
 def test_forced_overflow_skips_the_step_and_halves_the_scale() -> None:
-    X, y = deck()
+    X, y = toy()
     result = train_amp(*fresh(), X, y, LOSS, steps=3,
                        scaler_kwargs={"init_scale": FP16_OVERFLOW_SCALE})  # fmt: skip
     assert [entry.scale for entry in result.log] == [2.0**40, 2.0**39, 2.0**38]
@@ -266,10 +266,10 @@ def test_forced_overflow_skips_the_step_and_halves_the_scale() -> None:
     assert torch.equal(result.weight, torch.zeros(1, 2))  # unchanged
 
 
-def test_overflow_threshold_of_the_deck() -> None:
+def test_overflow_threshold_of_the_toy_problem() -> None:
     # the full batch's scaled fp16 weight gradient is about 0.31 * scale: 2**17 fits
     # below fp16's maximum 65504, 2**18 does not
-    X, y = deck()
+    X, y = toy()
     fits = train_amp(*fresh(), X, y, LOSS, scaler_kwargs={"init_scale": 2.0**17})
     overflows = train_amp(*fresh(), X, y, LOSS, scaler_kwargs={"init_scale": 2.0**18})
     assert not fits.log[0].skipped
@@ -277,7 +277,7 @@ def test_overflow_threshold_of_the_deck() -> None:
 
 
 def test_mistake_no_update_keeps_the_scale_then_raises() -> None:
-    X, y = deck()
+    X, y = toy()
     kwargs = {"init_scale": FP16_OVERFLOW_SCALE}
     one = train_amp_mistake(*fresh(), X, y, LOSS, mistake="no_update", scaler_kwargs=kwargs)
     assert one.log[0].skipped
@@ -290,7 +290,7 @@ def test_mistake_no_update_keeps_the_scale_then_raises() -> None:
 
 
 def test_mistake_new_scaler_each_step_keeps_skipping_quietly() -> None:
-    X, y = deck()
+    X, y = toy()
     result = train_amp_mistake(*fresh(), X, y, LOSS, mistake="new_scaler_each_step", steps=4,
                                scaler_kwargs={"init_scale": FP16_OVERFLOW_SCALE})  # fmt: skip
     assert [entry.scale for entry in result.log] == [FP16_OVERFLOW_SCALE] * 4
@@ -299,7 +299,7 @@ def test_mistake_new_scaler_each_step_keeps_skipping_quietly() -> None:
 
 
 def test_mistake_optimizer_step_applies_inf_and_scaled_gradients() -> None:
-    X, y = deck()
+    X, y = toy()
     bad = train_amp_mistake(*fresh(), X, y, LOSS, mistake="optimizer_step",
                             scaler_kwargs={"init_scale": FP16_OVERFLOW_SCALE})  # fmt: skip
     assert bad.log[0].found_inf
@@ -314,7 +314,7 @@ def test_mistake_optimizer_step_applies_inf_and_scaled_gradients() -> None:
 
 
 def test_mistake_clip_before_unscale_clips_the_scaled_gradient() -> None:
-    X, y = deck()
+    X, y = toy()
     clip = 0.1  # the true gradient norm is 0.41
     right = train_amp(*fresh(), X, y, LOSS, clip_norm=clip)
     wrong = train_amp_mistake(*fresh(), X, y, LOSS, mistake="clip_before_unscale", clip_norm=clip)
@@ -329,7 +329,7 @@ def test_mistake_clip_before_unscale_clips_the_scaled_gradient() -> None:
 
 
 def test_mistake_raw_loss_multiplies_the_step() -> None:
-    X, y = deck()
+    X, y = toy()
     good = train_amp_accumulated(*fresh(), X, y, LOSS, 4)
     raw = train_amp_mistake(*fresh(), X, y, LOSS, mistake="raw_loss", n_accum=4)
     assert torch.equal(raw.weight, 4 * good.weight)  # powers of two scale exactly
@@ -338,7 +338,7 @@ def test_mistake_raw_loss_multiplies_the_step() -> None:
 
 
 def amp_vs_fp32_bound(X: torch.Tensor, lr: float) -> float:
-    """Bound on |w_amp - w_fp32| after one step from w = 0 on the deck.
+    """Bound on |w_amp - w_fp32| after one step from w = 0 on the toy problem.
 
     At ``w = 0`` the logits are exactly 0 and ``dL/dz = +-0.5 / B`` times the
     scale, a power of two, exact in fp16. What rounds is ``x`` (cast to fp16,
@@ -353,7 +353,7 @@ def amp_vs_fp32_bound(X: torch.Tensor, lr: float) -> float:
 
 @pytest.mark.parametrize("n_accum", [1, 4])
 def test_amp_accumulation_is_close_to_fp32_full_batch(n_accum: int) -> None:
-    X, y = deck()
+    X, y = toy()
     fp32 = train_full_batch(*fresh(), X, y, LOSS)
     amp = train_amp_accumulated(*fresh(), X, y, LOSS, n_accum)
     diff = max_abs_diff(fp32, amp)
@@ -361,7 +361,7 @@ def test_amp_accumulation_is_close_to_fp32_full_batch(n_accum: int) -> None:
 
 
 def test_amp_with_bfloat16() -> None:
-    X, y = deck()
+    X, y = toy()
     result = train_amp_accumulated(*fresh(), X, y, LOSS, 4, dtype=torch.bfloat16)
     fp32 = train_full_batch(*fresh(), X, y, LOSS)
     # bfloat16 keeps 8 significant bits: u = 2**-8
@@ -372,7 +372,7 @@ def test_amp_with_bfloat16() -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_amp_accumulation_matches_fp32() -> None:
     cuda = torch.device("cuda")
-    X, y = deck(device=cuda)
+    X, y = toy(device=cuda)
     fp32 = train_full_batch(*fresh(device=cuda), X, y, LOSS)
     amp = train_amp_accumulated(*fresh(device=cuda), X, y, LOSS, 4)
     assert amp.log[0].scale == 65536.0
@@ -385,7 +385,7 @@ def test_cuda_amp_accumulation_matches_fp32() -> None:
 
 
 def test_device_argument_moves_model_and_data() -> None:
-    X, y = deck()
+    X, y = toy()
     model, opt = fresh()
     result = train_full_batch(model, opt, X, y, LOSS, device="cpu")
     assert result.weight.device.type == "cpu"
@@ -403,7 +403,7 @@ def test_train_result_weight_and_losses() -> None:
 
 
 def test_compare_params_accepts_dicts_and_results() -> None:
-    X, y = deck()
+    X, y = toy()
     result = train_full_batch(*fresh(), X, y, LOSS)
     assert compare_params(result, dict(result.params)).bitwise_equal
     assert max_abs_diff(result, {"weight": torch.zeros(1, 2)}) == pytest.approx(0.030850956)
@@ -427,7 +427,7 @@ LOOPS = [
 
 @pytest.mark.parametrize(("name", "loop"), LOOPS)
 def test_every_loop_rejects_bad_steps_and_inputs(name: str, loop) -> None:
-    X, y = deck()
+    X, y = toy()
     with pytest.raises(ValueError, match=r"steps must be an integer >= 1, got 0"):
         loop(*fresh(), X, y, steps=0)
     with pytest.raises(TypeError, match=r"steps must be an integer"):
@@ -440,7 +440,7 @@ def test_every_loop_rejects_bad_steps_and_inputs(name: str, loop) -> None:
         loop("model", fresh()[1], X, y)
     with pytest.raises(TypeError, match=r"optimizer must be a torch.optim.Optimizer"):
         loop(fresh()[0], "sgd", X, y)
-    model = make_deck_model(device=CPU)
+    model = make_toy_model(device=CPU)
     nan_opt = torch.optim.SGD(model.parameters(), lr=float("nan"))
     with pytest.raises(ValueError, match=r"optimizer lr must be a finite number"):
         loop(model, nan_opt, X, y)
@@ -450,7 +450,7 @@ def test_every_loop_rejects_bad_steps_and_inputs(name: str, loop) -> None:
 
 @pytest.mark.parametrize("loop", [train_accumulated, train_amp_accumulated])
 def test_accumulating_loops_reject_bad_n_accum(loop) -> None:
-    X, y = deck()
+    X, y = toy()
     with pytest.raises(ValueError, match=r"n_accum must be an integer >= 1, got 0"):
         loop(*fresh(), X, y, LOSS, 0)
     with pytest.raises(ValueError, match=r"n_accum=3 does not divide the batch size 128"):
@@ -462,14 +462,14 @@ def test_accumulating_loops_reject_bad_n_accum(loop) -> None:
 
 
 def test_train_accumulated_rejects_non_bool_weight_by_samples() -> None:
-    X, y = deck()
+    X, y = toy()
     with pytest.raises(TypeError, match=r"weight_by_samples must be True or False"):
         train_accumulated(*fresh(), X, y, LOSS, 4, weight_by_samples="yes")
 
 
 @pytest.mark.parametrize("loop", [train_amp, train_amp_accumulated])
 def test_amp_loops_reject_bad_amp_arguments(loop) -> None:
-    X, y = deck()
+    X, y = toy()
     extra = (4,) if loop is train_amp_accumulated else ()
     with pytest.raises(ValueError, match=r"dtype must be one of"):
         loop(*fresh(), X, y, LOSS, *extra, dtype=torch.float32)
@@ -488,7 +488,7 @@ def test_amp_loops_reject_bad_amp_arguments(loop) -> None:
 
 
 def test_train_amp_mistake_rejects_bad_mistakes() -> None:
-    X, y = deck()
+    X, y = toy()
     allowed = ", ".join(repr(m) for m in MISTAKES)
     with pytest.raises(ValueError, match=rf"mistake must be one of {allowed}; got 'typo'"):
         train_amp_mistake(*fresh(), X, y, LOSS, mistake="typo")
@@ -498,29 +498,29 @@ def test_train_amp_mistake_rejects_bad_mistakes() -> None:
         train_amp_mistake(*fresh(), X, y, LOSS, mistake="raw_loss", n_accum=0)
 
 
-def test_deck_factories_reject_bad_input() -> None:
+def test_toy_factories_reject_bad_input() -> None:
     with pytest.raises(ValueError, match=r"seed must be an integer >= 0"):
-        make_deck_problem(seed=-1)
+        make_toy_problem(seed=-1)
     with pytest.raises(ValueError, match=r"n_samples must be an integer >= 1"):
-        make_deck_problem(n_samples=0)
+        make_toy_problem(n_samples=0)
     with pytest.raises(ValueError, match=r"n_features must be an integer >= 1"):
-        make_deck_problem(n_features=0)
+        make_toy_problem(n_features=0)
     with pytest.raises(ValueError, match=r"dtype must be one of"):
-        make_deck_problem(dtype=torch.float16)
+        make_toy_problem(dtype=torch.float16)
     with pytest.raises(TypeError, match=r"device must be a str"):
-        make_deck_problem(device=0)
+        make_toy_problem(device=0)
     with pytest.raises(ValueError, match=r"n_features must be an integer >= 1"):
-        make_deck_model(n_features=0)
+        make_toy_model(n_features=0)
     with pytest.raises(TypeError, match=r"dtype must be a torch.dtype"):
-        make_deck_model(dtype="float32")
+        make_toy_model(dtype="float32")
     with pytest.raises(ValueError, match=r"lr must be a finite number > 0"):
-        make_deck_optimizer(make_deck_model(device=CPU), lr=0.0)
+        make_toy_optimizer(make_toy_model(device=CPU), lr=0.0)
     with pytest.raises(TypeError, match=r"model must be a torch.nn.Module"):
-        make_deck_optimizer("model")
+        make_toy_optimizer("model")
 
 
 def test_grad_after_backward_rejects_bad_input() -> None:
-    X, y = deck()
+    X, y = toy()
     model, _ = fresh()
     with pytest.raises(ValueError, match=r"n_accum must be an integer >= 1, got 0"):
         grad_after_backward(model, X, y, LOSS, 0)

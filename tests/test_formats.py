@@ -20,8 +20,8 @@ from amp_lesson.formats import (
     FormatSpec,
     add_in,
     format_table,
-    inspect,
     round_to_tf32,
+    store,
     ulp,
 )
 
@@ -212,7 +212,7 @@ def test_formats_are_read_only() -> None:
 @given(data=st.data())
 def test_stored_matches_torch_cast_of_float32(name: str, data: st.DataObject) -> None:
     value = data.draw(float32s_for(name))
-    stored = inspect(value, name).stored
+    stored = store(value, name).stored
     assert same_float(stored, reference(value, name)), (value, stored)
 
 
@@ -226,7 +226,7 @@ def test_stored_matches_torch_cast_of_float64(name: str, value: float) -> None:
         expected = tf32_reference(torch.tensor(value, dtype=torch.float64).float().item())
     else:
         expected = torch_cast(value, name, torch.float64)
-    assert same_float(inspect(value, name).stored, expected)
+    assert same_float(store(value, name).stored, expected)
 
 
 @pytest.mark.parametrize("name", ["fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2"])
@@ -235,7 +235,7 @@ def test_edges_of_fp32_and_small_formats(name: str) -> None:
     kind = np.float64 if name == "fp32" else np.float32
     source = torch.float64 if name == "fp32" else torch.float32
     for value in edges(name, kind):
-        assert same_float(inspect(value, name).stored, torch_cast(value, name, source)), value
+        assert same_float(store(value, name).stored, torch_cast(value, name, source)), value
 
 
 @pytest.mark.parametrize("name", ["fp8_e4m3", "fp8_e5m2"])
@@ -248,7 +248,7 @@ def test_every_fp8_value_and_midpoint(name: str) -> None:
         float(np.nextafter(np.float32(v), np.float32(s))) for v in midpoints for s in (-1, 1)
     ]
     for value in probes:
-        s = inspect(float(value), name)
+        s = store(float(value), name)
         assert same_float(s.stored, torch_cast(float(value), name)), value
         if value in finite:
             assert s.event == "exact"
@@ -256,17 +256,17 @@ def test_every_fp8_value_and_midpoint(name: str) -> None:
 
 def test_tensor_input_is_cast_from_its_own_dtype() -> None:
     half = torch.tensor(0.1, dtype=torch.float16)
-    s = inspect(half, "bf16")
+    s = store(half, "bf16")
     assert s.value == half.item()
     assert s.stored == half.to(torch.bfloat16).item()
-    assert inspect(torch.tensor(0.1, dtype=torch.float64), "fp16") == inspect(0.1, "fp16")
-    assert inspect(np.float32(0.1), "fp16").stored == torch_cast(0.1, "fp16")
+    assert store(torch.tensor(0.1, dtype=torch.float64), "fp16") == store(0.1, "fp16")
+    assert store(np.float32(0.1), "fp16").stored == torch_cast(0.1, "fp16")
 
 
 def test_fmt_may_be_name_spec_or_dtype() -> None:
     for name in DTYPE_NAMES:
         spec = FORMATS[name]
-        assert inspect(0.3, name) == inspect(0.3, spec) == inspect(0.3, spec.dtype)
+        assert store(0.3, name) == store(0.3, spec) == store(0.3, spec.dtype)
 
 
 # --- bits ------------------------------------------------------------------------------------
@@ -277,7 +277,7 @@ def test_fmt_may_be_name_spec_or_dtype() -> None:
 @given(data=st.data())
 def test_bits_decode_to_stored_value(name: str, data: st.DataObject) -> None:
     value = data.draw(float32s_for(name))
-    s = inspect(value, name)
+    s = store(value, name)
     e, m = LAYOUT[name]
     assert (len(s.sign), len(s.exponent), len(s.mantissa)) == (1, e, m)
     assert s.bits == s.sign + s.exponent + s.mantissa
@@ -302,7 +302,7 @@ def test_bits_decode_to_stored_value(name: str, data: st.DataObject) -> None:
     [1 / 3, 1 + 2**-11, 1 + 2**-10 + 2**-11, 1 + 2**-11 + 2**-20, 2 - 2**-11, -(2 - 2**-12)],
 )
 def test_tf32_bits_round_the_fp32_bits(value: float) -> None:
-    s32, s19 = inspect(value, "fp32"), inspect(value, "tf32")
+    s32, s19 = store(value, "fp32"), store(value, "tf32")
     # Round to nearest on the bit strings: keep 10 mantissa bits, look at the 13 dropped.
     kept, dropped = int(s32.mantissa[:10], 2), s32.mantissa[10:]
     half = "1" + "0" * 12
@@ -319,27 +319,27 @@ def test_tf32_bits_round_the_fp32_bits(value: float) -> None:
 
 def test_events() -> None:
     fp16 = FORMATS["fp16"]
-    s = inspect(1e-8, "fp16")
+    s = store(1e-8, "fp16")
     assert (s.stored, s.event, s.rel_error) == (0.0, "underflow", 1.0)
     assert fp16.smallest_subnormal / 2 > 1e-8  # why it underflows
-    s = inspect(1e-8, "bf16")
+    s = store(1e-8, "bf16")
     assert s.stored != 0
     assert s.event == "rounded"
     # FP16's max is 65504 and the gap there is 32: 65520 is the tie, and it goes up to inf.
-    s = inspect(65520, "fp16")
+    s = store(65520, "fp16")
     assert (s.stored, s.event, s.rel_error) == (math.inf, "overflow", math.inf)
-    assert (inspect(65519, "fp16").stored, inspect(65519, "fp16").event) == (fp16.max, "rounded")
-    assert inspect(1.0, "fp16").event == "exact"
-    assert inspect(0.1, "fp16").event == "rounded"
-    assert inspect(0.1, "fp32").event == "rounded"  # a Python 0.1 is a float64
-    assert inspect(-0.0, "fp16").event == "exact"
+    assert (store(65519, "fp16").stored, store(65519, "fp16").event) == (fp16.max, "rounded")
+    assert store(1.0, "fp16").event == "exact"
+    assert store(0.1, "fp16").event == "rounded"
+    assert store(0.1, "fp32").event == "rounded"  # a Python 0.1 is a float64
+    assert store(-0.0, "fp16").event == "exact"
 
 
 def test_e4m3_beyond_max_follows_torch() -> None:
     spec = FORMATS["fp8_e4m3"]
     for value in (500.0, 1e6, math.inf, -math.inf):
         cast = torch_cast(value, "fp8_e4m3")
-        s = inspect(value, "fp8_e4m3")
+        s = store(value, "fp8_e4m3")
         assert same_float(s.stored, cast)
         if abs(cast) == spec.max:
             assert s.event == "saturated"
@@ -348,19 +348,19 @@ def test_e4m3_beyond_max_follows_torch() -> None:
     # 464 is the midpoint between max = 1.110b * 2**8 and 1.111b * 2**8 (NaN): ties go to
     # the even mantissa 110, so 464 is an ordinary rounding, and anything above it saturates.
     midpoint = spec.max + 2.0 ** (8 - 3) / 2
-    assert inspect(midpoint, "fp8_e4m3").event == "rounded"
+    assert store(midpoint, "fp8_e4m3").event == "rounded"
     above = float(np.nextafter(np.float32(midpoint), np.float32(np.inf)))
-    assert inspect(above, "fp8_e4m3").event == "saturated"
+    assert store(above, "fp8_e4m3").event == "saturated"
 
 
 def test_special_values() -> None:
     for name in LAYOUT:
-        nan = inspect(math.nan, name)
+        nan = store(math.nan, name)
         assert (nan.kind, nan.event, nan.rel_error) == ("nan", "exact", 0.0)
         if FORMATS[name].has_inf:
-            assert inspect(-math.inf, name).stored == -math.inf
-            assert inspect(-math.inf, name).event == "exact"
-    saturated = inspect(math.inf, "fp8_e4m3")
+            assert store(-math.inf, name).stored == -math.inf
+            assert store(-math.inf, name).event == "exact"
+    saturated = store(math.inf, "fp8_e4m3")
     assert saturated.event == "saturated"
     assert math.isnan(saturated.rel_error)
 
@@ -370,7 +370,7 @@ def test_nan_with_only_low_payload_bits_stays_nan(name: str) -> None:
     # Clearing FP32's low 13 bits for TF32 would turn this NaN into inf if done blindly.
     low_payload_nan = torch.tensor(0x7F800001, dtype=torch.int32).view(torch.float32)
     assert math.isnan(low_payload_nan.item())
-    s = inspect(low_payload_nan, name)
+    s = store(low_payload_nan, name)
     assert (s.kind, s.event) == ("nan", "exact")
 
 
@@ -379,7 +379,7 @@ def test_nan_with_only_low_payload_bits_stays_nan(name: str) -> None:
 @given(data=st.data())
 def test_event_and_rel_error_agree_with_stored(name: str, data: st.DataObject) -> None:
     value = data.draw(float32s_for(name))
-    s = inspect(value, name)
+    s = store(value, name)
     spec = FORMATS[name]
     if same_float(s.stored, value):
         assert (s.event, s.rel_error) == ("exact", 0.0)
@@ -399,11 +399,11 @@ def test_event_and_rel_error_agree_with_stored(name: str, data: st.DataObject) -
 
 def test_rel_error_of_one_tenth() -> None:
     expected = abs(float(np.float16(0.1)) - 0.1) / 0.1  # numpy's float16: independent rounding
-    assert inspect(0.1, "fp16").rel_error == expected
+    assert store(0.1, "fp16").rel_error == expected
 
 
 def test_str_names_format_and_event() -> None:
-    text = str(inspect(65520, "fp16"))
+    text = str(store(65520, "fp16"))
     for word in ("65520", "FP16", "inf", "overflow", "0 11111 0000000000"):
         assert word in text
 
@@ -455,8 +455,8 @@ def test_add_in_is_the_correctly_rounded_sum(name: str, data: st.DataObject) -> 
     # double-round the sum of two values of a narrower format (24 >= 2 * 11 + 2).
     magnitudes = st.floats(min_value=2.0**-14, max_value=2.0**15, width=32)
     signed = st.tuples(magnitudes, st.sampled_from([-1.0, 1.0])).map(lambda t: t[0] * t[1])
-    a = inspect(data.draw(signed), name).stored
-    b = inspect(data.draw(signed), name).stored
+    a = store(data.draw(signed), name).stored
+    b = store(data.draw(signed), name).stored
     exact = Fraction(a) + Fraction(b)
     assert float(exact) == exact
     with np.errstate(over="ignore"):  # numpy rounds float64 to half or single directly
@@ -465,7 +465,7 @@ def test_add_in_is_the_correctly_rounded_sum(name: str, data: st.DataObject) -> 
         elif name == "fp32":
             expected = float(np.float32(float(exact)))
         else:
-            expected = inspect(float(exact), name).stored
+            expected = store(float(exact), name).stored
     assert same_float(add_in(a, b, name), expected)
 
 
@@ -528,7 +528,7 @@ def test_format_table_accepts_dtypes_and_column_order() -> None:
 )
 def test_bad_fmt(fmt: object, error: type[Exception]) -> None:
     with pytest.raises(error, match=r"fmt must be one of 'fp32', 'tf32', 'fp16'"):
-        inspect(1.0, fmt)  # type: ignore[arg-type]
+        store(1.0, fmt)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -545,7 +545,7 @@ def test_bad_fmt(fmt: object, error: type[Exception]) -> None:
 )
 def test_bad_value(value: object, error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
-        inspect(value, "fp16")  # type: ignore[arg-type]
+        store(value, "fp16")  # type: ignore[arg-type]
 
 
 def test_format_table_bad_arguments() -> None:
@@ -570,7 +570,7 @@ def test_round_to_tf32_matches_inspect_elementwise(values: list[float]) -> None:
     out = round_to_tf32(torch.tensor(values, dtype=torch.float32)).tolist()
     for value, got in zip(values, out, strict=True):
         assert same_float(got, tf32_reference(value)) or (math.isnan(got) and math.isnan(value))
-        assert same_float(got, inspect(value, "tf32").stored)
+        assert same_float(got, store(value, "tf32").stored)
 
 
 def test_round_to_tf32_keeps_shape_device_and_rejects_integers() -> None:

@@ -29,9 +29,9 @@ from torch import nn
 from amp_lesson import bench
 from amp_lesson.accumulation import (
     compare_params,
-    make_deck_model,
-    make_deck_optimizer,
-    make_deck_problem,
+    make_toy_model,
+    make_toy_optimizer,
+    make_toy_problem,
     max_abs_diff,
     train_accumulated,
     train_amp_accumulated,
@@ -189,14 +189,14 @@ def test_cuda_grad_scaler_matches_the_simulator(schedule: list[bool], kwargs: di
 
 
 def _fresh():
-    model = make_deck_model(device=CUDA)
-    return model, make_deck_optimizer(model, lr=LR)
+    model = make_toy_model(device=CUDA)
+    return model, make_toy_optimizer(model, lr=LR)
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("n_accum", [2, 4, 8])
 def test_cuda_accumulation_matches_full_batch_within_the_stated_bound(n_accum: int) -> None:
-    X, y = make_deck_problem(device=CUDA)
+    X, y = make_toy_problem(device=CUDA)
     full = train_full_batch(*_fresh(), X, y, LOSS)
     accum = train_accumulated(*_fresh(), X, y, LOSS, n_accum)
     diff = compare_params(full, accum).max_abs_diff
@@ -207,7 +207,7 @@ def test_cuda_accumulation_matches_full_batch_within_the_stated_bound(n_accum: i
 @pytest.mark.cuda
 @pytest.mark.parametrize("n_accum", [1, 4])
 def test_cuda_amp_accumulation_is_close_to_fp32_full_batch(n_accum: int) -> None:
-    X, y = make_deck_problem(device=CUDA)
+    X, y = make_toy_problem(device=CUDA)
     fp32 = train_full_batch(*_fresh(), X, y, LOSS)
     amp = train_amp_accumulated(*_fresh(), X, y, LOSS, n_accum)
     assert max_abs_diff(fp32, amp) <= amp_vs_fp32_bound(X.cpu(), LR)

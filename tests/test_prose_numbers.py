@@ -104,7 +104,7 @@ def test_prose_has_no_typed_in_numbers(page: Path) -> None:
         ("The max is {glue:text}`fp16_max` and `1e-8` is a literal.", []),
         ("See pytorch#98828 (October 2024) and [x](https://a.b/1.5).", []),
         ("```{code-cell} ipython3\nx = 1e-8\n```\nAfter 1.5 steps.", ["1.5"]),
-        (":::{choice} Is 1e-8 stored?\n:id: q1\n- [x] no\n:::", ["1e-8"]),
+        (":::{selfcheck-choice} Is 1e-8 stored?\n:id: q1\n- [x] no\n:::", ["1e-8"]),
         ("$$\nx = 0.5\n$$\nmath is prose too", ["0.5"]),
     ],
 )

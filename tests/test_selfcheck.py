@@ -30,7 +30,7 @@ from myst_nb import glue
 glue("stored", 0.0)
 ```
 
-:::{choice} A gradient of `1e-8` is cast to FP16. What is the stored value?
+:::{selfcheck-choice} A gradient of `1e-8` is cast to FP16. What is the stored value?
 :id: underflow
 
 Before you answer, recall the cast:
@@ -55,7 +55,7 @@ torch.tensor(1e-8).half()
 Loss scaling keeps such gradients alive.
 :::
 
-:::{choice} A gradient of `1e-8` is cast to FP16. What is the stored value?
+:::{selfcheck-choice} A gradient of `1e-8` is cast to FP16. What is the stored value?
 :mode: eliminate
 
 - [x] zero
@@ -66,7 +66,7 @@ Loss scaling keeps such gradients alive.
   : Ruled out: that is overflow.
 :::
 
-:::{choice} Which live in FP32?
+:::{selfcheck-choice} Which live in FP32?
 :id: fp32-copies
 :mode: multiple
 
@@ -78,14 +78,14 @@ Loss scaling keeps such gradients alive.
   : Recomputed every step, so FP16 is fine.
 :::
 
-:::{predict} What comes out of the round trip?
+:::{selfcheck-predict} What comes out of the round trip?
 :id: round-trip
 :answer: `1.00e-08`, recovered
 
 Scaling lifts the value into range first.
 :::
 
-:::{sort} Which dtype does each live in?
+:::{selfcheck-sort} Which dtype does each live in?
 :id: dtypes
 :buckets: FP16 | FP32
 
@@ -96,7 +96,7 @@ Scaling lifts the value into range first.
 Volume goes to half precision.
 :::
 
-:::{step-through} Step through the shrinking gradient.
+:::{selfcheck-step-through} Step through the shrinking gradient.
 :id: shrink
 :next: What would the next row be?
 
@@ -107,7 +107,7 @@ Volume goes to half precision.
 It would be zero again.
 :::
 
-:::{refill} Refill the exponent bits.
+:::{selfcheck-refill} Refill the exponent bits.
 :id: bits
 :column: exponent bits
 
@@ -119,7 +119,7 @@ It would be zero again.
 FP32 spends its extra bits mostly on the mantissa.
 :::
 
-:::{discuss} Explain accumulation by analogy.
+:::{selfcheck-discuss} Explain accumulation by analogy.
 :id: analogy
 :hint: Find where the analogy breaks.
 :::
@@ -330,67 +330,67 @@ def test_pages_without_a_self_check_do_not_load_its_assets(tmp_path: Path) -> No
 
 BAD_INPUT = {
     "no-correct-option": (
-        ":::{choice} Which?\n- [ ] one\n  : tempts\n- [ ] two\n  : tempts\n:::\n",
+        ":::{selfcheck-choice} Which?\n- [ ] one\n  : tempts\n- [ ] two\n  : tempts\n:::\n",
         "no correct option; mark the right one with '[x]'",
     ),
     "two-correct-in-single-mode": (
-        ":::{choice} Which?\n- [x] one\n  : right\n- [x] two\n  : right\n:::\n",
+        ":::{selfcheck-choice} Which?\n- [x] one\n  : right\n- [x] two\n  : right\n:::\n",
         "2 options are marked correct (A, B) but mode 'single' has a single answer",
     ),
     "two-correct-in-eliminate-mode": (
-        ":::{choice} Which?\n:mode: eliminate\n- [x] one\n  : right\n- [x] two\n  : right\n:::\n",
+        ":::{selfcheck-choice} Which?\n:mode: eliminate\n- [x] one\n  : right\n- [x] two\n  : right\n:::\n",
         "2 options are marked correct (A, B) but mode 'eliminate' has a single answer",
     ),
     "no-options": (
-        ":::{choice} Which?\nJust prose.\n:::\n",
+        ":::{selfcheck-choice} Which?\nJust prose.\n:::\n",
         "no options; write them as a bullet list",
     ),
     "wrong-option-without-note": (
-        ":::{choice} Which?\n- [x] one\n  : right\n- [ ] two\n:::\n",
+        ":::{selfcheck-choice} Which?\n- [x] one\n  : right\n- [ ] two\n:::\n",
         "wrong option B ('two') has no note saying why it tempts",
     ),
     "predict-without-answer": (
-        ":::{predict} What comes out?\nBecause.\n:::\n",
+        ":::{selfcheck-predict} What comes out?\nBecause.\n:::\n",
         "needs :answer:",
     ),
     "unknown-bucket": (
-        ":::{sort} Sort.\n:buckets: FP16 | FP32\n- [FP16] activations\n- [BF16] weights\n:::\n",
+        ":::{selfcheck-sort} Sort.\n:buckets: FP16 | FP32\n- [FP16] activations\n- [BF16] weights\n:::\n",
         "item 2 ('weights') is in unknown bucket 'BF16'; the buckets are FP16 | FP32",
     ),
     "item-without-bucket": (
-        ":::{sort} Sort.\n:buckets: FP16 | FP32\n- [FP16] activations\n- weights\n:::\n",
+        ":::{selfcheck-sort} Sort.\n:buckets: FP16 | FP32\n- [FP16] activations\n- weights\n:::\n",
         "item 2 ('weights') does not start with its bucket in brackets",
     ),
     "empty-steps": (
-        ":::{step-through} Step through.\nThe answer.\n:::\n",
+        ":::{selfcheck-step-through} Step through.\nThe answer.\n:::\n",
         "has no steps; write the rows as a numbered list or a table",
     ),
     "steps-without-answer": (
-        ":::{step-through} Step through.\n1. one\n2. two\n:::\n",
+        ":::{selfcheck-step-through} Step through.\n1. one\n2. two\n:::\n",
         "has no answer to its next-row question",
     ),
     "refill-without-column-option": (
-        ":::{refill} Refill.\n| a | b |\n|---|---|\n| x | 1 |\n:::\n",
+        ":::{selfcheck-refill} Refill.\n| a | b |\n|---|---|\n| x | 1 |\n:::\n",
         "has no answer column; name the column the reader refills with ':column:'",
     ),
     "refill-unknown-column": (
-        ":::{refill} Refill.\n:column: bits\n| a | b |\n|---|---|\n| x | 1 |\n:::\n",
+        ":::{selfcheck-refill} Refill.\n:column: bits\n| a | b |\n|---|---|\n| x | 1 |\n:::\n",
         "its table has no answer column 'bits' (its columns are: a | b)",
     ),
     "refill-without-table": (
-        ":::{refill} Refill.\n:column: bits\nNo table.\n:::\n",
+        ":::{selfcheck-refill} Refill.\n:column: bits\nNo table.\n:::\n",
         "has no table",
     ),
     "duplicate-ids": (
-        ":::{discuss} One?\n:id: same\n:::\n\n:::{discuss} Two?\n:id: same\n:::\n",
+        ":::{selfcheck-discuss} One?\n:id: same\n:::\n\n:::{selfcheck-discuss} Two?\n:id: same\n:::\n",
         "duplicate id 'same' on this page (first used on line",
     ),
     "duplicate-derived-ids": (
-        ":::{discuss} The same question?\n:::\n\n:::{discuss} The same question?\n:::\n",
+        ":::{selfcheck-discuss} The same question?\n:::\n\n:::{selfcheck-discuss} The same question?\n:::\n",
         "give each self-check its own :id:",
     ),
     "malformed-id": (
-        ":::{discuss} One?\n:id: 2 words\n:::\n",
+        ":::{selfcheck-discuss} One?\n:id: 2 words\n:::\n",
         "must start with a letter and hold only letters, digits",
     ),
 }

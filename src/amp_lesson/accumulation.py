@@ -22,8 +22,8 @@ Mixed precision adds two rules: run only the forward pass and the loss under
 
 This module holds
 
-- the deck's problem: :func:`make_deck_problem`, :func:`make_deck_model`,
-  :func:`make_deck_optimizer`;
+- the lesson's toy problem: :func:`make_toy_problem`, :func:`make_toy_model`,
+  :func:`make_toy_optimizer`;
 - the correct loops: :func:`train_full_batch`, :func:`train_accumulated`,
   :func:`train_amp`, :func:`train_amp_accumulated`;
 - the wrong loop the book warns about, one mistake at a time:
@@ -58,9 +58,9 @@ __all__ = [
     "TrainResult",
     "compare_params",
     "grad_after_backward",
-    "make_deck_model",
-    "make_deck_optimizer",
-    "make_deck_problem",
+    "make_toy_model",
+    "make_toy_optimizer",
+    "make_toy_problem",
     "max_abs_diff",
     "train_accumulated",
     "train_amp",
@@ -111,7 +111,7 @@ class StepLog:
     ``loss`` is the loss of the whole effective batch (the value a full-batch
     loop would report), before any loss scaling. ``micro_losses`` are the
     per-micro-batch values that were back-propagated, i.e. ``loss / n_accum``
-    (the deck's "scaled_loss" column; loss scaling by the GradScaler is *not*
+    (the lesson's "scaled_loss" column; loss scaling by the GradScaler is *not*
     included). ``scale`` is the GradScaler's scale during this step's backward
     passes (``None`` without a scaler). ``found_inf`` says the gradient held an
     ``inf`` or ``NaN``; ``skipped`` says the optimizer step was not applied
@@ -137,9 +137,9 @@ class StepLog:
 class TrainResult:
     """Final parameters (detached CPU copies) and the per-step log of a loop.
 
-    >>> X, y = make_deck_problem(device="cpu")
-    >>> model = make_deck_model(device="cpu")
-    >>> result = train_full_batch(model, make_deck_optimizer(model), X, y, nn.BCEWithLogitsLoss())
+    >>> X, y = make_toy_problem(device="cpu")
+    >>> model = make_toy_model(device="cpu")
+    >>> result = train_full_batch(model, make_toy_optimizer(model), X, y, nn.BCEWithLogitsLoss())
     >>> [round(w, 5) for w in result.weight.flatten().tolist()]
     [0.03085, 0.02717]
     >>> len(result.log), result.final_scale is None
@@ -152,7 +152,7 @@ class TrainResult:
 
     @property
     def weight(self) -> torch.Tensor:
-        """The parameter called ``weight`` (the deck's only parameter)."""
+        """The parameter called ``weight`` (the toy model's only parameter)."""
         if "weight" not in self.params:
             raise AttributeError(
                 f"this model has no parameter named 'weight'; its parameters are {list(self.params)}"
@@ -182,7 +182,7 @@ class ParamComparison:
     bitwise_equal: bool
 
 
-# --------------------------------------------------------------------------- the deck
+# --------------------------------------------------------------------------- the toy problem
 
 
 def _check_dtype(name: str, dtype: Any, allowed: Sequence[torch.dtype]) -> torch.dtype:
@@ -191,14 +191,14 @@ def _check_dtype(name: str, dtype: Any, allowed: Sequence[torch.dtype]) -> torch
     return check_choice(name, dtype, allowed)
 
 
-def make_deck_problem(
+def make_toy_problem(
     seed: int = 42,
     n_samples: int = 128,
     n_features: int = 2,
     dtype: torch.dtype = torch.float32,
     device: torch.device | str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The deck's data: ``X ~ N(0, 1)`` and the label ``y = (sum of the features > 0)``.
+    """The lesson's toy data: ``X ~ N(0, 1)`` and the label ``y = (sum of the features > 0)``.
 
     The numbers are those of ``torch.manual_seed(seed); X = torch.randn(n, f)``
     (drawn from a private generator, so the global RNG is left alone), drawn
@@ -206,7 +206,7 @@ def make_deck_problem(
     the same samples. ``y`` has shape ``(n_samples, 1)``, like the model's
     output, so ``loss_fn(model(X), y)`` needs no reshaping.
 
-    >>> X, y = make_deck_problem(device="cpu")
+    >>> X, y = make_toy_problem(device="cpu")
     >>> tuple(X.shape), tuple(y.shape), y.sum().item()
     ((128, 2), (128, 1), 69.0)
     """
@@ -221,14 +221,14 @@ def make_deck_problem(
     return X.to(device=device, dtype=dtype), y.to(device=device, dtype=dtype)
 
 
-def make_deck_model(
+def make_toy_model(
     n_features: int = 2,
     dtype: torch.dtype = torch.float32,
     device: torch.device | str | None = None,
 ) -> nn.Linear:
-    """The deck's model: ``Linear(n_features, 1, bias=False)`` with a zero weight.
+    """The toy problem's model: ``Linear(n_features, 1, bias=False)`` with a zero weight.
 
-    >>> make_deck_model(device="cpu").weight
+    >>> make_toy_model(device="cpu").weight
     Parameter containing:
     tensor([[0., 0.]], requires_grad=True)
     """
@@ -240,12 +240,12 @@ def make_deck_model(
     return model
 
 
-def make_deck_optimizer(model: nn.Module, lr: float = 0.1) -> torch.optim.SGD:
-    """The deck's optimizer: plain SGD with learning rate ``lr``.
+def make_toy_optimizer(model: nn.Module, lr: float = 0.1) -> torch.optim.SGD:
+    """The toy problem's optimizer: plain SGD with learning rate ``lr``.
 
-    >>> make_deck_optimizer(make_deck_model(device="cpu")).param_groups[0]["lr"]
+    >>> make_toy_optimizer(make_toy_model(device="cpu")).param_groups[0]["lr"]
     0.1
-    >>> make_deck_optimizer(make_deck_model(device="cpu"), lr=float("nan"))
+    >>> make_toy_optimizer(make_toy_model(device="cpu"), lr=float("nan"))
     Traceback (most recent call last):
     ...
     ValueError: lr must be a finite number, got nan
@@ -384,9 +384,9 @@ def train_full_batch(
 ) -> TrainResult:
     """Plain FP32 training: one forward, backward and step on the whole batch per step.
 
-    >>> X, y = make_deck_problem(device="cpu")
-    >>> model = make_deck_model(device="cpu")
-    >>> r = train_full_batch(model, make_deck_optimizer(model), X, y, nn.BCEWithLogitsLoss())
+    >>> X, y = make_toy_problem(device="cpu")
+    >>> model = make_toy_model(device="cpu")
+    >>> r = train_full_batch(model, make_toy_optimizer(model), X, y, nn.BCEWithLogitsLoss())
     >>> round(r.log[0].loss, 5), [round(w, 5) for w in r.weight.flatten().tolist()]
     (0.69315, [0.03085, 0.02717])
     """
@@ -427,9 +427,9 @@ def train_accumulated(
     of the samples, which again gives the full batch's mean loss (for a loss
     with ``reduction="mean"``).
 
-    >>> X, y = make_deck_problem(device="cpu")
-    >>> model = make_deck_model(device="cpu")
-    >>> r = train_accumulated(model, make_deck_optimizer(model), X, y, nn.BCEWithLogitsLoss(), 4)
+    >>> X, y = make_toy_problem(device="cpu")
+    >>> model = make_toy_model(device="cpu")
+    >>> r = train_accumulated(model, make_toy_optimizer(model), X, y, nn.BCEWithLogitsLoss(), 4)
     >>> [round(v, 5) for v in r.log[0].micro_losses]
     [0.17329, 0.17329, 0.17329, 0.17329]
     >>> [round(w, 5) for w in r.weight.flatten().tolist()]
@@ -475,9 +475,9 @@ def train_amp(
     ``GradScaler(device.type, **scaler_kwargs)`` (``init_scale``,
     ``growth_factor``, ``backoff_factor``, ``growth_interval``, ``enabled``).
 
-    >>> X, y = make_deck_problem(device="cpu")
-    >>> model = make_deck_model(device="cpu")
-    >>> r = train_amp(model, make_deck_optimizer(model), X, y, nn.BCEWithLogitsLoss())
+    >>> X, y = make_toy_problem(device="cpu")
+    >>> model = make_toy_model(device="cpu")
+    >>> r = train_amp(model, make_toy_optimizer(model), X, y, nn.BCEWithLogitsLoss())
     >>> r.log[0].scale, r.log[0].skipped, [round(w, 4) for w in r.weight.flatten().tolist()]
     (65536.0, False, [0.0309, 0.0272])
     """
@@ -521,9 +521,9 @@ def train_amp_accumulated(
     ``scaler.step``, ``scaler.update``, ``zero_grad`` -- once per optimizer
     step, never per micro-batch. ``n_accum`` must divide the batch size.
 
-    >>> X, y = make_deck_problem(device="cpu")
-    >>> model = make_deck_model(device="cpu")
-    >>> r = train_amp_accumulated(model, make_deck_optimizer(model), X, y,
+    >>> X, y = make_toy_problem(device="cpu")
+    >>> model = make_toy_model(device="cpu")
+    >>> r = train_amp_accumulated(model, make_toy_optimizer(model), X, y,
     ...                           nn.BCEWithLogitsLoss(), 4)
     >>> len(r.log[0].micro_losses), r.final_scale
     (4, 65536.0)
@@ -575,14 +575,14 @@ def train_amp_mistake(
     ``False`` on an overflowing step under ``"optimizer_step"``, because the
     step is applied anyway (``found_inf`` is still ``True``).
 
-    >>> X, y = make_deck_problem(device="cpu")
-    >>> model = make_deck_model(device="cpu")
-    >>> r = train_amp_mistake(model, make_deck_optimizer(model), X, y, nn.BCEWithLogitsLoss(),
+    >>> X, y = make_toy_problem(device="cpu")
+    >>> model = make_toy_model(device="cpu")
+    >>> r = train_amp_mistake(model, make_toy_optimizer(model), X, y, nn.BCEWithLogitsLoss(),
     ...                       mistake="new_scaler_each_step", steps=3,
     ...                       scaler_kwargs={"init_scale": 2.0**40})
     >>> [(entry.scale, entry.skipped) for entry in r.log]
     [(1099511627776.0, True), (1099511627776.0, True), (1099511627776.0, True)]
-    >>> train_amp_mistake(model, make_deck_optimizer(model), X, y, nn.BCEWithLogitsLoss(),
+    >>> train_amp_mistake(model, make_toy_optimizer(model), X, y, nn.BCEWithLogitsLoss(),
     ...                   mistake="no_update", steps=2)
     Traceback (most recent call last):
     ...
@@ -645,8 +645,8 @@ def grad_after_backward(
     the accumulated gradients by parameter name. The model's parameters are
     not changed; its ``.grad`` is reset to ``None`` before and after.
 
-    >>> X, y = make_deck_problem(device="cpu")
-    >>> model = make_deck_model(device="cpu")
+    >>> X, y = make_toy_problem(device="cpu")
+    >>> model = make_toy_model(device="cpu")
     >>> good = grad_after_backward(model, X, y, nn.BCEWithLogitsLoss(), 4)
     >>> raw = grad_after_backward(model, X, y, nn.BCEWithLogitsLoss(), 4, divide=False)
     >>> (raw["weight"] / good["weight"]).tolist()
@@ -682,11 +682,11 @@ def compare_params(
 ) -> ParamComparison:
     """Max absolute difference of two runs' parameters, and whether they are bitwise equal.
 
-    >>> X, y = make_deck_problem(device="cpu")
+    >>> X, y = make_toy_problem(device="cpu")
     >>> loss_fn = nn.BCEWithLogitsLoss()
-    >>> m1, m2 = make_deck_model(device="cpu"), make_deck_model(device="cpu")
-    >>> full = train_full_batch(m1, make_deck_optimizer(m1), X, y, loss_fn)
-    >>> accum = train_accumulated(m2, make_deck_optimizer(m2), X, y, loss_fn, 4)
+    >>> m1, m2 = make_toy_model(device="cpu"), make_toy_model(device="cpu")
+    >>> full = train_full_batch(m1, make_toy_optimizer(m1), X, y, loss_fn)
+    >>> accum = train_accumulated(m2, make_toy_optimizer(m2), X, y, loss_fn, 4)
     >>> compare_params(full, accum).max_abs_diff < 1e-8
     True
     """

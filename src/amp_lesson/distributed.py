@@ -46,7 +46,7 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
 from amp_lesson._checks import check_choice, check_int, check_positive
-from amp_lesson.accumulation import make_deck_problem, train_full_batch
+from amp_lesson.accumulation import make_toy_problem, train_full_batch
 from amp_lesson.memory import make_mlp
 
 __all__ = [
@@ -218,7 +218,7 @@ def _model(seed: int) -> nn.Sequential:
 
 
 def _shard(world_size: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
-    X, y = make_deck_problem(device="cpu")
+    X, y = make_toy_problem(device="cpu")
     return X.tensor_split(world_size)[rank], y.tensor_split(world_size)[rank]
 
 
@@ -324,9 +324,9 @@ def run_ddp_accumulation(
     poison_rank: int | None = None,
     start_method: str = "spawn",
 ) -> DDPRun:
-    """Train a small MLP on the deck's problem with DDP: ``world_size`` CPU processes, gloo.
+    """Train a small MLP on the toy problem with DDP: ``world_size`` CPU processes, gloo.
 
-    The deck's 128 samples are split into ``world_size`` contiguous shards,
+    The toy problem's 128 samples are split into ``world_size`` contiguous shards,
     and each rank cuts its shard into ``n_accum`` micro-batches. Every mode
     in ``modes`` trains a fresh model for ``steps`` optimizer steps (SGD,
     ``lr``) with :func:`train_ddp_accumulated`, counting all-reduce calls
@@ -361,7 +361,7 @@ def run_ddp_accumulation(
         check_int("poison_rank", poison_rank, minimum=0)
         if poison_rank >= world_size:
             raise ValueError(f"poison_rank must be < world_size={world_size}, got {poison_rank}")
-    X, _ = make_deck_problem(device="cpu")
+    X, _ = make_toy_problem(device="cpu")
     if len(X) // world_size < n_accum:
         raise ValueError(
             f"each of the {world_size} ranks holds {len(X) // world_size} samples, "
@@ -413,7 +413,7 @@ def reference_full_batch(steps: int = 2, lr: float = 0.1, seed: int = 0) -> dict
     >>> sorted(ref)
     ['0.bias', '0.weight', '2.bias', '2.weight']
     """
-    X, y = make_deck_problem(device="cpu")
+    X, y = make_toy_problem(device="cpu")
     model = _model(seed)
     optimizer = torch.optim.SGD(model.parameters(), lr=check_positive("lr", lr))
     return train_full_batch(model, optimizer, X, y, nn.BCEWithLogitsLoss(), steps=steps).params

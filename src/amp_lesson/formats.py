@@ -5,7 +5,7 @@ how small a number can get) and a mantissa (the *precision*: how many
 significant bits survive). FP16 and BF16 are both 16 bits wide but split them
 differently, and that split decides which numbers a mixed-precision run loses:
 
->>> inspect(1e-8, "fp16").event, inspect(1e-8, "bf16").event
+>>> store(1e-8, "fp16").event, store(1e-8, "bf16").event
 ('underflow', 'rounded')
 >>> add_in(256, 1, "bf16"), add_in(256, 1, "fp16")
 (256.0, 257.0)
@@ -23,7 +23,7 @@ stored value is emulated by rounding the FP32 bit pattern to 10 mantissa bits
 A Python float is a float64. torch 2.13 converts float64 to float16,
 bfloat16 and the float8 dtypes *through float32*, so a float64 input can be
 rounded twice (``1 + 2**-11 + 2**-40`` becomes ``1.0`` in FP16, where a single
-rounding gives ``1 + 2**-10``). :func:`inspect` casts from float64 exactly as
+rounding gives ``1 + 2**-10``). :func:`store` casts from float64 exactly as
 torch does, so it reports what a tensor built from that Python float holds;
 for any value that is already a float32 the two roads agree.
 """
@@ -48,8 +48,8 @@ __all__ = [
     "Stored",
     "add_in",
     "format_table",
-    "inspect",
     "round_to_tf32",
+    "store",
     "ulp",
 ]
 
@@ -282,7 +282,7 @@ class Stored:
     ``1.0``, an overflow ``inf``, and an infinity saturated to ``max`` gives
     ``nan`` (the ratio ``inf/inf`` is undefined).
 
-    >>> s = inspect(65520, "fp16")   # one half-gap above FP16's max
+    >>> s = store(65520, "fp16")   # one half-gap above FP16's max
     >>> s.stored, s.event, s.kind, s.bits
     (inf, 'overflow', 'inf', '0111110000000000')
     """
@@ -301,7 +301,7 @@ class Stored:
     def bits(self) -> str:
         """The stored bit pattern, sign then exponent then mantissa.
 
-        >>> inspect(-2.0, "fp8_e5m2").bits
+        >>> store(-2.0, "fp8_e5m2").bits
         '11000000'
         """
         return self.sign + self.exponent + self.mantissa
@@ -329,7 +329,7 @@ def _beyond_range(spec: FormatSpec, magnitude: float) -> bool:
     return magnitude > midpoint or (magnitude == midpoint and max_is_odd)
 
 
-def _store(spec: FormatSpec, source: torch.Tensor) -> tuple[float, int]:
+def _stored_and_pattern(spec: FormatSpec, source: torch.Tensor) -> tuple[float, int]:
     """The stored value and its bit pattern (as a non-negative int of ``spec.bits``)."""
     if spec.dtype is None:  # TF32: round the FP32 pattern, keep its top 19 bits
         fp32_bits = source.to(torch.float32).view(torch.int32).item() & 0xFFFFFFFF
@@ -341,7 +341,7 @@ def _store(spec: FormatSpec, source: torch.Tensor) -> tuple[float, int]:
     return stored_tensor.item(), pattern
 
 
-def inspect(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) -> Stored:
+def store(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) -> Stored:
     """What format ``fmt`` stores for ``value``, with its bits and what happened.
 
     ``value`` is a real number (a Python float is a float64) or a 0-dim
@@ -353,7 +353,7 @@ def inspect(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) ->
     0.1 has no finite binary expansion, so every format rounds it; FP16's
     ten mantissa bits keep about three decimal digits:
 
-    >>> s = inspect(0.1, "fp16")
+    >>> s = store(0.1, "fp16")
     >>> s.stored, s.event, s.sign, s.exponent, s.mantissa
     (0.0999755859375, 'rounded', '0', '01011', '1001100110')
     >>> print(s)
@@ -361,13 +361,13 @@ def inspect(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) ->
 
     FP8 E4M3 has no infinity, and torch's cast clamps to its max instead:
 
-    >>> inspect(500.0, torch.float8_e4m3fn).stored, inspect(500.0, "fp8_e4m3").event
+    >>> store(500.0, torch.float8_e4m3fn).stored, store(500.0, "fp8_e4m3").event
     (448.0, 'saturated')
     """
     spec = _resolve(fmt)
     source = _as_tensor("value", value)
     original = source.item()
-    stored, pattern = _store(spec, source)
+    stored, pattern = _stored_and_pattern(spec, source)
 
     bit_string = format(pattern, f"0{spec.bits}b")
     sign, exponent, mantissa = (
@@ -417,14 +417,14 @@ def inspect(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) ->
 def round_to_tf32(x: torch.Tensor) -> torch.Tensor:
     """Every element of ``x`` rounded to TF32, as an FP32 tensor (TF32's emulation).
 
-    The same rounding :func:`inspect` applies to one value (FP32 bit pattern
+    The same rounding :func:`store` applies to one value (FP32 bit pattern
     rounded to 10 mantissa bits, ties to even), done on a whole tensor, so a
     matmul can be run on TF32-rounded inputs with FP32 accumulation, which is
     what a tensor core in TF32 mode computes (up to the order of the sums).
 
     >>> round_to_tf32(torch.tensor([1 + 2**-11, 1 + 3 * 2**-11, 1e-30, -0.1])).tolist()
     [1.0, 1.001953125, 9.999428271258529e-31, -0.0999755859375]
-    >>> all(round_to_tf32(torch.tensor(v)).item() == inspect(v, "tf32").stored for v in (0.1, 3e38))
+    >>> all(round_to_tf32(torch.tensor(v)).item() == store(v, "tf32").stored for v in (0.1, 3e38))
     True
     """
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
@@ -449,7 +449,7 @@ def format_table(
 ) -> list[dict[str, Any]]:
     """One row per format, as plain Python values, for the book's comparison table.
 
-    ``names`` are formats as :func:`inspect` accepts them. ``columns`` are
+    ``names`` are formats as :func:`store` accepts them. ``columns`` are
     :class:`FormatSpec` field names (default: label, the bit counts, bias and
     the limits); ``dtype`` is given as a string, ``None`` for TF32.
     :data:`COLUMN_TITLES` has a heading for each.

@@ -43,9 +43,9 @@ from torch.overrides import TorchFunctionMode
 
 from amp_lesson._checks import check_choice, check_int, check_positive
 from amp_lesson.accumulation import (
-    make_deck_model,
-    make_deck_optimizer,
-    make_deck_problem,
+    make_toy_model,
+    make_toy_optimizer,
+    make_toy_problem,
     train_amp,
     train_amp_mistake,
 )
@@ -137,7 +137,7 @@ class NormSplit:
 
 
 def compare_norm_split(norm: str = "batch", n_accum: int = 4, seed: int = 0) -> NormSplit:
-    """Run the deck's 128 samples through :func:`make_norm_model` whole and split.
+    """Run the toy problem's 128 samples through :func:`make_norm_model` whole and split.
 
     >>> bn = compare_norm_split("batch")
     >>> bn.batches_tracked, bn.output_diff > 0.1
@@ -146,7 +146,7 @@ def compare_norm_split(norm: str = "batch", n_accum: int = 4, seed: int = 0) -> 
     True
     """
     check_int("n_accum", n_accum, minimum=1)
-    X, y = make_deck_problem(device="cpu")
+    X, y = make_toy_problem(device="cpu")
     full, split = make_norm_model(norm, seed), make_norm_model(norm, seed)
     loss_fn = nn.BCEWithLogitsLoss()
     out_full = full(X)
@@ -318,8 +318,8 @@ def _windows(n_micro: int, n_accum: int) -> list[range]:
 def window_rows(n_micro: int = 10, n_accum: int = 4, micro_size: int = 16) -> list[dict[str, Any]]:
     """Per accumulation window: the accumulated gradient's length relative to the window's true mean gradient.
 
-    ``n_micro`` micro-batches of ``micro_size`` samples of the deck's problem
-    (at the deck model's zero start), stepped every ``n_accum`` of them.
+    ``n_micro`` micro-batches of ``micro_size`` samples of the toy problem
+    (at the toy model's zero start), stepped every ``n_accum`` of them.
     ``"divide by n_accum"`` is the usual loop; ``"divide by window"`` divides
     by the number of micro-batches the window really holds. A ratio of 1
     means the window's gradient is that of its mean loss.
@@ -330,9 +330,9 @@ def window_rows(n_micro: int = 10, n_accum: int = 4, micro_size: int = 16) -> li
     check_int("n_micro", n_micro, minimum=1)
     check_int("n_accum", n_accum, minimum=1)
     check_int("micro_size", micro_size, minimum=1)
-    X, y = make_deck_problem(n_samples=n_micro * micro_size, device="cpu")
+    X, y = make_toy_problem(n_samples=n_micro * micro_size, device="cpu")
     xs, ys = X.split(micro_size), y.split(micro_size)
-    model, loss_fn = make_deck_model(device="cpu"), nn.BCEWithLogitsLoss()
+    model, loss_fn = make_toy_model(device="cpu"), nn.BCEWithLogitsLoss()
 
     def grad(indices: Sequence[int], divisor: int | None) -> torch.Tensor:
         model.zero_grad(set_to_none=True)
@@ -493,7 +493,7 @@ def collapse_then_good_step(
 ) -> list[dict[str, Any]]:
     """A real GradScaler fed ``n_bad`` steps of NaN data, then ``n_good`` clean ones.
 
-    The deck's model and problem under fp16 autocast with
+    The toy model and problem under fp16 autocast with
     ``GradScaler(device.type)`` (default settings); the first sample's
     feature is NaN during the bad steps. One row per step: the scale the loss
     was multiplied by, ``inv_scale`` as ``unscale_`` computes it
@@ -507,11 +507,11 @@ def collapse_then_good_step(
     check_int("n_bad", n_bad, minimum=0)
     check_int("n_good", n_good, minimum=0)
     device = resolve_device(device)
-    X, y = make_deck_problem(device=device)
+    X, y = make_toy_problem(device=device)
     X_bad = X.clone()
     X_bad[0, 0] = math.nan
-    model = make_deck_model(device=device)
-    optimizer = make_deck_optimizer(model)
+    model = make_toy_model(device=device)
+    optimizer = make_toy_optimizer(model)
     scaler = torch.amp.GradScaler(device.type)
     loss_fn = nn.BCEWithLogitsLoss()
     rows = []
@@ -551,7 +551,7 @@ def clipping_rows(
     init_scales: Sequence[float] = (2.0**16, 2.0**-4),
     device: torch.device | str | None = None,
 ) -> list[dict[str, Any]]:
-    """One fp16 AMP step on the deck's problem with gradient clipping, right and wrong.
+    """One fp16 AMP step on the toy problem with gradient clipping, right and wrong.
 
     For each initial scale, the correct loop (``unscale_`` then clip) and the
     mistake ``"clip_before_unscale"`` of
@@ -565,13 +565,13 @@ def clipping_rows(
     """
     check_positive("clip_norm", clip_norm)
     device = resolve_device(device)
-    X, y = make_deck_problem(device=device)
+    X, y = make_toy_problem(device=device)
     loss_fn = nn.BCEWithLogitsLoss()
     rows = []
     for init_scale in init_scales:
         for loop in ("unscale_, then clip", "clip, then step (no unscale_)"):
-            model = make_deck_model(device=device)
-            optimizer = make_deck_optimizer(model)
+            model = make_toy_model(device=device)
+            optimizer = make_toy_optimizer(model)
             kwargs = {"scaler_kwargs": {"init_scale": init_scale}, "clip_norm": clip_norm}
             if loop.startswith("unscale_"):
                 result = train_amp(model, optimizer, X, y, loss_fn, **kwargs)
@@ -614,7 +614,7 @@ def scaler_extra_calls(
 ) -> tuple[dict[str, int], bool]:
     """The torch calls a GradScaler adds to one AMP step, and whether it changed the result.
 
-    Runs two steps of the deck's problem under ``autocast(dtype)`` with an
+    Runs two steps of the toy problem under ``autocast(dtype)`` with an
     enabled and a disabled ``GradScaler(device.type)``, counts the torch
     calls of the second step (the first creates the scaler's tensors) and
     returns the calls only the enabled scaler made, with whether the two
@@ -625,12 +625,12 @@ def scaler_extra_calls(
     (True, True, 1)
     """
     device = resolve_device(device)
-    X, y = make_deck_problem(device=device)
+    X, y = make_toy_problem(device=device)
     loss_fn = nn.BCEWithLogitsLoss()
     counts, weights = [], []
     for enabled in (True, False):
-        model = make_deck_model(device=device)
-        optimizer = make_deck_optimizer(model)
+        model = make_toy_model(device=device)
+        optimizer = make_toy_optimizer(model)
         scaler = torch.amp.GradScaler(device.type, enabled=enabled)
         for _ in range(2):
             with _CallCounter() as counter:
@@ -658,9 +658,9 @@ def scaler_on_bf16_params(device: torch.device | str | None = None) -> dict[str,
     True
     """
     device = resolve_device(device)
-    X, y = make_deck_problem(device=device)
-    model = make_deck_model(device=device).to(torch.bfloat16)
-    optimizer = make_deck_optimizer(model)
+    X, y = make_toy_problem(device=device)
+    model = make_toy_model(device=device).to(torch.bfloat16)
+    optimizer = make_toy_optimizer(model)
     scaler = torch.amp.GradScaler(device.type)
     loss = nn.BCEWithLogitsLoss()(model(X.bfloat16()), y.bfloat16())
     scaler.scale(loss).backward()
@@ -679,7 +679,7 @@ def scheduler_after_skipped_step(
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """An AMP loop with ``ExponentialLR(gamma=0.5)`` whose first step GradScaler skips.
 
-    ``init_scale=2**18`` makes the deck's scaled fp16 gradients overflow on
+    ``init_scale=2**18`` makes the toy problem's scaled fp16 gradients overflow on
     step 1 (and only there), so GradScaler skips it and halves the scale. With
     ``guard=False`` the scheduler steps every iteration; with ``guard=True``
     only when the scale did not drop in ``update()`` (i.e. the optimizer
@@ -698,9 +698,9 @@ def scheduler_after_skipped_step(
         raise TypeError(f"guard must be True or False, got {guard!r}")
     check_int("steps", steps, minimum=1)
     device = resolve_device(device)
-    X, y = make_deck_problem(device=device)
-    model = make_deck_model(device=device)
-    optimizer = make_deck_optimizer(model)
+    X, y = make_toy_problem(device=device)
+    model = make_toy_model(device=device)
+    optimizer = make_toy_optimizer(model)
     scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=0.5)
     scaler = torch.amp.GradScaler(device.type, init_scale=2.0**18)
     rows = []

@@ -5,6 +5,8 @@ Loaded from ``docs/conf.py`` as ``amp_lesson.sphinxext``. It wires up:
 - :mod:`.book` -- the execution cache keyed on the package's source, the
   check that every page really executed, MathML math (no CDN), and the
   notebook download and Colab buttons;
+- :mod:`.corrections` -- the boxes where the lesson and the run disagree,
+  and the page that gathers them;
 - :mod:`.selfcheck` -- the interactive self-check directives.
 
 This is the only part of ``amp_lesson`` that imports Sphinx.
@@ -20,13 +22,9 @@ from amp_lesson import __version__
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
-    from amp_lesson.sphinxext import book
+    from amp_lesson.sphinxext import book, corrections, selfcheck
 
     book.setup(app)
-    try:
-        from amp_lesson.sphinxext import selfcheck
-    except ImportError:  # pragma: no cover - the directives are optional while drafting
-        pass
-    else:
-        selfcheck.setup(app)
+    corrections.setup(app)
+    selfcheck.setup(app)
     return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True}

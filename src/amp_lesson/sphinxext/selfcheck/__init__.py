@@ -2,13 +2,13 @@
 
 Directives (see :mod:`.directives` and ``docs/guide/selfchecks.md``):
 
-- ``{choice}`` -- multiple choice; ``:mode: multiple`` for choose-all-that-apply,
+- ``{selfcheck-choice}`` -- multiple choice; ``:mode: multiple`` for choose-all-that-apply,
   ``:mode: eliminate`` to strike the wrong options one at a time;
-- ``{predict}`` -- commit a prediction, then see the answer beside it;
-- ``{sort}`` -- sort items into buckets;
-- ``{step-through}`` -- reveal rows one at a time, then say what the next row is;
-- ``{refill}`` -- refill a table's column from memory and compare;
-- ``{discuss}`` -- an open prompt with a hint.
+- ``{selfcheck-predict}`` -- commit a prediction, then see the answer beside it;
+- ``{selfcheck-sort}`` -- sort items into buckets;
+- ``{selfcheck-step-through}`` -- reveal rows one at a time, then say what the next row is;
+- ``{selfcheck-refill}`` -- refill a table's column from memory and compare;
+- ``{selfcheck-discuss}`` -- an open prompt with a hint.
 
 Each renders a complete static page first (answers behind native
 ``<details>``); ``static/selfcheck.js`` then upgrades the markup in place.

@@ -279,7 +279,7 @@ class SelfCheckDirective(SphinxDirective):
 
 
 class ChoiceDirective(SelfCheckDirective):
-    """``{choice}``: multiple choice, choose-all-that-apply, or eliminate the wrong options.
+    """``{selfcheck-choice}``: multiple choice, choose-all-that-apply, or eliminate the wrong options.
 
     The first bullet list of the body holds the options; ``[x]`` marks a right
     one. Each option's nested content is its note: for the right option, why
@@ -436,7 +436,7 @@ class ChoiceDirective(SelfCheckDirective):
 
 
 class PredictDirective(SelfCheckDirective):
-    """``{predict}``: the reader commits a prediction before the answer is revealed.
+    """``{selfcheck-predict}``: the reader commits a prediction before the answer is revealed.
 
     ``:answer:`` is the answer (inline MyST); the body is the explanation.
     """
@@ -468,7 +468,7 @@ class PredictDirective(SelfCheckDirective):
 
 
 class SortDirective(SelfCheckDirective):
-    """``{sort}``: sort items into buckets.
+    """``{selfcheck-sort}``: sort items into buckets.
 
     ``:buckets: FP16 | FP32`` names the buckets; each item of the body's list
     starts with its bucket in brackets, ``- [FP16] activations``, and may nest
@@ -569,7 +569,7 @@ class SortDirective(SelfCheckDirective):
 
 
 class StepThroughDirective(SelfCheckDirective):
-    """``{step-through}``: rows revealed one at a time, then "what would the next row be?".
+    """``{selfcheck-step-through}``: rows revealed one at a time, then "what would the next row be?".
 
     The rows are the body's first list or table; ``:next:`` asks the closing
     question (inline MyST) and the content after the rows answers it.
@@ -627,7 +627,7 @@ class StepThroughDirective(SelfCheckDirective):
 
 
 class RefillDirective(SelfCheckDirective):
-    """``{refill}``: a table with a column the reader fills in from memory.
+    """``{selfcheck-refill}``: a table with a column the reader fills in from memory.
 
     ``:column:`` names the column (its header text, or its number counted
     from 1; several with ``|``). Each of its cells becomes a ``<details>``
@@ -744,7 +744,7 @@ class RefillDirective(SelfCheckDirective):
 
 
 class DiscussDirective(SelfCheckDirective):
-    """``{discuss}``: an open question, with an optional ``:hint:`` behind ``<details>``.
+    """``{selfcheck-discuss}``: an open question, with an optional ``:hint:`` behind ``<details>``.
 
     The body adds to the prompt. There is nothing to check; the script gives
     the reader a box for their answer, kept in their browser.
@@ -770,11 +770,18 @@ class DiscussDirective(SelfCheckDirective):
         return parts
 
 
+PREFIX = "selfcheck-"
+"""Every directive's name starts with this, so none can collide with another
+extension's (sphinx-design's ``{steps}`` once did)."""
+
 DIRECTIVES: dict[str, type[SelfCheckDirective]] = {
-    "choice": ChoiceDirective,
-    "predict": PredictDirective,
-    "sort": SortDirective,
-    "step-through": StepThroughDirective,
-    "refill": RefillDirective,
-    "discuss": DiscussDirective,
+    f"{PREFIX}{name}": cls
+    for name, cls in (
+        ("choice", ChoiceDirective),
+        ("predict", PredictDirective),
+        ("sort", SortDirective),
+        ("step-through", StepThroughDirective),
+        ("refill", RefillDirective),
+        ("discuss", DiscussDirective),
+    )
 }

@@ -1,0 +1,190 @@
+"""Where the lesson and the run disagree: one kind of box, and the page that gathers them.
+
+The chapter follows a lesson's slides and reruns every result they state.
+Where the run says otherwise, the page shows a box written with
+``{lesson-correction}``::
+
+    :::{lesson-correction} The smallest normal
+    The lesson says ... ; the run shows ...
+    :::
+
+It renders as a warning titled "Where the lesson and the run disagree" (and
+the optional subject). ``{lesson-corrections}``, placed on one page, lists
+every such box of the book in reading order, each under a link to the page it
+stands on and a link back to the box itself, so a reader or an instructor sees
+all of them together. The list is built from the boxes themselves: a box
+cannot be left out of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from docutils import nodes
+from docutils.parsers.rst import directives
+from sphinx import addnodes
+from sphinx.application import Sphinx
+from sphinx.environment import BuildEnvironment
+from sphinx.environment.collectors import EnvironmentCollector
+from sphinx.transforms.post_transforms import SphinxPostTransform
+from sphinx.util import docname_join
+from sphinx.util.docutils import SphinxDirective
+
+TITLE = "Where the lesson and the run disagree"
+BOX_CLASS = "lesson-correction"
+
+
+class correction_list(nodes.General, nodes.Element):
+    """Placeholder for ``{lesson-corrections}``, replaced once every page is read."""
+
+
+class LessonCorrection(SphinxDirective):
+    """``{lesson-correction} [subject]``: a box that says where the lesson and the run disagree."""
+
+    has_content = True
+    optional_arguments = 1
+    final_argument_whitespace = True
+    option_spec: ClassVar[dict[str, Any]] = {"name": directives.unchanged}
+
+    def run(self) -> list[nodes.Node]:
+        if not self.content:
+            raise self.error(
+                "lesson-correction needs a body: what the lesson says and what the run showed"
+            )
+        subject = self.arguments[0].strip() if self.arguments else ""
+        title_text = f"{TITLE}: {subject}" if subject else TITLE
+        box = nodes.admonition("", classes=["admonition", "warning", BOX_CLASS])
+        self.set_source_info(box)
+        textnodes, messages = self.parse_inline(title_text, lineno=self.lineno)
+        title = nodes.title(title_text, "", *textnodes)
+        self.set_source_info(title)
+        box += title
+        box += messages
+        box.extend(self.parse_content_to_nodes())
+        serial = self.env.new_serialno(BOX_CLASS)
+        box["ids"].append(f"{BOX_CLASS}-{serial}")
+        self.add_name(box)
+        return [box]
+
+
+class LessonCorrections(SphinxDirective):
+    """``{lesson-corrections}``: every ``{lesson-correction}`` box of the book, in reading order."""
+
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        node = correction_list("")
+        self.set_source_info(node)
+        return [node]
+
+
+class CorrectionCollector(EnvironmentCollector):
+    """Keeps a copy of every correction box, per page; survives parallel reads."""
+
+    def clear_doc(self, app: Sphinx, env: BuildEnvironment, docname: str) -> None:
+        _store(env).pop(docname, None)
+
+    def merge_other(
+        self, app: Sphinx, env: BuildEnvironment, docnames: set[str], other: BuildEnvironment
+    ) -> None:
+        theirs = _store(other)
+        for docname in docnames:
+            if docname in theirs:
+                _store(env)[docname] = theirs[docname]
+
+    def process_doc(self, app: Sphinx, doctree: nodes.document) -> None:
+        boxes = [
+            box.deepcopy()
+            for box in doctree.findall(nodes.admonition)
+            if BOX_CLASS in box["classes"]
+        ]
+        if boxes:
+            _store(app.env)[app.env.current_document.docname] = boxes
+        else:
+            _store(app.env).pop(app.env.current_document.docname, None)
+
+
+def _store(env: BuildEnvironment) -> dict[str, list[nodes.admonition]]:
+    if not hasattr(env, "amp_lesson_corrections"):
+        env.amp_lesson_corrections = {}  # type: ignore[attr-defined]
+    return env.amp_lesson_corrections  # type: ignore[attr-defined, no-any-return]
+
+
+def reading_order(env: BuildEnvironment, root: str) -> list[str]:
+    """Every document reachable from ``root`` through the toctrees, depth first."""
+    order: list[str] = []
+    stack = [root]
+    while stack:
+        doc = stack.pop()
+        if doc in order:
+            continue
+        order.append(doc)
+        stack.extend(reversed(env.toctree_includes.get(doc, [])))
+    return order
+
+
+class ExpandCorrectionLists(SphinxPostTransform):
+    """Replace each ``{lesson-corrections}`` with copies of all the boxes.
+
+    It runs before Sphinx resolves cross-references (priority 10), so a
+    ``{ref}`` or ``{doc}`` inside a copied box resolves like any other on
+    this page.
+    """
+
+    default_priority = 5
+
+    def run(self, **kwargs: Any) -> None:
+        placeholders = list(self.document.findall(correction_list))
+        if not placeholders:
+            return
+        store = _store(self.env)
+        order = reading_order(self.env, self.config.root_doc)
+        docs = [d for d in order if d in store] + sorted(d for d in store if d not in order)
+        here = self.env.current_document.docname
+        for placeholder in placeholders:
+            content: list[nodes.Node] = []
+            for docname in docs:
+                title = self.env.titles.get(docname)
+                heading = nodes.paragraph(classes=["lesson-correction-source"])
+                ref = addnodes.pending_xref(
+                    "", refdomain="std", reftype="doc", reftarget="/" + docname,
+                    refdoc=here, refexplicit=True, refwarn=True,
+                )  # fmt: skip
+                ref += nodes.inline("", title.astext() if title else docname)
+                heading += nodes.Text("On ")
+                heading += ref
+                content.append(heading)
+                for box in store[docname]:
+                    copy = box.deepcopy()
+                    target = copy["ids"][0] if copy["ids"] else ""
+                    copy["ids"] = []
+                    copy["names"] = []
+                    for xref in copy.findall(addnodes.pending_xref):
+                        # Sphinx resolves a reference relative to its refdoc: make a
+                        # {doc} target absolute first, then resolve everything from here.
+                        if xref.get("reftype") == "doc":
+                            origin = xref.get("refdoc", docname)
+                            xref["reftarget"] = "/" + docname_join(origin, xref["reftarget"])
+                        xref["refdoc"] = here
+                    back = nodes.paragraph(classes=["lesson-correction-back"])
+                    back_ref = nodes.reference(
+                        "", "Read it in place", internal=True,
+                        refuri=self.app.builder.get_relative_uri(here, docname) + f"#{target}",
+                    )  # fmt: skip
+                    back += back_ref
+                    copy += back
+                    content.append(copy)
+            placeholder.replace_self(content or [nodes.paragraph(text="No box disagrees yet.")])
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    """Register the two directives, the collector and the list's expansion."""
+    app.add_node(correction_list)
+    app.add_directive("lesson-correction", LessonCorrection)
+    app.add_directive("lesson-corrections", LessonCorrections)
+    app.add_env_collector(CorrectionCollector)
+    app.add_post_transform(ExpandCorrectionLists)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+__all__ = ["BOX_CLASS", "TITLE", "reading_order", "setup"]

@@ -1,0 +1,90 @@
+"""Every box where the lesson and the run disagree is gathered on one page, linked both ways."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from bs4 import BeautifulSoup
+from helpers import DOCS, built_pages, sphinx_build
+
+CORRECTIONS_PAGE = "corrections.html"
+
+
+def _soup(path: Path) -> BeautifulSoup:
+    return BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+
+
+def _boxes_on_pages(html: Path) -> dict[str, list[str]]:
+    """Page -> ids of its correction boxes, for every page but the one that gathers them."""
+    found = {}
+    for page in built_pages(html):
+        if page == CORRECTIONS_PAGE:
+            continue
+        ids = [box["id"] for box in _soup(html / page).select("article div.lesson-correction")]
+        if ids:
+            found[page] = ids
+    return found
+
+
+@pytest.mark.book
+def test_the_corrections_page_lists_every_box_and_links_back(built_book: Path) -> None:
+    on_pages = _boxes_on_pages(built_book)
+    assert sum(map(len, on_pages.values())) >= 10, on_pages  # the lesson's corrections at least
+    listed = _soup(built_book / CORRECTIONS_PAGE).select("article div.lesson-correction")
+    back_links = [box.select_one("p.lesson-correction-back a")["href"] for box in listed]
+    expected = [f"{page}#{box_id}" for page, ids in on_pages.items() for box_id in ids]
+    assert sorted(back_links) == sorted(expected)
+    for link in back_links:  # each back link lands on its box
+        page, anchor = link.split("#")
+        assert _soup(built_book / page).find(id=anchor) is not None, link
+
+
+def test_no_page_writes_a_correction_box_by_hand() -> None:
+    """A hand-made admonition would be left off the corrections page; use the directive."""
+    by_hand = re.compile(r"\{admonition\}\s*Where the lesson", re.IGNORECASE)
+    pages = [p for p in DOCS.rglob("*.md") if "_build" not in p.parts]
+    offenders = [p.name for p in pages if by_hand.search(p.read_text(encoding="utf-8"))]
+    assert offenders == []
+
+
+def test_a_box_added_to_any_page_appears_on_the_list(tmp_path: Path) -> None:
+    """In a small book built in parallel, boxes from two pages are listed in reading order."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text(
+        'extensions = ["myst_parser", "amp_lesson.sphinxext.corrections"]\n'
+        'myst_enable_extensions = ["colon_fence"]\n'
+    )
+    (src / "index.md").write_text("# Book\n\n```{toctree}\nb\na\nlist\n```\n", encoding="utf-8")
+    for name, claim in (("a", "Alpha"), ("b", "Beta")):
+        (src / f"{name}.md").write_text(
+            f"# Page {name}\n\n(sec-{name})=\n## Part\n\n"
+            f":::{{lesson-correction}} {claim}\n"
+            f"The lesson says {claim}; see {{ref}}`sec-{name}`.\n:::\n",
+            encoding="utf-8",
+        )
+    (src / "list.md").write_text("# All\n\n```{lesson-corrections}\n```\n", encoding="utf-8")
+    sphinx_build(src, tmp_path / "html")
+    listed = _soup(tmp_path / "html" / "list.html").select("div.lesson-correction")
+    titles = [box.select_one("p.admonition-title").get_text() for box in listed]
+    assert titles == [
+        "Where the lesson and the run disagree: Beta",
+        "Where the lesson and the run disagree: Alpha",
+    ]
+    ref = listed[0].select_one("a.reference.internal")
+    assert ref["href"] == "b.html#sec-b"  # a {ref} in a copied box resolves from the list page
+
+
+def test_a_box_without_a_body_fails_the_build(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text(
+        'extensions = ["myst_parser", "amp_lesson.sphinxext.corrections"]\n'
+        'myst_enable_extensions = ["colon_fence"]\n'
+    )
+    (src / "index.md").write_text("# Book\n\n:::{lesson-correction}\n:::\n", encoding="utf-8")
+    proc = sphinx_build(src, tmp_path / "html", check=False)
+    assert proc.returncode != 0
+    assert "lesson-correction needs a body" in proc.stdout + proc.stderr
