@@ -18,6 +18,7 @@ from amp_lesson.accumulation import (
     StepLog,
     TrainResult,
     compare_params,
+    first_step_bound,
     grad_after_backward,
     make_toy_model,
     make_toy_optimizer,
@@ -538,3 +539,65 @@ def test_compare_params_rejects_mismatches() -> None:
         compare_params(a, {"weight": torch.zeros(2)})
     with pytest.raises(TypeError, match=r"b must be a TrainResult or a dict of tensors"):
         max_abs_diff(a, [0.0, 0.0])
+
+
+# --------------------------------------------------------------------------- the first-step bound
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    log2_batch=st.integers(3, 8),
+    log2_accum=st.integers(0, 3),
+    features=st.integers(1, 6),
+    spread=st.floats(0.1, 10.0),
+    lr=st.floats(1e-3, 1.0),
+)
+def test_the_first_amp_step_stays_within_its_derived_bound(
+    seed, log2_batch, log2_accum, features, spread, lr
+):
+    """Random problems, batch sizes and splits: the FP16 step never leaves the bound."""
+    batch, n_accum = 2**log2_batch, 2 ** min(log2_accum, log2_batch)
+    generator = torch.Generator().manual_seed(seed)
+    X = torch.randn(batch, features, generator=generator) * spread
+    y = (torch.rand(batch, 1, generator=generator) < 0.5).float()
+    loss_fn = nn.BCEWithLogitsLoss()
+    # The bound assumes no overflow: the largest power-of-two scale whose scaled
+    # per-micro-batch gradient stays below half of FP16's max.
+    worst = X.abs().max().item() * (batch // n_accum) / (2 * batch)
+    scale = 2.0 ** min(16, math.floor(math.log2(32768 / worst)))
+    m1, m2 = make_toy_model(features, device=CPU), make_toy_model(features, device=CPU)
+    amp = train_amp_accumulated(
+        m1, make_toy_optimizer(m1, lr), X, y, loss_fn, n_accum,
+        scaler_kwargs={"init_scale": scale},
+    )  # fmt: skip
+    fp32 = train_full_batch(m2, make_toy_optimizer(m2, lr), X, y, loss_fn)
+    assert not amp.log[0].skipped
+    bound = first_step_bound(X, y, lr, n_accum)
+    assert ((amp.weight.double() - fp32.weight.double()).abs() <= bound).all()
+
+
+def test_a_bound_relative_to_the_gradient_itself_fails_where_terms_cancel():
+    """Feature 1's terms nearly cancel: the error is far above 3u |g|, yet within the bound."""
+    a = torch.randn(64, 1, generator=torch.Generator().manual_seed(0))
+    X = torch.cat([torch.cat([a, a], 1), torch.cat([-a, a + 1e-4], 1)])
+    y = torch.cat([torch.ones(64, 1), torch.zeros(64, 1)])
+    m1, m2 = make_toy_model(device=CPU), make_toy_model(device=CPU)
+    amp = train_amp_accumulated(m1, make_toy_optimizer(m1), X, y, LOSS, 4)
+    fp32 = train_full_batch(m2, make_toy_optimizer(m2), X, y, LOSS)
+    diff = (amp.weight - fp32.weight).abs().double()
+    grad = grad_after_backward(make_toy_model(device=CPU), X, y, LOSS, 1)["weight"].double()
+    assert diff[0, 1] > 3 * U16 * LR * grad[0, 1].abs()  # "off by at most 3u of its size": no
+    assert (diff <= first_step_bound(X, y, LR, 4)).all()
+
+
+def test_the_bound_rejects_bad_input():
+    X, y = make_toy_problem(device=CPU)
+    with pytest.raises(ValueError, match="n_accum must divide the batch size 128"):
+        first_step_bound(X, y, 0.1, 3)
+    with pytest.raises(ValueError, match="lr must be"):
+        first_step_bound(X, y, -0.1)
+    with pytest.raises(ValueError, match="y must hold one label per sample"):
+        first_step_bound(X, y[:5], 0.1)
+    with pytest.raises(TypeError, match=r"X must be a torch\.Tensor"):
+        first_step_bound(X.tolist(), y, 0.1)

@@ -57,6 +57,7 @@ __all__ = [
     "StepLog",
     "TrainResult",
     "compare_params",
+    "first_step_bound",
     "grad_after_backward",
     "make_toy_model",
     "make_toy_optimizer",
@@ -469,7 +470,8 @@ def train_amp(
 ) -> TrainResult:
     """Mixed precision on the whole batch: autocast + ``torch.amp.GradScaler``.
 
-    Only the forward pass and the loss run under autocast; ``backward`` runs
+    The same loop as :func:`train_amp_accumulated` with one micro-batch per
+    step. Only the forward pass and the loss run under autocast; ``backward`` runs
     outside it. With ``clip_norm`` the gradients are unscaled first, so the
     threshold applies to the true gradient. ``scaler_kwargs`` go to
     ``GradScaler(device.type, **scaler_kwargs)`` (``init_scale``,
@@ -481,23 +483,10 @@ def train_amp(
     >>> r.log[0].scale, r.log[0].skipped, [round(w, 4) for w in r.weight.flatten().tolist()]
     (65536.0, False, [0.0309, 0.0272])
     """
-    _check_amp_args(dtype, clip_norm)
-    X, y, device = _prepare(model, optimizer, X, y, loss_fn, steps=steps, device=device)
-    scaler = _make_scaler(device, scaler_kwargs)
-    log = []
-    optimizer.zero_grad()
-    for step in range(1, steps + 1):
-        with torch.autocast(device.type, dtype=dtype):  # forward and loss only
-            loss = loss_fn(model(X), y)
-        scaler.scale(loss).backward()
-        log.append(_record(step, [loss.detach()], model, scaler))  # bookkeeping for the book
-        if clip_norm is not None:
-            scaler.unscale_(optimizer)  # clip the true gradient, not the scaled one
-            clip_grad_norm_(model.parameters(), clip_norm)
-        scaler.step(optimizer)  # skips the step if the gradient holds inf/NaN
-        scaler.update()  # shrink the scale after an overflow, grow it after a streak
-        optimizer.zero_grad()
-    return _result(model, log, scaler)
+    return train_amp_accumulated(
+        model, optimizer, X, y, loss_fn, 1, steps=steps, scaler_kwargs=scaler_kwargs,
+        dtype=dtype, clip_norm=clip_norm, device=device,
+    )  # fmt: skip
 
 
 def train_amp_accumulated(
@@ -718,3 +707,90 @@ def max_abs_diff(
     0.25
     """
     return compare_params(a, b).max_abs_diff
+
+
+# --------------------------------------------------------------------------- error bound
+
+
+def first_step_bound(
+    X: torch.Tensor,
+    y: torch.Tensor,
+    lr: float,
+    n_accum: int = 1,
+) -> torch.Tensor:
+    """A bound on how far one FP16 AMP step can land from the FP32 step, per weight.
+
+    The setting is the toy problem's first step: a linear model without bias
+    starting at zero weights, ``BCEWithLogitsLoss`` (mean), plain SGD with
+    learning rate ``lr``, the batch ``X`` cut into ``n_accum`` micro-batches of
+    ``m`` samples, FP16 autocast and a power-of-two loss scale under which the
+    scaled gradient terms neither overflow nor leave FP16's normal range. At zero weights every logit is exactly ``0``,
+    so the gradient of weight ``j`` is ``g_j = sum_i d_i X_ij`` with
+    ``d_i = (1/2 - y_i) / B``.
+
+    Under autocast three roundings to FP16 reach it: ``X`` for the matrix
+    multiply, the gradient arriving at the logits, and the product's result;
+    each is off by at most ``u = 2**-11`` of what it rounds. The multiply then
+    adds ``m`` terms, which a kernel may do in FP16: at most
+    ``gamma = (m - 1) u / (1 - (m - 1) u)`` of the sum of their magnitudes
+    (Higham's bound for a sum). All of these are relative to
+    ``A_j = sum_i |d_i X_ij|``, not to ``|g_j|``: the terms have both signs, and
+    where they cancel, ``|g_j|`` is far smaller than the error they carry.
+    So, to first order in ``u``,
+
+        |w_amp_j - w_fp32_j| <= lr (3u + gamma) A_j  +  FP32 rounding,
+
+    where the FP32 part (the reference's own sum, the ``+=`` into ``.grad``,
+    the product with ``lr``) adds ``(B + n_accum + 4) 2**-24`` of the same
+    scale. The bound holds whatever precision the kernel accumulates in; one
+    that accumulates in FP32 stays near ``2u``. Later steps are not covered:
+    once the weights are non-zero the logits are rounded to FP16 too.
+
+    Parameters
+    ----------
+    X, y
+        The batch: ``X`` of shape ``(B, features)``, ``y`` of ``B`` labels.
+    lr
+        SGD's learning rate.
+    n_accum
+        Micro-batches per step; it must divide ``B``.
+
+    Returns
+    -------
+    torch.Tensor
+        The bound for each weight, shape ``(1, features)``, float64.
+
+    Examples
+    --------
+    >>> X, y = make_toy_problem(device="cpu")
+    >>> bound = first_step_bound(X, y, lr=0.1, n_accum=4)
+    >>> model = make_toy_model(device="cpu")
+    >>> loss_fn = nn.BCEWithLogitsLoss()
+    >>> amp = train_amp_accumulated(model, make_toy_optimizer(model), X, y, loss_fn, 4)
+    >>> model = make_toy_model(device="cpu")
+    >>> fp32 = train_full_batch(model, make_toy_optimizer(model), X, y, loss_fn)
+    >>> bool(((amp.weight - fp32.weight).abs() <= bound).all())
+    True
+    """
+    for name, value in (("X", X), ("y", y)):
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    if X.dim() != 2 or len(X) == 0:
+        raise ValueError(
+            f"X must have shape (batch, features) with batch >= 1, got {tuple(X.shape)}"
+        )
+    if y.numel() != len(X):
+        raise ValueError(f"y must hold one label per sample ({len(X)}), got {y.numel()}")
+    lr = check_positive("lr", lr)
+    check_int("n_accum", n_accum, minimum=1)
+    batch = len(X)
+    if batch % n_accum:
+        raise ValueError(f"n_accum must divide the batch size {batch}, got {n_accum}")
+    u16, u32 = 2.0**-11, 2.0**-24
+    m = batch // n_accum
+    gamma = (m - 1) * u16 / (1 - (m - 1) * u16)
+    d = (0.5 - y.detach().double().reshape(-1, 1).cpu()) / batch
+    magnitude = (d.abs() * X.detach().double().cpu().abs()).sum(dim=0, keepdim=True)
+    # An input below FP16's normal range is rounded to a step of 2**-24, not relative to it.
+    subnormal = d.abs().sum() * 2.0**-25
+    return lr * (magnitude * (3 * u16 + gamma + (batch + n_accum + 4) * u32) + subnormal)

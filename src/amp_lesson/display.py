@@ -7,11 +7,8 @@ a terminal or doctest.
 
 from __future__ import annotations
 
-import ast
 import html
-import inspect
 import math
-import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,34 +111,3 @@ class Table:
             f'<table class="amp-table">{caption}<thead><tr>{head}</tr></thead>'
             f"<tbody>{body}</tbody></table>"
         )
-
-
-def source_without_docstring(func: Callable[..., Any]) -> str:
-    """The source of ``func`` with its docstring left out, for showing a loop on a page.
-
-    The signature, comments and body are kept exactly as written; only the
-    docstring's lines are dropped, so a page can show the code that ran
-    without repeating its documentation.
-
-    >>> print(source_without_docstring(fmt_num).splitlines()[0])
-    def fmt_num(x: Any, digits: int = 4) -> str:
-    >>> "Format a number" in source_without_docstring(fmt_num)
-    False
-    """
-    if not callable(func):
-        raise TypeError(f"func must be a function, got {type(func).__name__}")
-    source = textwrap.dedent(inspect.getsource(func))
-    node = ast.parse(source).body[0]
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        raise TypeError(f"func must be a function defined with def, got {func!r}")
-    first = node.body[0]
-    has_docstring = (
-        isinstance(first, ast.Expr)
-        and isinstance(first.value, ast.Constant)
-        and isinstance(first.value.value, str)
-    )
-    if not has_docstring:
-        return source
-    lines = source.splitlines(keepends=True)
-    # ast line numbers count from 1; drop the docstring's lines, inclusive.
-    return "".join(lines[: first.lineno - 1] + lines[first.end_lineno :])
