@@ -70,6 +70,8 @@ amp_lesson_branch = os.environ.get("AMP_LESSON_BRANCH", "main")
 amp_lesson_watch = ["_data"]
 
 nitpicky = True
+# Figures are numbered per page part ("Fig. 3"), so prose can point at one with {numref}.
+numfig = True
 
 # The theme logs a console error for an empty mode; follow the reader's system setting.
 html_context = {"default_mode": "auto"}

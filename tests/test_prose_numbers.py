@@ -110,3 +110,70 @@ def test_prose_has_no_typed_in_numbers(page: Path) -> None:
 )
 def test_the_scanner_finds_what_it_should(text: str, numbers: list[str]) -> None:
     assert [n for _, n, _ in offending_numbers(text)] == numbers
+
+
+# --------------------------------------------------------------------------- outcomes
+
+# Words that state an outcome of this build. In prose they must come through glue (the run
+# chooses or checks them: amp_lesson.claims.claim), never be typed, so that a build on another
+# device cannot print a sentence its own run contradicts.
+OUTCOME = re.compile(
+    r"\bbitwise\b|\bto the bit\b|\bbit for bit\b|\b(?:slower|faster) (?:here|on this)\b"
+    r"|\bevery step (?:is |was )?skipped\b|\bskipped only\b",
+    re.IGNORECASE,
+)
+# Reporting what the lesson asserts is not an outcome of this build.
+QUOTING_THE_LESSON = re.compile(r"\bthe lesson (?:says|claims|writes|lists|asserts)\b", re.I)
+QUESTION = re.compile(r"^\s*(?:`{3,}|:{3,})\{selfcheck-[\w-]+\}")
+
+
+def unbound_outcomes(text: str) -> list[tuple[int, str]]:
+    """(line, sentence) for each sentence of prose that types an outcome word."""
+    lines = text.splitlines()
+    found: list[tuple[int, str]] = []
+    sentence, start = "", 0
+    for lineno, line in prose_lines(text):
+        if QUESTION.match(lines[lineno - 1]):  # an exercise's prompt poses, it does not report
+            sentence = ""
+            continue
+        cleaned = line
+        for pattern in STRIP:
+            cleaned = pattern.sub(" ", cleaned)
+        if not cleaned.strip():
+            sentence = ""
+            continue
+        if not sentence:
+            start = lineno
+        sentence += " " + cleaned
+        *complete, sentence = re.split(r"(?<=[.!?;:])\s+", sentence)
+        for part in complete:
+            if OUTCOME.search(part) and not QUOTING_THE_LESSON.search(part):
+                found.append((start, part.strip()))
+            start = lineno
+    if OUTCOME.search(sentence) and not QUOTING_THE_LESSON.search(sentence):
+        found.append((start, sentence.strip()))
+    return found
+
+
+@pytest.mark.parametrize("page", book_pages(), ids=lambda p: p.relative_to(DOCS).as_posix())
+def test_prose_types_no_outcome_the_run_should_choose(page: Path) -> None:
+    problems = unbound_outcomes(page.read_text(encoding="utf-8"))
+    assert problems == [], (
+        "outcome words typed into prose; bind them to the run with amp_lesson.claims.claim "
+        "and {glue:text}:\n" + "\n".join(f"  line {n}: {s!r}" for n, s in problems)
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "flagged"),
+    [
+        ("The two runs are bitwise identical.", True),
+        ("FP16 is slower here than FP32.", True),
+        ("The two runs are {glue:text}`same_bits`.", False),
+        ("The lesson says the runs are bitwise identical.", False),
+        (":::{selfcheck-predict} Are they bitwise identical?\n:answer: see below\n:::", False),
+        ("Dividing by four is exact, so the gradients agree.", False),
+    ],
+)
+def test_the_outcome_scanner_finds_what_it_should(text: str, flagged: bool) -> None:
+    assert bool(unbound_outcomes(text)) is flagged
