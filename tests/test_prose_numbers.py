@@ -123,7 +123,9 @@ OUTCOME = re.compile(
     re.IGNORECASE,
 )
 # Reporting what the lesson asserts is not an outcome of this build.
-QUOTING_THE_LESSON = re.compile(r"\bthe lesson (?:says|claims|writes|lists|asserts)\b", re.I)
+QUOTING_THE_LESSON = re.compile(
+    r"\bthe lesson (?:says|claims|writes|lists|asserts)\b", re.IGNORECASE
+)
 QUESTION = re.compile(r"^\s*(?:`{3,}|:{3,})\{selfcheck-[\w-]+\}")
 
 
