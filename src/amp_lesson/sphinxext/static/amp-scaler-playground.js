@@ -13,7 +13,7 @@
  * in double precision and rounded to float32 (Math.fround), growth that would
  * overflow float32 is skipped, backoff can walk the scale down to exactly 0,
  * and inv_scale is float32(1 / double(scale)), which is inf for a scale of 0
- * or one below about 2.9e-39. The browser tests compare every step with
+ * or one of 2**-128 (about 2.9e-39) or less. The browser tests compare every step with
  * ScalerSimulator and with a real torch.amp.GradScaler("cpu").
  */
 (function () {
@@ -373,12 +373,13 @@
     var capped = rows.find(function (r) {
       return r.change === "capped";
     });
+    if (infinite) {
+      text += " From step " + infinite.step + " the scale is 2^-128 or less, so inv_scale = 1/scale " +
+        "overflows float32 to inf: a clean step then unscales its gradients to inf or NaN.";
+    }
     if (zero) {
-      text += " After step " + zero.step + " the scale is 0 and inv_scale is inf: every clean step " +
-        "from then on unscales to 0 \u00d7 inf = NaN and writes NaN into the weights.";
-    } else if (infinite) {
-      text += " At step " + infinite.step + " the scale is so small that inv_scale = 1/scale " +
-        "overflows float32 to inf.";
+      text += " After step " + zero.step + " the scale is 0, and it cannot grow back: 0 \u00d7 " +
+        "growth_factor is 0.";
     }
     if (capped) {
       text += " At step " + capped.step + " growth would have overflowed float32, so the scale stayed put.";
