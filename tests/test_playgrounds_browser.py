@@ -648,7 +648,10 @@ def test_screenshots_of_both_widgets(make_page: Any, site_url: str, scheme: str,
         pg.wait_for_timeout(500)  # the summary line is written after a pause in typing
         pg.evaluate("document.activeElement && document.activeElement.blur()")
         path = SHOTS / f"{name}-{scheme}-{size}.png"
-        pg.locator(".amp-playground").first.screenshot(path=str(path))
+        widget = pg.locator(".amp-playground").first
+        widget.scroll_into_view_if_needed()
+        pg.wait_for_timeout(300)  # let the theme's scroll-linked layout settle
+        widget.screenshot(path=str(path))
         assert path.stat().st_size > 0
     _assert_clean(pg)
 
