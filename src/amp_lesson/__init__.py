@@ -20,6 +20,8 @@ the book is built. One module per idea:
 - :mod:`amp_lesson.bench` -- what mixed precision buys: step time, memory,
   TFLOP/s, and recorded GPU results.
 - :mod:`amp_lesson.display` -- tables and number formatting for pages.
+- :mod:`amp_lesson.playground` -- what the in-page bit explorer and GradScaler
+  playground share with Python: their input language, the formats' parameters.
 - :mod:`amp_lesson.plotting` -- figures that read in light and dark themes.
 - :mod:`amp_lesson.sphinxext` -- the Sphinx extension (imported by Sphinx only).
 """

@@ -7,7 +7,8 @@ Loaded from ``docs/conf.py`` as ``amp_lesson.sphinxext``. It wires up:
   notebook download and Colab buttons;
 - :mod:`.corrections` -- the boxes where the lesson and the run disagree,
   and the page that gathers them;
-- :mod:`.selfcheck` -- the interactive self-check directives.
+- :mod:`.selfcheck` -- the interactive self-check directives;
+- :mod:`.playgrounds` -- the bit explorer and the GradScaler playground.
 
 This is the only part of ``amp_lesson`` that imports Sphinx.
 """
@@ -22,9 +23,10 @@ from amp_lesson import __version__
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
-    from amp_lesson.sphinxext import book, corrections, selfcheck
+    from amp_lesson.sphinxext import book, corrections, playgrounds, selfcheck
 
     book.setup(app)
     corrections.setup(app)
     selfcheck.setup(app)
+    playgrounds.setup(app)
     return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True}

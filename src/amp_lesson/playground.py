@@ -1,0 +1,434 @@
+"""The Python side of the book's two in-page playgrounds.
+
+The bit explorer and the GradScaler playground run in the reader's browser,
+in plain JavaScript shipped with the book (``amp_lesson/sphinxext/static/``),
+so a reader can try values with no server. Their arithmetic must be exactly
+torch's; this module holds what they share with Python, so that one source
+of truth serves both and the browser tests have a reference to compare with:
+
+- :func:`read_number` -- the float64 that a text typed into the bit explorer
+  stands for (the explorer casts that float64 exactly as :func:`store` does);
+- :func:`format_parameters` -- the formats' layouts, limits and NaN encodings,
+  derived from :data:`~amp_lesson.formats.FORMATS` and torch's casts, which the
+  page hands to the script as JSON;
+- :func:`explorer_rows` -- the explorer's columns for a few values, the table a
+  reader without JavaScript sees;
+- :func:`read_steps`, :func:`steps_pattern`, :func:`every` and
+  :func:`read_scaler_settings` -- the playground's input language for a
+  schedule of overflows and GradScaler's four arguments.
+
+What the explorer casts from: a typed number is read as Python's ``float(text)``
+reads it (a float64, correctly rounded), then stored in each format as torch
+casts a float64 tensor, through float32 for the narrower formats:
+
+>>> from amp_lesson.formats import store
+>>> store(read_number("1.00048828125000001"), "fp16").stored  # 1 + 2**-11 + a hair
+1.0
+>>> store(read_number("0x3f801000"), "fp16").stored  # the FP32 pattern of 1 + 2**-11
+1.0
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import torch
+
+from amp_lesson._checks import check_choice, check_int
+from amp_lesson.formats import FORMATS, FormatSpec, Stored, store
+from amp_lesson.scaler import ScalerSimulator
+
+__all__ = [
+    "CLASS_TEXT",
+    "EVENT_TEXT",
+    "EXAMPLE_VALUES",
+    "EXPLORER_FORMATS",
+    "MAX_STEPS",
+    "PATTERN_PREFIXES",
+    "class_text",
+    "event_text",
+    "every",
+    "explorer_rows",
+    "format_parameters",
+    "read_number",
+    "read_scaler_settings",
+    "read_steps",
+    "steps_pattern",
+]
+
+EXPLORER_FORMATS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2")
+"""The formats the bit explorer shows, in its order."""
+
+EXAMPLE_VALUES: tuple[float, ...] = (
+    0.1,
+    65519.0,
+    65520.0,
+    1e-8,
+    500.0,
+    -0.0,
+    math.inf,
+    math.nan,
+)
+"""Values whose rows teach something: rounding, FP16's overflow threshold, a
+gradient FP16 loses, E4M3's saturation, a signed zero, infinity and NaN."""
+
+PATTERN_PREFIXES: Mapping[str, str] = {
+    "fp32": "fp32",
+    "tf32": "tf32",
+    "bf16": "bf16",
+    "fp16": "fp16",
+    "e4m3": "fp8_e4m3",
+    "e5m2": "fp8_e5m2",
+    "fp8_e4m3": "fp8_e4m3",
+    "fp8_e5m2": "fp8_e5m2",
+}
+"""Names a bit pattern may start with (``fp16:0x3c00``), and the format each means."""
+
+EVENT_TEXT: Mapping[str, str] = {
+    "exact": "exact",
+    "rounded": "rounded",
+    "underflow": "underflow to zero",
+    "overflow": "overflow to inf",
+    "saturated": "saturated to max",
+}
+"""How the explorer words each :attr:`Stored.event`."""
+
+CLASS_TEXT: Mapping[str, str] = {
+    "normal": "normal",
+    "subnormal": "subnormal",
+    "zero": "zero",
+    "inf": "inf",
+    "nan": "NaN",
+}
+"""How the explorer words each :attr:`Stored.kind`."""
+
+MAX_STEPS = 1000
+"""The longest schedule the GradScaler playground runs (the page stays quick)."""
+
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_SPECIAL = re.compile(r"[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
+_PATTERN = re.compile(r"(?:([A-Za-z0-9_]+)\s*:\s*)?0[xX](.*)", re.DOTALL)
+_HEX_DIGITS = re.compile(r"[0-9A-Fa-f]+")
+
+_FP32_MANTISSA_BITS = FORMATS["fp32"].mantissa_bits
+_FP64_MANTISSA_BITS = 52
+_UINT = {8: torch.uint8, 16: torch.int16, 32: torch.int32}
+
+_HOW_TO_TYPE = (
+    "type a decimal such as 0.1 or -2.5e-8, inf, nan, or a bit pattern such as "
+    "0x3f800000 (FP32) or fp16:0x3c00"
+)
+
+
+def _pattern_value(pattern: int, spec: FormatSpec) -> float:
+    """The Python float torch's ``.item()`` gives for ``spec``'s bit ``pattern``."""
+    if spec.dtype is None:  # TF32: the FP32 whose low mantissa bits are zero
+        pattern <<= _FP32_MANTISSA_BITS - spec.mantissa_bits
+        bits, dtype = 32, torch.float32
+    else:
+        bits, dtype = spec.bits, spec.dtype
+    if bits > 8 and pattern >= 1 << (bits - 1):
+        pattern -= 1 << bits  # the signed integer with the same bits
+    return torch.tensor(pattern, dtype=_UINT[bits]).view(dtype).item()
+
+
+def read_number(text: str) -> float:
+    """The float64 that ``text``, typed into the bit explorer, stands for.
+
+    ``text`` is one of
+
+    - a decimal, with an optional sign, point and exponent (``0.1``,
+      ``-2.5e-8``, ``-0``), read as ``float(text)`` reads it;
+    - ``inf``, ``infinity`` or ``nan``, with an optional sign, in any case;
+    - a bit pattern: ``0x`` and hex digits for an FP32 pattern, or a format
+      name and a colon first (``fp16:0x3c00``; names in
+      :data:`PATTERN_PREFIXES`) for another format's. It stands for the
+      Python float that torch's ``.item()`` gives for that pattern, NaN
+      payloads included (a TF32 pattern is the FP32 one with its low 13
+      mantissa bits zero).
+
+    Leading and trailing spaces are ignored. Anything else raises
+    :class:`ValueError` with the message the explorer shows.
+
+    >>> read_number("0.1"), read_number("-0"), read_number("1e-8")
+    (0.1, -0.0, 1e-08)
+    >>> read_number("0x3f800000"), read_number("fp16:0x7bff"), read_number("e4m3:0x7e")
+    (1.0, 65504.0, 448.0)
+    >>> read_number("fp16:0x10000")
+    Traceback (most recent call last):
+    ...
+    ValueError: fp16:0x10000 does not fit in FP16's 16 bits: the largest pattern is 0xffff.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__} {text!r}")
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError(f"Type a number: {_HOW_TO_TYPE}.")
+    if _DECIMAL.fullmatch(stripped) or _SPECIAL.fullmatch(stripped):
+        return float(stripped)
+    match = _PATTERN.fullmatch(stripped)
+    if match is None:
+        raise ValueError(f"“{stripped}” is not a number: {_HOW_TO_TYPE}.")
+    prefix, digits = match.group(1), match.group(2)
+    name = "fp32"
+    if prefix is not None:
+        if prefix.lower() not in PATTERN_PREFIXES:
+            names = ", ".join(p for p in PATTERN_PREFIXES if not p.startswith("fp8_"))
+            raise ValueError(
+                f"“{prefix}” is not a format: a bit pattern may start with one of "
+                f"{names}, as in fp16:0x3c00."
+            )
+        name = PATTERN_PREFIXES[prefix.lower()]
+    if not _HEX_DIGITS.fullmatch(digits):
+        raise ValueError(
+            f"“{stripped}” is not a bit pattern: after 0x come hex digits, 0-9 and a-f."
+        )
+    spec = FORMATS[name]
+    pattern = int(digits, 16)
+    if pattern >= 1 << spec.bits:
+        largest = format((1 << spec.bits) - 1, "x")
+        raise ValueError(
+            f"{stripped} does not fit in {spec.label}'s {spec.bits} bits: "
+            f"the largest pattern is 0x{largest}."
+        )
+    return _pattern_value(pattern, spec)
+
+
+def _float64_from_bits(bits: int) -> float:
+    return struct.unpack("<d", struct.pack("<Q", bits))[0]
+
+
+def _nan_encoding(spec: FormatSpec) -> dict[str, Any]:
+    """What ``spec`` stores for a NaN, read from torch's casts through :func:`store`.
+
+    ``pattern`` is the stored pattern of a positive quiet NaN; ``keeps_sign``
+    whether a negative NaN keeps its sign bit; ``keeps_payload`` whether the
+    top mantissa bits of the NaN's payload survive (the FP32-level payload
+    shifted down to the format's mantissa, as a truncating cast does).
+    """
+    canonical = store(math.nan, spec)
+    negative = store(-math.nan, spec)
+    quiet = 1 << (_FP64_MANTISSA_BITS - 1)
+    payload = quiet | (0b0101 << (_FP64_MANTISSA_BITS - 5))  # 0x7ffa8...: bits below quiet
+    with_payload = store(_float64_from_bits((0x7FF << _FP64_MANTISSA_BITS) | payload), spec)
+    return {
+        "pattern": int(canonical.bits, 2),
+        "keeps_sign": negative.sign == "1",
+        "keeps_payload": with_payload.bits != canonical.bits,
+    }
+
+
+def format_parameters(names: Iterable[str] = EXPLORER_FORMATS) -> list[dict[str, Any]]:
+    """The parameters of each format that the explorer's script works from, JSON-ready.
+
+    Each entry has the :class:`~amp_lesson.formats.FormatSpec` fields
+    (``dtype`` as a string), the short ``prefix`` a bit pattern of the format
+    is typed with, and ``nan``: how torch stores a NaN in the format (see
+    ``_nan_encoding``). Every entry is derived, none typed in: the script
+    and :func:`~amp_lesson.formats.store` read the same facts.
+
+    >>> e4m3 = format_parameters(["fp8_e4m3"])[0]
+    >>> e4m3["max"], e4m3["has_inf"], e4m3["saturates"], e4m3["prefix"]
+    (448.0, False, True, 'e4m3')
+    >>> e4m3["nan"]
+    {'pattern': 127, 'keeps_sign': True, 'keeps_payload': False}
+    >>> format_parameters(["bf16"])[0]["nan"]  # torch's BF16 cast drops a NaN's sign
+    {'pattern': 32704, 'keeps_sign': False, 'keeps_payload': False}
+    """
+    if isinstance(names, str) or not isinstance(names, Iterable):
+        raise TypeError(f"names must be a sequence of format names, got {names!r}")
+    entries = []
+    for name in names:
+        spec = FORMATS[check_choice("names", name, FORMATS)]
+        prefix = next(p for p, n in PATTERN_PREFIXES.items() if n == spec.name)
+        entries.append(
+            {
+                "name": spec.name,
+                "label": spec.label,
+                "prefix": prefix,
+                "bits": spec.bits,
+                "exponent_bits": spec.exponent_bits,
+                "mantissa_bits": spec.mantissa_bits,
+                "bias": spec.bias,
+                "max": spec.max,
+                "smallest_normal": spec.smallest_normal,
+                "smallest_subnormal": spec.smallest_subnormal,
+                "eps": spec.eps,
+                "dtype": None if spec.dtype is None else str(spec.dtype),
+                "has_inf": spec.has_inf,
+                "saturates": spec.saturates,
+                "nan": _nan_encoding(spec),
+            }
+        )
+    if not entries:
+        raise ValueError("names must name at least one format, got none")
+    return entries
+
+
+def event_text(stored: Stored) -> str:
+    """The explorer's words for what happened to a value on its way into a format.
+
+    >>> event_text(store(65520.0, "fp16")), event_text(store(1e6, "fp8_e4m3"))
+    ('overflow to inf', 'saturated to max')
+    """
+    if stored.event == "overflow" and math.isnan(stored.stored):
+        return "overflow to NaN"  # a format with no infinity that does not saturate
+    return EVENT_TEXT[stored.event]
+
+
+def class_text(stored: Stored) -> str:
+    """The explorer's class of a stored value: its kind, or ``saturated`` when clamped to max.
+
+    >>> class_text(store(1e-8, "fp16")), class_text(store(500.0, "fp8_e4m3"))
+    ('zero', 'saturated')
+    """
+    return "saturated" if stored.event == "saturated" else CLASS_TEXT[stored.kind]
+
+
+def explorer_rows(
+    values: Iterable[float] = EXAMPLE_VALUES, names: Iterable[str] = EXPLORER_FORMATS
+) -> list[dict[str, str]]:
+    """The bit explorer's columns for each value in each format, as text.
+
+    One row per value and format, in that order, with the keys ``value``,
+    ``format``, ``stored``, ``bits`` (sign, exponent and mantissa separated by
+    spaces), ``class``, ``event`` and ``relative error``. Numbers are written
+    as Python's ``repr`` writes them; the relative error with three
+    significant digits. This is the table a reader without JavaScript sees.
+
+    >>> for row in explorer_rows([65520.0], ["fp16", "bf16"]):
+    ...     print(row["format"], row["stored"], row["bits"], row["event"])
+    FP16 inf 0 11111 0000000000 overflow to inf
+    BF16 65536.0 0 10001111 0000000 rounded
+    """
+    if isinstance(names, str) or not isinstance(names, Iterable):
+        raise TypeError(f"names must be a sequence of format names, got {names!r}")
+    names = [check_choice("names", n, FORMATS) for n in names]
+    rows = []
+    for value in values:
+        for name in names:
+            s = store(value, name)
+            rows.append(
+                {
+                    "value": repr(s.value),
+                    "format": FORMATS[name].label,
+                    "stored": repr(s.stored),
+                    "bits": f"{s.sign} {s.exponent} {s.mantissa}",
+                    "class": class_text(s),
+                    "event": event_text(s),
+                    "relative error": format(s.rel_error, ".3g"),
+                }
+            )
+    return rows
+
+
+# -- the GradScaler playground ------------------------------------------------------
+
+
+def read_steps(pattern: str) -> list[bool]:
+    """The schedule of overflows a pattern stands for: ``x`` an overflow, ``.`` a clean step.
+
+    Spaces are ignored, so a pattern can be grouped; at most
+    :data:`MAX_STEPS` steps.
+
+    >>> read_steps("xx.. .x")
+    [True, True, False, False, False, True]
+    >>> read_steps("x.o")
+    Traceback (most recent call last):
+    ...
+    ValueError: steps: character 3 is “o”; use . for a clean step and x for an overflow.
+    """
+    if not isinstance(pattern, str):
+        raise TypeError(f"pattern must be a str, got {type(pattern).__name__} {pattern!r}")
+    schedule = []
+    for position, char in enumerate(pattern, start=1):
+        if char.isspace():
+            continue
+        if char not in ".xX":
+            raise ValueError(
+                f"steps: character {position} is “{char}”; "
+                "use . for a clean step and x for an overflow."
+            )
+        schedule.append(char != ".")
+    if not schedule:
+        raise ValueError("steps: type at least one step, . for a clean step or x for an overflow.")
+    if len(schedule) > MAX_STEPS:
+        raise ValueError(f"steps: at most {MAX_STEPS} steps, got {len(schedule)}.")
+    return schedule
+
+
+def steps_pattern(schedule: Iterable[bool]) -> str:
+    """The pattern of a schedule, ``x`` for an overflow and ``.`` for a clean step.
+
+    >>> steps_pattern([True, False, False])
+    'x..'
+    """
+    return "".join("x" if overflow else "." for overflow in schedule)
+
+
+def every(k: int, n: int) -> list[bool]:
+    """``n`` steps with an overflow on every ``k``-th (steps ``k``, ``2k``, ...).
+
+    >>> steps_pattern(every(3, 7))
+    '..x..x.'
+    """
+    check_int("k", k, minimum=1)
+    check_int("n", n, minimum=1)
+    if n > MAX_STEPS:
+        raise ValueError(f"n must be at most {MAX_STEPS}, got {n}")
+    return [step % k == 0 for step in range(1, n + 1)]
+
+
+_SETTINGS = ("init_scale", "growth_factor", "backoff_factor", "growth_interval")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_LARGEST_INTERVAL = 2**53 - 1  # JavaScript's largest exact integer
+
+
+def read_scaler_settings(texts: Mapping[str, str]) -> dict[str, float | int]:
+    """GradScaler's four arguments, read from the playground's text fields.
+
+    ``texts`` maps ``init_scale``, ``growth_factor``, ``backoff_factor`` and
+    ``growth_interval`` to what the reader typed: decimals for the first
+    three (read as ``float(text)``), a whole number for the last. Each is
+    checked as :class:`~amp_lesson.scaler.ScalerSimulator` checks it, and a
+    bad one raises :class:`ValueError` with the message the playground
+    shows beside that field.
+
+    >>> read_scaler_settings({"init_scale": "65536", "growth_factor": "2",
+    ...                       "backoff_factor": "0.5", "growth_interval": "4"})
+    {'init_scale': 65536.0, 'growth_factor': 2.0, 'backoff_factor': 0.5, 'growth_interval': 4}
+    >>> read_scaler_settings({"init_scale": "1e-50", "growth_factor": "2",
+    ...                       "backoff_factor": "0.5", "growth_interval": "4"})
+    Traceback (most recent call last):
+    ...
+    ValueError: init_scale must be representable in float32 (GradScaler keeps the scale in a float32 tensor): between about 1.4e-45 and 3.402823e+38, got 1e-50
+    """
+    if not isinstance(texts, Mapping):
+        raise TypeError(f"texts must be a mapping of the four settings, got {texts!r}")
+    missing = [name for name in _SETTINGS if name not in texts]
+    if missing:
+        raise ValueError(f"texts must give every setting; missing {', '.join(missing)}")
+    values: dict[str, float | int] = {}
+    for name in _SETTINGS:
+        text = str(texts[name]).strip()
+        if name == "growth_interval":
+            if not _INTEGER.fullmatch(text):
+                raise ValueError(
+                    f"growth_interval must be a whole number such as 2000, got “{text}”"
+                )
+            values[name] = int(text)
+            if values[name] > _LARGEST_INTERVAL:  # beyond what the page's script counts exactly
+                raise ValueError(
+                    f"growth_interval must be at most {_LARGEST_INTERVAL}, got {values[name]}"
+                )
+        else:
+            if not _DECIMAL.fullmatch(text):
+                raise ValueError(f"{name} must be a number such as 2 or 0.5, got “{text}”")
+            values[name] = float(text)
+    # ScalerSimulator's own checks, so the messages are the ones Python gives.
+    ScalerSimulator(**values)  # type: ignore[arg-type]
+    return values

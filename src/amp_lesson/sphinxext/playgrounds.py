@@ -1,0 +1,251 @@
+"""Two playgrounds in the page: a bit explorer and a GradScaler playground.
+
+``{bit-explorer}`` lets a reader type a number (or flip bits) and see what
+FP32, TF32, BF16, FP16 and the two FP8 formats store for it::
+
+    :::{bit-explorer}
+    :value: 0.1
+    :examples: 0.1, 65520, 1e-8, 500, inf, nan
+    :formats: fp32 tf32 bf16 fp16 fp8_e4m3 fp8_e5m2
+
+    What a reader without JavaScript reads above the table (MyST).
+    :::
+
+``{scaler-playground}`` lets a reader set GradScaler's arguments and a schedule
+of overflows (``x`` an overflow, ``.`` a clean step) and watch the scale::
+
+    :::{scaler-playground}
+    :growth-interval: 4
+    :steps: xxx..........xx...........x.............
+
+    What a reader without JavaScript reads instead (MyST): point at the
+    page's executed trace.
+    :::
+
+Both render a complete static version first: the explorer a table of its
+columns for the ``examples``, computed now by :mod:`amp_lesson.formats`; the
+playground its body, which points at the page's executed trace. The formats'
+parameters and the starting settings go into the page as JSON, read by the
+scripts in ``static/`` (``amp-floats.js`` and one script per widget), which
+replace the static version with the live one. Scripts and style sheet are
+added only to pages that use a playground, and the scripts are deferred.
+Every option is checked when the book is built, with the same functions
+(:mod:`amp_lesson.playground`) whose messages the widgets show.
+"""
+
+from __future__ import annotations
+
+import html
+import inspect
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+from docutils import nodes
+from docutils.parsers.rst import directives
+from sphinx.application import Sphinx
+from sphinx.config import Config
+from sphinx.util.docutils import SphinxDirective
+
+from amp_lesson.formats import FORMATS
+from amp_lesson.playground import (
+    CLASS_TEXT,
+    EVENT_TEXT,
+    EXAMPLE_VALUES,
+    EXPLORER_FORMATS,
+    MAX_STEPS,
+    PATTERN_PREFIXES,
+    explorer_rows,
+    format_parameters,
+    read_number,
+    read_scaler_settings,
+    read_steps,
+    steps_pattern,
+)
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+STYLE = "amp-playgrounds.css"
+FLOATS_SCRIPT = "amp-floats.js"
+SCRIPTS = {"amp-bx": "amp-bit-explorer.js", "amp-sp": "amp-scaler-playground.js"}
+TABLE_COLUMNS = ("value", "format", "stored", "bits", "class", "event", "relative error")
+_HEADINGS = {"bits": "sign exponent mantissa"}
+WIDGET_ATTRIBUTE = "amp_playground"
+
+
+def _json_script(css_class: str, data: Any) -> str:
+    """``data`` as a JSON ``<script>`` block; ``</`` is escaped so it cannot end the block."""
+    text = json.dumps(data, allow_nan=False).replace("</", "<\\/")
+    return f'<script type="application/json" class="{css_class}">{text}</script>'
+
+
+def _raw(text: str, widget: str | None = None) -> nodes.raw:
+    """An HTML-only node; ``widget`` marks the node that opens a playground of that kind."""
+    node = nodes.raw("", text, format="html")
+    if widget:
+        # Not in "classes": the HTML writer would wrap the raw text in a <div> of that class.
+        node[WIDGET_ATTRIBUTE] = widget
+    return node
+
+
+def _static_table(rows: list[dict[str, str]], label: str) -> str:
+    head = "".join(
+        f'<th scope="col">{html.escape(_HEADINGS.get(c, c))}</th>' for c in TABLE_COLUMNS
+    )
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(row[c])}</td>" for c in TABLE_COLUMNS) + "</tr>"
+        for row in rows
+    )
+    caption = "What each format stores, computed by amp_lesson.formats when this page was built"
+    return (
+        f'<div class="amp-bx-table-wrap" tabindex="0" role="region" aria-label="{html.escape(label)}">'
+        f'<table class="amp-bx-table"><caption>{caption}</caption>'
+        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+    )
+
+
+def _format_names(argument: str) -> list[str]:
+    names = argument.replace(",", " ").split()
+    for name in names:
+        if name not in FORMATS:
+            allowed = ", ".join(FORMATS)
+            raise ValueError(f"formats: {name!r} is not a format; use names from {allowed}")
+    if not names:
+        raise ValueError("formats: name at least one format")
+    return names
+
+
+class BitExplorer(SphinxDirective):
+    """``{bit-explorer}``: type a number, see what each format stores for it."""
+
+    has_content = True
+    option_spec: ClassVar[dict[str, Any]] = {
+        "value": directives.unchanged,
+        "examples": directives.unchanged,
+        "formats": directives.unchanged,
+        "id": directives.unchanged,
+    }
+
+    def run(self) -> list[nodes.Node]:
+        initial = self.options.get("value", "0.1").strip()
+        try:
+            read_number(initial)
+            names = _format_names(self.options.get("formats", " ".join(EXPLORER_FORMATS)))
+            examples_text = self.options.get("examples")
+            examples = (
+                [read_number(v) for v in examples_text.split(",")]
+                if examples_text
+                else list(EXAMPLE_VALUES)
+            )
+        except ValueError as error:
+            raise self.error(f"bit-explorer: {error}") from None
+        serial = self.env.new_serialno("amp-bx") + 1
+        widget_id = self.options.get("id", f"amp-bx-{serial}").strip()
+        data = {
+            "formats": format_parameters(list(FORMATS)),  # every format: any can be typed as bits
+            "show": names,
+            "prefixes": dict(PATTERN_PREFIXES),
+            "initial": initial,
+            "event_text": dict(EVENT_TEXT),
+            "class_text": dict(CLASS_TEXT),
+        }
+        opening = (
+            f'<div class="amp-playground amp-bx" id="{html.escape(widget_id)}">'
+            + _json_script("amp-bx-data", data)
+            + '<div class="amp-bx-static">'
+        )
+        table = _static_table(explorer_rows(examples, names), "Bit explorer, static table")
+        body = self.parse_content_to_nodes() if self.content else []
+        return [_raw(opening, "amp-bx"), *body, _raw(table + "</div></div>")]
+
+
+def _scaler_defaults() -> dict[str, str]:
+    """GradScaler's own defaults, read from its signature."""
+    import torch
+
+    params = inspect.signature(torch.amp.GradScaler).parameters
+    names = ("init_scale", "growth_factor", "backoff_factor", "growth_interval")
+    return {name: repr(params[name].default) for name in names}
+
+
+class ScalerPlayground(SphinxDirective):
+    """``{scaler-playground}``: GradScaler's arguments and a schedule in, the scale trace out."""
+
+    has_content = True
+    option_spec: ClassVar[dict[str, Any]] = {
+        "init-scale": directives.unchanged,
+        "growth-factor": directives.unchanged,
+        "backoff-factor": directives.unchanged,
+        "growth-interval": directives.unchanged,
+        "steps": directives.unchanged,
+        "id": directives.unchanged,
+    }
+
+    def run(self) -> list[nodes.Node]:
+        if not self.content:
+            raise self.error(
+                "scaler-playground needs a body: what a reader without JavaScript reads "
+                "instead (point at the page's executed trace)"
+            )
+        settings = _scaler_defaults()
+        for name in settings:
+            option = name.replace("_", "-")
+            if option in self.options:
+                settings[name] = self.options[option].strip()
+        steps = self.options.get("steps", steps_pattern([False] * 9 + [True]) * 4)
+        try:
+            read_scaler_settings(settings)
+            read_steps(steps)
+        except ValueError as error:
+            raise self.error(f"scaler-playground: {error}") from None
+        serial = self.env.new_serialno("amp-sp") + 1
+        widget_id = self.options.get("id", f"amp-sp-{serial}").strip()
+        data = {**settings, "steps": steps.strip(), "max_steps": MAX_STEPS}
+        opening = (
+            f'<div class="amp-playground amp-sp" id="{html.escape(widget_id)}">'
+            + _json_script("amp-sp-data", data)
+            + '<div class="amp-sp-static">'
+        )
+        return [_raw(opening, "amp-sp"), *self.parse_content_to_nodes(), _raw("</div></div>")]
+
+
+def _widgets_on(doctree: nodes.document | None) -> list[str]:
+    """The kinds of playground (``amp-bx``, ``amp-sp``) on a page, in a fixed order."""
+    if doctree is None:
+        return []
+    kinds = {node.get(WIDGET_ATTRIBUTE) for node in doctree.findall(nodes.raw)}
+    return [kind for kind in SCRIPTS if kind in kinds]
+
+
+def _add_assets_to_page(
+    app: Sphinx,
+    pagename: str,
+    templatename: str,
+    context: dict[str, Any],
+    doctree: nodes.document | None,
+) -> None:
+    """Add the style sheet and scripts to pages that hold a playground, and only those."""
+    kinds = _widgets_on(doctree)
+    if not kinds:
+        return
+    app.add_css_file(STYLE)
+    app.add_js_file(FLOATS_SCRIPT, loading_method="defer")
+    for kind in kinds:
+        app.add_js_file(SCRIPTS[kind], loading_method="defer")
+
+
+def _add_static_path(app: Sphinx, config: Config) -> None:
+    # amp_lesson.sphinxext.book adds the same folder; add it once either way.
+    if str(STATIC_DIR) not in map(str, config.html_static_path):
+        config.html_static_path.append(str(STATIC_DIR))
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    """Register the two directives and their assets."""
+    app.add_directive("bit-explorer", BitExplorer)
+    app.add_directive("scaler-playground", ScalerPlayground)
+    app.connect("config-inited", _add_static_path, priority=600)
+    app.connect("html-page-context", _add_assets_to_page)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+__all__ = ["BitExplorer", "ScalerPlayground", "setup"]

@@ -1,0 +1,564 @@
+/* The GradScaler playground: set GradScaler's arguments and a schedule of
+ * overflows, and watch the scale.
+ *
+ * Each `.amp-sp` holds a static note that points at the page's executed
+ * trace; this script hides it and builds the playground from native
+ * controls: four labelled fields, a pattern field (x an overflow, . a clean
+ * step), an "overflow every k steps" filler, a toolbar of step toggles (one
+ * Tab stop; arrow keys move, Enter or Space toggles), a polite live region,
+ * a plot and the trace as a table. Everything updates as the reader edits.
+ *
+ * The arithmetic is GradScaler's update kernel, as amp_lesson.scaler.
+ * ScalerSimulator models it: the scale is a float32, each product is formed
+ * in double precision and rounded to float32 (Math.fround), growth that would
+ * overflow float32 is skipped, backoff can walk the scale down to exactly 0,
+ * and inv_scale is float32(1 / double(scale)), which is inf for a scale of 0
+ * or one of 2**-128 (about 2.9e-39) or less. The browser tests compare every step with
+ * ScalerSimulator and with a real torch.amp.GradScaler("cpu").
+ */
+(function () {
+  "use strict";
+
+  var floats = window.ampFloats;
+  var SUMMARY_DELAY_MS = 400;
+  var STRIP_LIMIT = 200; // step toggles shown; longer schedules are edited as text
+  var FP32_MAX = floats.f32FromBits(0x7f7fffff);
+  var DECIMAL = /^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$/;
+  var INTEGER = /^[+-]?[0-9]+$/;
+  var LARGEST_INTERVAL = 9007199254740991; // 2**53 - 1, the largest exact integer here
+  var SVG = "http://www.w3.org/2000/svg";
+
+  function make(tag, attrs, text) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (name) {
+      if (attrs[name] !== null && attrs[name] !== undefined) node.setAttribute(name, attrs[name]);
+    });
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function svg(tag, attrs, text) {
+    var node = document.createElementNS(SVG, tag);
+    Object.keys(attrs || {}).forEach(function (name) {
+      node.setAttribute(name, attrs[name]);
+    });
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  /* ------------------------------------------------------ reading the fields
+   * The same language and messages as amp_lesson.playground.read_scaler_settings
+   * and read_steps (which check through ScalerSimulator). */
+
+  function quoted(text) {
+    return "\u201c" + text + "\u201d";
+  }
+
+  function readFactor(name, text) {
+    text = text.trim();
+    if (!DECIMAL.test(text)) return { error: name + " must be a number such as 2 or 0.5, got " + quoted(text) };
+    var value = Number(text);
+    if (!isFinite(value)) return { error: name + " must be a finite number, got " + floats.pyRepr(value) };
+    var shown = floats.pyRepr(value);
+    if (name === "init_scale") {
+      if (value <= 0) return { error: "init_scale must be a finite number > 0, got " + shown };
+      var asFloat32 = Math.fround(value);
+      if (!isFinite(asFloat32) || asFloat32 === 0) {
+        return {
+          error:
+            "init_scale must be representable in float32 (GradScaler keeps the scale in a float32 " +
+            "tensor): between about 1.4e-45 and " + floats.formatG(FP32_MAX, 7) + ", got " + shown,
+        };
+      }
+    } else if (name === "growth_factor" && value <= 1) {
+      return { error: "growth_factor must be a finite number > 1, got " + shown };
+    } else if (name === "backoff_factor" && !(value > 0 && value < 1)) {
+      return { error: "backoff_factor must be in the open interval (0, 1), got " + shown };
+    }
+    return { value: value };
+  }
+
+  /** A whole number >= 1 typed into a field; `name` is how messages call the field. */
+  function readWhole(name, text) {
+    text = text.trim();
+    if (!INTEGER.test(text)) {
+      return { error: name + " must be a whole number such as 2000, got " + quoted(text) };
+    }
+    var exact = BigInt(text);
+    if (exact > BigInt(LARGEST_INTERVAL)) {
+      return { error: name + " must be at most " + LARGEST_INTERVAL + ", got " + exact };
+    }
+    if (exact < 1n) return { error: name + " must be an integer >= 1, got " + exact };
+    return { value: Number(exact) };
+  }
+
+  function readSteps(pattern, maxSteps) {
+    var schedule = [];
+    for (var i = 0; i < pattern.length; i += 1) {
+      var char = pattern[i];
+      if (/\s/.test(char)) continue;
+      if (char !== "." && char !== "x" && char !== "X") {
+        return {
+          error:
+            "steps: character " + (i + 1) + " is " + quoted(char) +
+            "; use . for a clean step and x for an overflow.",
+        };
+      }
+      schedule.push(char !== ".");
+    }
+    if (!schedule.length) {
+      return { error: "steps: type at least one step, . for a clean step or x for an overflow." };
+    }
+    if (schedule.length > maxSteps) {
+      return { error: "steps: at most " + maxSteps + " steps, got " + schedule.length + "." };
+    }
+    return { value: schedule };
+  }
+
+  function patternOf(schedule) {
+    return schedule
+      .map(function (overflow) {
+        return overflow ? "x" : ".";
+      })
+      .join("");
+  }
+
+  /* ---------------------------------------------------------- the arithmetic */
+
+  /** GradScaler over a schedule: one row per step, as amp_lesson.scaler.simulate gives them. */
+  function simulate(schedule, settings) {
+    var scale = Math.fround(settings.init_scale);
+    var tracker = 0;
+    return schedule.map(function (overflow, i) {
+      var used = scale;
+      var change;
+      if (overflow) {
+        scale = Math.fround(scale * settings.backoff_factor);
+        tracker = 0;
+        change = "backoff";
+      } else if (tracker + 1 === settings.growth_interval) {
+        var grown = Math.fround(scale * settings.growth_factor);
+        change = isFinite(grown) ? "grow" : "capped";
+        if (isFinite(grown)) scale = grown;
+        tracker = 0;
+      } else {
+        tracker += 1;
+        change = "count";
+      }
+      return {
+        step: i + 1,
+        scale_used: used,
+        inv_scale: Math.fround(1 / used), // GradScaler: scale.double().reciprocal().float()
+        found_inf: overflow,
+        skipped: overflow,
+        scale_after: scale,
+        growth_tracker_after: tracker,
+        change: change,
+      };
+    });
+  }
+
+  var CHANGE_TEXT = {
+    backoff: "skipped; scale \u00d7 backoff",
+    grow: "scale \u00d7 growth",
+    capped: "growth would overflow float32: scale kept",
+    count: "",
+  };
+
+  /* ------------------------------------------------------------- the widget */
+
+  function Playground(root, serial) {
+    var data = JSON.parse(root.querySelector("script.amp-sp-data").textContent);
+    var self = this;
+    this.root = root;
+    this.uid = root.id || "amp-sp-" + serial;
+    this.maxSteps = data.max_steps;
+    var live = make("div", { class: "amp-sp-live" });
+
+    var form = live.appendChild(make("form", { class: "amp-sp-form", novalidate: "" }));
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+    });
+    var settings = form.appendChild(make("fieldset", { class: "amp-sp-settings" }));
+    settings.appendChild(make("legend", {}, "torch.amp.GradScaler(\"cpu\", ...)"));
+    this.fields = {};
+    [
+      ["init_scale", "decimal"],
+      ["growth_factor", "decimal"],
+      ["backoff_factor", "decimal"],
+      ["growth_interval", "numeric"],
+    ].forEach(function (entry) {
+      self.fields[entry[0]] = self.field(settings, entry[0], entry[0], entry[1], data[entry[0]]);
+    });
+
+    var steps = form.appendChild(make("fieldset", { class: "amp-sp-steps" }));
+    steps.appendChild(make("legend", {}, "Steps"));
+    var patternId = this.uid + "-steps";
+    steps.appendChild(
+      make("label", { for: patternId, class: "amp-sp-label" }, "Pattern: x an overflow, . a clean step")
+    );
+    this.pattern = steps.appendChild(
+      make("textarea", {
+        id: patternId,
+        class: "amp-sp-pattern",
+        rows: "2",
+        spellcheck: "false",
+        autocomplete: "off",
+        "aria-describedby": patternId + "-error",
+      })
+    );
+    this.pattern.value = data.steps;
+    this.patternError = steps.appendChild(make("p", { id: patternId + "-error", class: "amp-sp-error" }));
+    this.patternError.hidden = true;
+
+    var filler = steps.appendChild(make("div", { class: "amp-sp-filler" }));
+    this.every = this.field(filler, "every", "Overflow every", "numeric", "10", "steps");
+    this.count = this.field(filler, "count", "Run length", "numeric", "200", "steps");
+    var fill = filler.appendChild(make("button", { type: "button", class: "amp-sp-fill" }, "Fill the pattern"));
+    fill.addEventListener("click", function () {
+      self.fill();
+    });
+
+    this.strip = steps.appendChild(
+      make("div", {
+        class: "amp-sp-strip",
+        role: "toolbar",
+        "aria-label": "Steps: pressed means an overflow; arrow keys move, Enter or Space toggles",
+      })
+    );
+    this.stripNote = steps.appendChild(make("p", { class: "amp-sp-note" }));
+    this.strip.addEventListener("click", function (event) {
+      var button = event.target.closest("button.amp-sp-toggle");
+      if (button) self.toggle(Number(button.getAttribute("data-step")));
+    });
+    this.strip.addEventListener("keydown", function (event) {
+      var button = event.target.closest("button.amp-sp-toggle");
+      if (!button) return;
+      var count = self.strip.children.length;
+      var index = Number(button.getAttribute("data-step")) - 1;
+      var next = { ArrowLeft: index - 1, ArrowRight: index + 1, Home: 0, End: count - 1 }[event.key];
+      if (next === undefined) return;
+      event.preventDefault();
+      self.focusStep(Math.max(0, Math.min(count - 1, next)));
+    });
+
+    this.summary = live.appendChild(
+      make("p", { class: "amp-sp-summary", role: "status", "aria-live": "polite" })
+    );
+    this.output = live.appendChild(make("div", { class: "amp-sp-output" }));
+    var figure = this.output.appendChild(make("figure", { class: "amp-sp-plot" }));
+    this.figure = figure;
+    this.plot = figure.appendChild(
+      svg("svg", { viewBox: "0 0 640 250", role: "img", "aria-labelledby": this.uid + "-plot-caption" })
+    );
+    figure.appendChild(
+      make(
+        "figcaption",
+        { id: this.uid + "-plot-caption" },
+        "The scale each step used, on a log2 axis; a cross marks an overflow, whose step was skipped."
+      )
+    );
+    var wrap = this.output.appendChild(
+      make("div", { class: "amp-sp-table-wrap", tabindex: "0", role: "region", "aria-label": "Trace, step by step" })
+    );
+    var table = wrap.appendChild(make("table", { class: "amp-sp-table" }));
+    table.appendChild(make("caption", {}, "The trace: what update() did after each step"));
+    var head = table.appendChild(make("thead")).appendChild(make("tr"));
+    ["step", "scale used", "inv_scale", "overflow", "skipped", "scale after", "growth tracker", "what happened"].forEach(
+      function (title) {
+        head.appendChild(make("th", { scope: "col" }, title));
+      }
+    );
+    this.body = table.appendChild(make("tbody"));
+
+    root.querySelector(".amp-sp-static").hidden = true;
+    root.appendChild(live);
+    root.classList.add("amp-sp-ready");
+    var resizing = null;
+    window.addEventListener("resize", function () {
+      window.clearTimeout(resizing);
+      resizing = window.setTimeout(function () {
+        if (self.rows) self.drawPlot(self.rows);
+      }, 150);
+    });
+    form.addEventListener("input", function (event) {
+      if (event.target === self.every.input || event.target === self.count.input) return;
+      self.update();
+    });
+    this.update();
+  }
+
+  /** A labelled text field with its own error line; returns {input, error}. */
+  Playground.prototype.field = function (parent, name, label, mode, value, after) {
+    var id = this.uid + "-" + name;
+    var box = parent.appendChild(make("div", { class: "amp-sp-field" }));
+    box.appendChild(make("label", { for: id, class: "amp-sp-label" }, label));
+    var input = box.appendChild(
+      make("input", {
+        id: id,
+        type: "text",
+        inputmode: mode,
+        autocomplete: "off",
+        spellcheck: "false",
+        class: "amp-sp-input amp-sp-" + name,
+        "aria-describedby": id + "-error",
+      })
+    );
+    input.value = value;
+    if (after) box.appendChild(make("span", { class: "amp-sp-after" }, after));
+    var error = box.appendChild(make("p", { id: id + "-error", class: "amp-sp-error" }));
+    error.hidden = true;
+    return { input: input, error: error };
+  };
+
+  function setError(input, error, message) {
+    if (message) input.setAttribute("aria-invalid", "true");
+    else input.removeAttribute("aria-invalid");
+    error.textContent = message || "";
+    error.hidden = !message;
+  }
+
+  Playground.prototype.read = function () {
+    var self = this;
+    var problems = [];
+    var settings = {};
+    Object.keys(this.fields).forEach(function (name) {
+      var field = self.fields[name];
+      var got =
+        name === "growth_interval" ? readWhole(name, field.input.value) : readFactor(name, field.input.value);
+      setError(field.input, field.error, got.error);
+      if (got.error) problems.push(got.error);
+      else settings[name] = got.value;
+    });
+    var steps = readSteps(this.pattern.value, this.maxSteps);
+    setError(this.pattern, this.patternError, steps.error);
+    if (steps.error) problems.push(steps.error);
+    return { settings: settings, schedule: steps.value, problems: problems };
+  };
+
+  Playground.prototype.update = function () {
+    var got = this.read();
+    if (got.schedule) this.drawStrip(got.schedule);
+    if (got.problems.length) {
+      this.output.classList.add("amp-sp-stale");
+      this.root.setAttribute("data-state", "invalid");
+      this.announce(got.problems.join(" "));
+      return;
+    }
+    this.output.classList.remove("amp-sp-stale");
+    this.root.setAttribute("data-state", "ok");
+    this.schedule = got.schedule;
+    var rows = simulate(got.schedule, got.settings);
+    this.rows = rows;
+    this.drawTable(rows);
+    this.drawPlot(rows);
+    this.announce(this.describe(rows));
+  };
+
+  Playground.prototype.describe = function (rows) {
+    var skipped = rows.filter(function (r) {
+      return r.skipped;
+    }).length;
+    var last = rows[rows.length - 1];
+    var text =
+      rows.length + " steps, " + skipped + " skipped. The scale went from " +
+      floats.pyRepr(rows[0].scale_used) + " to " + floats.pyRepr(last.scale_after) +
+      "; the growth tracker ends at " + last.growth_tracker_after + ".";
+    var zero = rows.find(function (r) {
+      return r.scale_after === 0;
+    });
+    var infinite = rows.find(function (r) {
+      return r.inv_scale === Infinity;
+    });
+    var capped = rows.find(function (r) {
+      return r.change === "capped";
+    });
+    if (infinite) {
+      text += " From step " + infinite.step + " the scale is 2^-128 or less, so inv_scale = 1/scale " +
+        "overflows float32 to inf: a clean step then unscales its gradients to inf or NaN.";
+    }
+    if (zero) {
+      text += " After step " + zero.step + " the scale is 0, and it cannot grow back: 0 \u00d7 " +
+        "growth_factor is 0.";
+    }
+    if (capped) {
+      text += " At step " + capped.step + " growth would have overflowed float32, so the scale stayed put.";
+    }
+    return text;
+  };
+
+  Playground.prototype.drawTable = function (rows) {
+    var html = rows
+      .map(function (r) {
+        var used = floats.pyRepr(r.scale_used);
+        var after = floats.pyRepr(r.scale_after);
+        var inv = floats.pyRepr(r.inv_scale);
+        return (
+          '<tr class="' + (r.skipped ? "amp-sp-skipped" : "") + '" data-step="' + r.step +
+          '" data-scale-used="' + used + '" data-inv-scale="' + inv + '" data-found-inf="' + r.found_inf +
+          '" data-skipped="' + r.skipped + '" data-scale-after="' + after + '" data-growth-tracker="' +
+          r.growth_tracker_after + '"><td>' + r.step + "</td><td>" + used + "</td><td>" + inv + "</td><td>" +
+          (r.found_inf ? "yes" : "no") + "</td><td>" + (r.skipped ? "yes" : "no") + "</td><td>" + after +
+          "</td><td>" + r.growth_tracker_after + "</td><td>" + CHANGE_TEXT[r.change] + "</td></tr>"
+        );
+      })
+      .join("");
+    this.body.innerHTML = html; // numbers and fixed words only: nothing typed by the reader
+  };
+
+  /** The tick label 2^k, the power raised. */
+  function powerOfTwo(x, y) {
+    var label = svg("text", { x: x, y: y, class: "amp-sp-tick", "text-anchor": "end" }, "2");
+    label.appendChild(svg("tspan", { dy: "-5", class: "amp-sp-power" }, ""));
+    return label;
+  }
+
+  Playground.prototype.drawPlot = function (rows) {
+    var plot = this.plot;
+    while (plot.firstChild) plot.removeChild(plot.firstChild);
+    // Drawn at the figure's width in pixels, so the labels are as large on a phone.
+    var width = Math.max(260, Math.round(this.figure.clientWidth) || 640);
+    var height = 250;
+    plot.setAttribute("viewBox", "0 0 " + width + " " + height);
+    var left = 46;
+    var right = width - 10;
+    var top = 12;
+    var bottom = height - 40;
+    var positive = rows.filter(function (r) {
+      return r.scale_used > 0;
+    });
+    var logs = positive.map(function (r) {
+      return Math.log2(r.scale_used);
+    });
+    var low = logs.length ? Math.floor(Math.min.apply(null, logs)) : 0;
+    var high = logs.length ? Math.ceil(Math.max.apply(null, logs)) : 1;
+    if (high - low < 2) {
+      low -= 1;
+      high += 1;
+    }
+    var hasZero = positive.length < rows.length;
+    var axisBottom = hasZero ? bottom - 22 : bottom;
+    function x(step) {
+      return left + ((step - 1) / Math.max(1, rows.length)) * (right - left);
+    }
+    function y(scale) {
+      if (scale === 0) return bottom;
+      return axisBottom - ((Math.log2(scale) - low) / (high - low)) * (axisBottom - top);
+    }
+    plot.appendChild(svg("line", { x1: left, y1: top, x2: left, y2: bottom, class: "amp-sp-axis" }));
+    plot.appendChild(svg("line", { x1: left, y1: bottom, x2: right, y2: bottom, class: "amp-sp-axis" }));
+    var stride = Math.max(1, Math.ceil((high - low) / 6));
+    for (var k = low; k <= high; k += stride) {
+      var yk = y(Math.pow(2, k));
+      plot.appendChild(svg("line", { x1: left, y1: yk, x2: right, y2: yk, class: "amp-sp-grid" }));
+      var label = plot.appendChild(powerOfTwo(left - 6, yk + 4));
+      label.lastChild.textContent = String(k);
+    }
+    if (hasZero) {
+      plot.appendChild(svg("text", { x: left - 6, y: bottom + 4, class: "amp-sp-tick", "text-anchor": "end" }, "0"));
+    }
+    var path = "";
+    rows.forEach(function (r, i) {
+      var yy = y(r.scale_used);
+      path += (i ? " L" : "M") + x(r.step) + " " + yy + " L" + x(r.step + 1) + " " + yy;
+    });
+    plot.appendChild(svg("path", { d: path, class: "amp-sp-line" }));
+    rows.forEach(function (r) {
+      if (!r.skipped) return;
+      var cx = (x(r.step) + x(r.step + 1)) / 2;
+      var cy = y(r.scale_used);
+      var d = 4.5;
+      var cross =
+        "M" + (cx - d) + " " + (cy - d) + " L" + (cx + d) + " " + (cy + d) +
+        " M" + (cx - d) + " " + (cy + d) + " L" + (cx + d) + " " + (cy - d);
+      plot.appendChild(svg("path", { d: cross, class: "amp-sp-cross" }));
+    });
+    var labels = Math.max(2, Math.floor((right - left) / 55));
+    var labelStride = Math.max(1, Math.ceil(rows.length / labels));
+    for (var s = 1; s <= rows.length; s += labelStride) {
+      var step = svg("text", { x: x(s), y: bottom + 16, class: "amp-sp-tick", "text-anchor": "middle" }, String(s));
+      plot.appendChild(step);
+    }
+    plot.appendChild(
+      svg("text", { x: (left + right) / 2, y: bottom + 34, class: "amp-sp-tick", "text-anchor": "middle" }, "step")
+    );
+  };
+
+  Playground.prototype.drawStrip = function (schedule) {
+    var strip = this.strip;
+    var shown = Math.min(schedule.length, STRIP_LIMIT);
+    var focused = strip.contains(document.activeElement) ? document.activeElement.getAttribute("data-step") : null;
+    while (strip.children.length > shown) strip.removeChild(strip.lastChild);
+    while (strip.children.length < shown) {
+      var step = strip.children.length + 1;
+      var button = make("button", { type: "button", class: "amp-sp-toggle", "data-step": String(step), tabindex: "-1" });
+      button.appendChild(make("span", { class: "amp-vh" }, "Step " + step));
+      button.appendChild(make("span", { class: "amp-sp-mark", "aria-hidden": "true" }));
+      strip.appendChild(button);
+    }
+    var active = focused && Number(focused) <= shown ? Number(focused) : 1;
+    for (var i = 0; i < shown; i += 1) {
+      var toggle = strip.children[i];
+      toggle.setAttribute("aria-pressed", schedule[i] ? "true" : "false");
+      toggle.lastChild.textContent = schedule[i] ? "x" : "\u00b7";
+      toggle.setAttribute("tabindex", i + 1 === active ? "0" : "-1");
+    }
+    this.stripNote.textContent =
+      schedule.length > STRIP_LIMIT
+        ? "The toggles show the first " + STRIP_LIMIT + " of " + schedule.length + " steps; edit the pattern for the rest."
+        : "";
+    this.stripNote.hidden = schedule.length <= STRIP_LIMIT;
+  };
+
+  Playground.prototype.focusStep = function (index) {
+    var buttons = this.strip.children;
+    for (var i = 0; i < buttons.length; i += 1) buttons[i].setAttribute("tabindex", i === index ? "0" : "-1");
+    buttons[index].focus();
+  };
+
+  /** Toggle one step between clean and overflow, in the pattern too. */
+  Playground.prototype.toggle = function (step) {
+    var got = readSteps(this.pattern.value, this.maxSteps);
+    if (!got.value) return; // the pattern has a problem the reader is shown; fix that first
+    got.value[step - 1] = !got.value[step - 1];
+    this.pattern.value = patternOf(got.value);
+    this.update();
+    this.focusStep(step - 1);
+  };
+
+  Playground.prototype.fill = function () {
+    var every = readWhole("Overflow every", this.every.input.value);
+    var count = readWhole("Run length", this.count.input.value);
+    if (!count.error && count.value > this.maxSteps) {
+      count = { error: "Run length must be at most " + this.maxSteps + ", got " + count.value };
+    }
+    setError(this.every.input, this.every.error, every.error);
+    setError(this.count.input, this.count.error, count.error);
+    if (every.error || count.error) {
+      this.announce(every.error || count.error);
+      return;
+    }
+    var schedule = [];
+    for (var step = 1; step <= count.value; step += 1) schedule.push(step % every.value === 0);
+    this.pattern.value = patternOf(schedule);
+    this.update();
+  };
+
+  Playground.prototype.announce = function (text) {
+    var summary = this.summary;
+    window.clearTimeout(this.pending);
+    this.pending = window.setTimeout(function () {
+      summary.textContent = text;
+    }, SUMMARY_DELAY_MS);
+  };
+
+  function start() {
+    var roots = document.querySelectorAll(".amp-sp");
+    for (var i = 0; i < roots.length; i += 1) new Playground(roots[i], i + 1);
+  }
+
+  window.ampScalerPlayground = { simulate: simulate };
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

@@ -1,0 +1,440 @@
+"""The playgrounds' Python side (amp_lesson.playground) and their directives' static HTML.
+
+The bit explorer's arithmetic runs in the browser; what it must agree with is
+fixed here: the float64 a typed text stands for, what torch stores for a NaN
+in each format, and the static table a reader without JavaScript sees. The
+directives are built in a small book with the book's own conf.py; bad options
+fail the build with the same messages the widgets show.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import random
+import shutil
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from bs4 import BeautifulSoup
+from helpers import DOCS, sphinx_build
+
+from amp_lesson.formats import FORMATS, store
+from amp_lesson.playground import (
+    EXAMPLE_VALUES,
+    EXPLORER_FORMATS,
+    MAX_STEPS,
+    PATTERN_PREFIXES,
+    class_text,
+    event_text,
+    every,
+    explorer_rows,
+    format_parameters,
+    read_number,
+    read_scaler_settings,
+    read_steps,
+    steps_pattern,
+)
+from amp_lesson.scaler import ScalerSimulator
+
+
+def _error_message(func: Any, *args: Any) -> str:
+    """The message of the ValueError ``func(*args)`` raises (failing if it raises none)."""
+    try:
+        func(*args)
+    except ValueError as error:
+        return str(error)
+    raise AssertionError(f"{func.__name__}{args!r} raised no ValueError")
+
+
+# -- what a typed text stands for ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["0.1", "-2.5e-8", "1e400", "-1e-400", "  65520 ", "1.", ".5", "+7", "-0", "0003.50E+02"],
+)
+def test_a_decimal_is_read_as_python_reads_it(text: str) -> None:
+    value = read_number(text)
+    assert struct.pack("<d", value) == struct.pack("<d", float(text))
+
+
+@pytest.mark.parametrize("text", ["inf", "-Infinity", "+INF", "nan", "-nan", "NaN"])
+def test_infinities_and_nans_are_read_with_their_sign(text: str) -> None:
+    value = read_number(text)
+    expected = float(text)
+    assert math.isnan(value) == math.isnan(expected)
+    assert math.copysign(1.0, value) == math.copysign(1.0, expected)
+    if not math.isnan(expected):
+        assert value == expected
+
+
+def _item_of(pattern: int, dtype: torch.dtype, int_dtype: torch.dtype) -> float:
+    bits = torch.finfo(dtype).bits
+    signed = pattern - (1 << bits) if bits > 8 and pattern >= 1 << (bits - 1) else pattern
+    return torch.tensor(signed, dtype=int_dtype).view(dtype).item()
+
+
+def _bits64(x: float) -> int:
+    return struct.unpack("<Q", struct.pack("<d", x))[0]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "dtype", "int_dtype"),
+    [
+        ("", torch.float32, torch.int32),
+        ("fp16:", torch.float16, torch.int16),
+        ("bf16:", torch.bfloat16, torch.int16),
+        ("e4m3:", torch.float8_e4m3fn, torch.uint8),
+        ("e5m2:", torch.float8_e5m2, torch.uint8),
+    ],
+)
+def test_a_bit_pattern_stands_for_what_torch_reads_from_it(
+    prefix: str, dtype: torch.dtype, int_dtype: torch.dtype
+) -> None:
+    bits = torch.finfo(dtype).bits
+    rng = random.Random(bits)
+    patterns = {0, 1, (1 << bits) - 1, 1 << (bits - 1)} | {
+        rng.getrandbits(bits) for _ in range(300)
+    }
+    for pattern in patterns:
+        value = read_number(f"{prefix}0x{pattern:x}")
+        # bit for bit, NaN payloads included
+        assert _bits64(value) == _bits64(_item_of(pattern, dtype, int_dtype)), hex(pattern)
+
+
+def test_a_tf32_pattern_is_the_fp32_one_with_its_low_bits_zero() -> None:
+    assert read_number("tf32:0x1fc00") == 1.0  # 0 01111111 0000000000
+    assert read_number("tf32:0x1fc01") == 1 + 2**-10
+    assert math.isnan(read_number("TF32 : 0x7ffff"))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "Type a number: type a decimal such as 0.1"),
+        ("   ", "Type a number:"),
+        ("abc", "“abc” is not a number: type a decimal"),
+        ("1_000", "“1_000” is not a number"),
+        ("0x", "“0x” is not a bit pattern: after 0x come hex digits, 0-9 and a-f."),
+        ("0xZZ", "“0xZZ” is not a bit pattern"),
+        (
+            "fp12:0x1",
+            "“fp12” is not a format: a bit pattern may start with one of fp32, tf32, bf16",
+        ),
+        (
+            "0x1ffffffff",
+            "0x1ffffffff does not fit in FP32's 32 bits: the largest pattern is 0xffffffff.",
+        ),
+        (
+            "e4m3:0x100",
+            "e4m3:0x100 does not fit in FP8 E4M3's 8 bits: the largest pattern is 0xff.",
+        ),
+        ("tf32:0x80000", "does not fit in TF32's 19 bits: the largest pattern is 0x7ffff."),
+    ],
+)
+def test_text_that_is_not_a_number_gets_a_message_saying_what_is(text: str, message: str) -> None:
+    assert message in _error_message(read_number, text)
+
+
+def test_read_number_wants_a_string() -> None:
+    with pytest.raises(TypeError, match="text must be a str"):
+        read_number(0.1)  # type: ignore[arg-type]
+
+
+def test_the_explorer_casts_from_float64_through_float32_as_torch_does() -> None:
+    # 1 + 2**-11 + 2**-40: one rounding to FP16 gives 1 + 2**-10; torch rounds to FP32
+    # first (1 + 2**-11, a tie) and then to FP16 (to even: 1.0).
+    value = read_number(repr(1 + 2**-11 + 2**-40))
+    assert store(value, "fp16").stored == 1.0
+    assert torch.tensor(value, dtype=torch.float64).to(torch.float16).item() == 1.0
+
+
+# -- the formats' parameters ----------------------------------------------------------------
+
+
+def test_format_parameters_are_the_formats_own() -> None:
+    entries = format_parameters(list(FORMATS))
+    assert [e["name"] for e in entries] == list(FORMATS)
+    for entry in entries:
+        spec = FORMATS[entry["name"]]
+        for field in ("label", "bits", "exponent_bits", "mantissa_bits", "bias", "max",
+                      "smallest_normal", "smallest_subnormal", "eps", "has_inf", "saturates"):  # fmt: skip
+            assert entry[field] == getattr(spec, field), (entry["name"], field)
+        assert PATTERN_PREFIXES[entry["prefix"]] == spec.name
+    json.dumps(entries, allow_nan=False)  # JSON as the page needs it: no inf or nan
+
+
+def _nan_from_rule(entry: dict, sign: int, payload32: int) -> int:
+    """The NaN pattern the explorer's script computes (amp-floats.js, nanPattern)."""
+    rule, bits, m = entry["nan"], entry["bits"], entry["mantissa_bits"]
+    sign_place = 1 << (bits - 1)
+    if rule["keeps_payload"]:
+        ones = (1 << entry["exponent_bits"]) - 1
+        body = (ones << m) | (payload32 >> (23 - m))
+    else:
+        body = rule["pattern"] & (sign_place - 1)
+    sign_bit = sign if rule["keeps_sign"] else rule["pattern"] >> (bits - 1)
+    return sign_bit * sign_place + body
+
+
+def test_the_nan_rule_the_script_follows_is_what_torch_stores() -> None:
+    rng = random.Random(0)
+    entries = format_parameters(list(FORMATS))
+    for _ in range(200):
+        sign = rng.getrandbits(1)
+        mantissa = (1 << 51) | rng.getrandbits(51)  # a quiet NaN with a random payload
+        value = struct.unpack("<d", struct.pack("<Q", sign << 63 | 0x7FF << 52 | mantissa))[0]
+        for entry in entries:
+            stored = store(value, entry["name"])
+            assert int(stored.bits, 2) == _nan_from_rule(entry, sign, mantissa >> 29), entry["name"]
+
+
+def test_format_parameters_rejects_bad_names() -> None:
+    with pytest.raises(ValueError, match="names must be one of"):
+        format_parameters(["fp12"])
+    with pytest.raises(TypeError, match="names must be a sequence"):
+        format_parameters("fp16")
+    with pytest.raises(ValueError, match="at least one"):
+        format_parameters([])
+
+
+# -- the static table -----------------------------------------------------------------------
+
+
+def test_explorer_rows_are_stores_results_as_text() -> None:
+    rows = explorer_rows(EXAMPLE_VALUES, EXPLORER_FORMATS)
+    assert len(rows) == len(EXAMPLE_VALUES) * len(EXPLORER_FORMATS)
+    for row, (value, name) in zip(
+        rows, ((v, n) for v in EXAMPLE_VALUES for n in EXPLORER_FORMATS), strict=True
+    ):
+        s = store(value, name)
+        assert row["value"] == repr(value)
+        assert row["format"] == FORMATS[name].label
+        assert row["stored"] == repr(s.stored)
+        assert row["bits"].replace(" ", "") == s.bits
+        assert row["event"] == event_text(s)
+        assert row["class"] == class_text(s)
+        assert row["relative error"] == format(s.rel_error, ".3g")
+    by_key = {(r["value"], r["format"]): r for r in rows}
+    assert by_key[("65520.0", "FP16")]["event"] == "overflow to inf"
+    assert by_key[("inf", "FP8 E4M3")]["stored"] == "448.0"
+    assert by_key[("inf", "FP8 E4M3")]["class"] == "saturated"
+    assert by_key[("-0.0", "BF16")]["bits"] == "1 00000000 0000000"
+
+
+# -- the GradScaler playground's input ------------------------------------------------------
+
+
+def test_steps_patterns_round_trip_and_fill() -> None:
+    schedule = [True, False, False, True]
+    assert read_steps(steps_pattern(schedule)) == schedule
+    assert read_steps(" x . \n X") == [True, False, True]
+    assert every(4, 8) == [False, False, False, True] * 2
+    assert len(read_steps("." * MAX_STEPS)) == MAX_STEPS
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [
+        ("", "steps: type at least one step, . for a clean step or x for an overflow."),
+        ("  ", "steps: type at least one step, . for a clean step or x for an overflow."),
+        ("..o", "steps: character 3 is “o”; use . for a clean step and x for an overflow."),
+        ("." * (MAX_STEPS + 1), f"steps: at most {MAX_STEPS} steps, got {MAX_STEPS + 1}."),
+    ],
+)
+def test_a_bad_pattern_says_what_is_wrong(pattern: str, message: str) -> None:
+    with pytest.raises(ValueError, match="steps") as caught:
+        read_steps(pattern)
+    assert str(caught.value) == message
+
+
+GOOD = {
+    "init_scale": "65536",
+    "growth_factor": "2",
+    "backoff_factor": "0.5",
+    "growth_interval": "4",
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("init_scale", "0"),
+        ("init_scale", "-1"),
+        ("init_scale", "1e-50"),
+        ("init_scale", "1e39"),
+        ("init_scale", "1e999"),
+        ("init_scale", "abc"),
+        ("growth_factor", "1"),
+        ("growth_factor", "0.5"),
+        ("backoff_factor", "1"),
+        ("backoff_factor", "0"),
+        ("backoff_factor", "1e999"),
+        ("growth_interval", "0"),
+        ("growth_interval", "2.5"),
+        ("growth_interval", "99999999999999999999"),
+    ],
+)
+def test_bad_settings_get_scaler_simulators_messages(name: str, text: str) -> None:
+    with pytest.raises(ValueError, match=name) as caught:
+        read_scaler_settings({**GOOD, name: text})
+    message = str(caught.value)
+    assert message.startswith(name)
+    try:  # where the text is a number, the message is ScalerSimulator's own
+        value = int(text) if name == "growth_interval" else float(text)
+    except ValueError:
+        return
+    settings = {k: (int(v) if k == "growth_interval" else float(v)) for k, v in GOOD.items()}
+    if name == "growth_interval" and value > 2**53:
+        return  # the page's own limit, beyond which JavaScript cannot count exactly
+    assert _error_message(lambda: ScalerSimulator(**{**settings, name: value})) == message
+
+
+def test_good_settings_are_read_as_python_numbers() -> None:
+    assert read_scaler_settings({**GOOD, "init_scale": "1e-45"})["init_scale"] == 1e-45
+    with pytest.raises(ValueError, match="missing growth_interval"):
+        read_scaler_settings({k: v for k, v in GOOD.items() if k != "growth_interval"})
+
+
+# -- the directives, in a small book -------------------------------------------------------
+
+PAGE = """\
+# Playgrounds
+
+:::{bit-explorer}
+:value: 65520
+:examples: 0.1, 65520, inf
+:formats: fp32 fp16 fp8_e4m3
+
+Without JavaScript, this table.
+:::
+
+:::{scaler-playground}
+:growth-interval: 3
+:steps: xx.. ..x
+
+Without JavaScript, see {ref}`the trace <trace>`.
+:::
+
+(trace)=
+## The trace
+
+Text.
+"""
+
+
+def _book(root: Path, page: str) -> Path:
+    src = root / "docs"
+    src.mkdir(parents=True)
+    shutil.copy(DOCS / "conf.py", src / "conf.py")
+    for folder in ("_data", "_static", "_templates"):
+        (src / folder).mkdir()
+    (src / "index.md").write_text("# Book\n\n```{toctree}\npage\nplain\n```\n", encoding="utf-8")
+    (src / "page.md").write_text(page, encoding="utf-8")
+    (src / "plain.md").write_text("# Plain\n\nNo playground here.\n", encoding="utf-8")
+    return src
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("playgrounds")
+    out = root / "html"
+    sphinx_build(_book(root, PAGE), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def page_html(built: Path) -> BeautifulSoup:
+    return BeautifulSoup((built / "page.html").read_text(encoding="utf-8"), "html.parser")
+
+
+def test_the_explorer_carries_its_formats_and_a_static_table(page_html: BeautifulSoup) -> None:
+    root = page_html.select_one("div.amp-playground.amp-bx")
+    assert root is not None
+    assert root.parent.name != "div" or "amp-bx" not in root.parent.get("class", [])
+    data = json.loads(root.select_one("script.amp-bx-data").string)
+    assert data["formats"] == format_parameters(list(FORMATS))
+    assert data["show"] == ["fp32", "fp16", "fp8_e4m3"]
+    assert data["initial"] == "65520"
+    static = root.select_one(".amp-bx-static")
+    assert "Without JavaScript, this table." in static.get_text()
+    cells = [[td.get_text() for td in tr.find_all("td")] for tr in static.select("tbody tr")]
+    expected = explorer_rows([0.1, 65520.0, math.inf], ["fp32", "fp16", "fp8_e4m3"])
+    assert cells == [list(row.values()) for row in expected]
+    wrap = static.select_one(".amp-bx-table-wrap")
+    assert wrap["tabindex"] == "0"
+    assert wrap["role"] == "region"
+    assert wrap["aria-label"]
+
+
+def test_the_scaler_playground_carries_its_settings_and_fallback(
+    page_html: BeautifulSoup,
+) -> None:
+    root = page_html.select_one("div.amp-playground.amp-sp")
+    assert root is not None
+    data = json.loads(root.select_one("script.amp-sp-data").string)
+    params = inspect.signature(torch.amp.GradScaler).parameters
+    assert data["init_scale"] == repr(params["init_scale"].default)  # GradScaler's defaults
+    assert data["growth_factor"] == repr(params["growth_factor"].default)
+    assert data["growth_interval"] == "3"
+    assert data["steps"] == "xx.. ..x"
+    assert data["max_steps"] == MAX_STEPS
+    link = root.select_one(".amp-sp-static a")
+    assert link is not None
+    assert link["href"].endswith("#trace")
+
+
+def test_assets_are_local_deferred_and_only_where_needed(
+    built: Path, page_html: BeautifulSoup
+) -> None:
+    scripts = [
+        s["src"]
+        for s in page_html.find_all("script")
+        if s.get("src", "").startswith("_static/amp-")
+    ]
+    assert [s.split("?")[0] for s in scripts] == [
+        "_static/amp-floats.js",
+        "_static/amp-bit-explorer.js",
+        "_static/amp-scaler-playground.js",
+    ]
+    for tag in page_html.find_all("script", src=True):
+        if tag["src"].startswith("_static/amp-"):
+            assert tag.has_attr("defer")
+    styles = [link["href"] for link in page_html.find_all("link", rel="stylesheet")]
+    assert any(href.startswith("_static/amp-playgrounds.css") for href in styles)
+    plain = (built / "plain.html").read_text(encoding="utf-8")
+    assert "amp-floats.js" not in plain
+    assert "amp-playgrounds.css" not in plain
+    assert (built / "_static" / "amp-floats.js").is_file()
+
+
+BAD_OPTIONS = {
+    "unreadable-value": (":::{bit-explorer}\n:value: 0xZZ\n:::\n", "“0xZZ” is not a bit pattern"),
+    "unknown-format": (":::{bit-explorer}\n:formats: fp16 fp12\n:::\n", "'fp12' is not a format"),
+    "bad-example": (":::{bit-explorer}\n:examples: 1, two\n:::\n", "“two” is not a number"),
+    "bad-steps": (
+        ":::{scaler-playground}\n:steps: x.y\n\nFallback.\n:::\n",
+        "steps: character 3 is “y”",
+    ),
+    "bad-backoff": (
+        ":::{scaler-playground}\n:backoff-factor: 2\n\nFallback.\n:::\n",
+        "backoff_factor must be in the open interval (0, 1), got 2.0",
+    ),
+    "no-fallback": (":::{scaler-playground}\n:::\n", "scaler-playground needs a body"),
+}
+
+
+@pytest.mark.parametrize(("body", "message"), list(BAD_OPTIONS.values()), ids=list(BAD_OPTIONS))
+def test_bad_options_fail_the_build_naming_the_problem(
+    tmp_path: Path, body: str, message: str
+) -> None:
+    proc = sphinx_build(_book(tmp_path, "# Bad\n\n" + body), tmp_path / "html", check=False)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0, log[-3000:]
+    assert message in log, log[-3000:]
+    assert "page.md:" in log

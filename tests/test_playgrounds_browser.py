@@ -1,0 +1,668 @@
+"""The bit explorer and the GradScaler playground in a real Chromium, on the built book.
+
+Exactness: the explorer on the formats page is fed more than ten thousand
+texts (random FP32 bit patterns and magnitudes, both sides of every format's
+limits, ties, double-rounding cases, subnormal edges, signed zeros, infinities,
+NaNs with payloads, E4M3 saturation, every FP8 pattern) and must show, for
+each of its six formats, exactly what :func:`amp_lesson.formats.store` gives:
+the stored value, the bits, the class, the event and the relative error. The
+playground is fed a few hundred random schedules and settings and must give
+every step exactly as :func:`amp_lesson.scaler.simulate` and a real
+``torch.amp.GradScaler("cpu")`` do. Each comparison runs as one batch inside
+the page (set the field, fire ``input``, read the widget), so the tests stay
+quick. Then: bad input gets the Python messages inline and no console error,
+the bits and steps work by keyboard, the pages work without JavaScript, fit a
+phone, and axe-core finds nothing serious in either theme. Screenshots go to
+``/tmp/playground-shots/`` for a person to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import struct
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from helpers import recording_page
+from install_axe import axe_script
+
+from amp_lesson.formats import FORMATS, store
+from amp_lesson.playground import (
+    EXAMPLE_VALUES,
+    EXPLORER_FORMATS,
+    class_text,
+    event_text,
+    explorer_rows,
+    read_number,
+    read_scaler_settings,
+    read_steps,
+    steps_pattern,
+)
+from amp_lesson.scaler import run_torch_scaler, simulate
+
+pytestmark = pytest.mark.browser
+
+FORMATS_PAGE = "chapter/formats.html"
+BEYOND_PAGE = "beyond/bf16-tf32-fp8.html"
+SCALER_PAGE = "chapter/gradscaler.html"
+PAGES = (FORMATS_PAGE, BEYOND_PAGE, SCALER_PAGE)
+SHOTS = Path("/tmp/playground-shots")
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 900}
+EXPLORER_VALUES_PER_FORMAT = 10_000
+SCALER_CASES = 300
+
+
+@pytest.fixture
+def make_page(browser: Any, site_url: str) -> Iterator[Any]:
+    """``make_page(**context_options)``: recording pages, closed after the test."""
+    pages: list[Any] = []
+
+    def _make(**context_options: Any) -> Any:
+        pg = recording_page(browser, site_url, **context_options)
+        pages.append(pg)
+        return pg
+
+    yield _make
+    for pg in pages:
+        pg.context.close()
+
+
+def _open(pg: Any, site_url: str, rel: str, ready: str) -> None:
+    pg.goto(f"{site_url}/{rel}")
+    pg.wait_for_selector(ready)  # the script has built the widget
+
+
+def _error_message(func: Any, *args: Any) -> str:
+    """The message of the ValueError ``func(*args)`` raises (failing if it raises none)."""
+    try:
+        func(*args)
+    except ValueError as error:
+        return str(error)
+    raise AssertionError(f"{func.__name__}{args!r} raised no ValueError")
+
+
+def _assert_clean(pg: Any) -> None:
+    assert pg.console_errors == []
+    assert pg.outside_requests == []
+
+
+# -- the values the explorer is checked on ----------------------------------------------
+
+
+def _gap(spec: Any, magnitude: float) -> float:
+    """The gap between neighbours of ``spec`` at ``magnitude`` (subnormal spacing below normal)."""
+    binade = math.frexp(magnitude)[1] - 1 if magnitude else 1 - spec.bias
+    return math.ldexp(1.0, max(binade, 1 - spec.bias) - spec.mantissa_bits)
+
+
+def explorer_texts(seed: int = 20260) -> list[str]:
+    """Texts for the explorer: random and adversarial, as a reader could type them."""
+    rng = random.Random(seed)
+    texts: list[str] = []
+    # Random FP32 bit patterns: over all of them, and over the exponents the narrow formats span.
+    texts += [f"0x{rng.getrandbits(32):08x}" for _ in range(2500)]
+    texts += [
+        f"0x{rng.getrandbits(1) << 31 | rng.randrange(96, 151) << 23 | rng.getrandbits(23):08x}"
+        for _ in range(2000)
+    ]
+    # Random float64 magnitudes across FP32's range and past it, typed as decimals.
+    for _ in range(2000):
+        x = math.ldexp(rng.uniform(0.5, 1.0), rng.randint(-160, 135))
+        texts.append(repr(-x if rng.getrandbits(1) else x))
+    # Both sides of every limit, ties and a hair off them, in every format.
+    for spec in FORMATS.values():
+        anchors = [spec.max, spec.smallest_normal, spec.smallest_subnormal, 1.0, 2048.0]
+        anchors += [spec.smallest_subnormal / 2, spec.smallest_normal - _gap(spec, 0.0)]
+        for anchor in anchors:
+            gap = _gap(spec, anchor)
+            for halves in range(-3, 4):
+                x = anchor + halves * gap / 2
+                for nudge in (0.0, math.ldexp(x, -40), -math.ldexp(x, -40), math.ldexp(x, -26)):
+                    for sign in (1.0, -1.0):
+                        texts.append(repr(sign * (x + nudge)))
+        # Midpoints between random neighbours (ties), and just off them in float64:
+        # a float64 a hair above a tie can round to the tie in FP32, then to even.
+        for _ in range(150):
+            magnitude = math.ldexp(rng.uniform(1.0, 2.0), rng.randint(-(spec.bias - 1), spec.bias))
+            magnitude = min(magnitude, spec.max)
+            gap = _gap(spec, magnitude)
+            tie = math.floor(magnitude / gap) * gap + gap / 2
+            for nudge in (0.0, math.ldexp(tie, -45), -math.ldexp(tie, -45)):
+                texts.append(repr(tie + nudge))
+    # Every FP8 pattern, and random patterns of the 16-bit formats and TF32.
+    texts += [f"e4m3:0x{p:02x}" for p in range(256)] + [f"e5m2:0x{p:02x}" for p in range(256)]
+    texts += [f"fp16:0x{rng.getrandbits(16):04x}" for _ in range(400)]
+    texts += [f"bf16:0x{rng.getrandbits(16):04x}" for _ in range(400)]
+    texts += [f"tf32:0x{rng.getrandbits(19):05x}" for _ in range(200)]
+    # NaNs with random payloads and signs, as FP32 patterns.
+    texts += [
+        f"0x{rng.getrandbits(1) << 31 | 0xFF << 23 | rng.randrange(1, 1 << 23):08x}"
+        for _ in range(150)
+    ]
+    # Zeros, infinities, NaNs and E4M3's saturation, the way a reader types them.
+    texts += [
+        "0",
+        "-0",
+        "+0.0",
+        "inf",
+        "-inf",
+        "Infinity",
+        "nan",
+        "-nan",
+        "NaN",
+        "1e400",
+        "-1e-400",
+    ]
+    texts += ["448", "449", "464", "464.00000000001", "465", "479.9", "480", "500", "1e6", "-1e6"]
+    texts += ["57344", "61439", "61440", "65504", "65519", "65519.99", "65520", "1E5", ".5", "5."]
+    return texts
+
+
+def _reference(text: str) -> tuple[str, list[list[str]]]:
+    """What the explorer must show for ``text``: the float64, then per format its fields."""
+    value = read_number(text)
+    rows = []
+    for name in EXPLORER_FORMATS:
+        s = store(value, name)
+        rows.append(
+            [
+                name,
+                repr(s.stored),
+                s.bits,
+                s.kind,
+                s.event,
+                repr(s.rel_error),
+                format(s.rel_error, ".3g"),
+                class_text(s),
+                event_text(s),
+                repr(s.stored),
+            ]
+        )
+    return repr(value), rows
+
+
+# One batch inside the page: JSON in and out (Playwright's own serialization of
+# ten thousand nested arrays costs more than the widget's work).
+READ_EXPLORER = """
+(textsJson) => {
+  const root = document.querySelector('.amp-bx');
+  const input = root.querySelector('input.amp-bx-input');
+  const error = root.querySelector('.amp-bx-error');
+  const items = [...root.querySelectorAll('li.amp-bx-fmt')];
+  return JSON.stringify(JSON.parse(textsJson).map((text) => {
+    input.value = text;
+    input.dispatchEvent(new Event('input', {bubbles: true}));
+    if (!error.hidden) return ['error: ' + error.textContent, []];
+    return [root.dataset.value, items.map((li) => [
+      li.dataset.format, li.dataset.stored, li.dataset.bits, li.dataset.kind, li.dataset.event,
+      li.dataset.rel, li.querySelector('.amp-bx-rel').textContent, li.dataset.class,
+      li.querySelector('.amp-bx-event').textContent, li.querySelector('.amp-bx-stored').textContent,
+    ])];
+  }));
+}
+"""
+
+
+def _read_explorer(pg: Any, texts: list[str]) -> list[Any]:
+    return json.loads(pg.evaluate(READ_EXPLORER, json.dumps(texts)))
+
+
+def test_the_bit_explorer_stores_what_torch_stores(page: Any, site_url: str) -> None:
+    texts = explorer_texts()
+    assert len(texts) >= EXPLORER_VALUES_PER_FORMAT
+    _open(page, site_url, FORMATS_PAGE, ".amp-bx-ready")
+    # Python works out the reference while Chromium runs the batch (two processes, two cores).
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(lambda: [_reference(text) for text in texts])
+        shown = _read_explorer(page, texts)
+        expected = pending.result()
+    differences = [
+        (text, got, want)
+        for text, got, want in zip(texts, shown, expected, strict=True)
+        if [got[0], got[1]] != [want[0], want[1]]
+    ]
+    assert differences[:10] == []
+    compared = {
+        name: sum(len(rows) > i for _, rows in shown) for i, name in enumerate(EXPLORER_FORMATS)
+    }
+    assert all(n >= EXPLORER_VALUES_PER_FORMAT for n in compared.values()), compared
+    events = {row[4] for _, rows in expected for row in rows}
+    kinds = {row[3] for _, rows in expected for row in rows}
+    assert events == {"exact", "rounded", "underflow", "overflow", "saturated"}
+    assert kinds == {"normal", "subnormal", "zero", "inf", "nan"}
+    _assert_clean(page)
+
+
+def test_the_explorer_on_the_bf16_page_is_the_same_widget(page: Any, site_url: str) -> None:
+    _open(page, site_url, BEYOND_PAGE, ".amp-bx-ready")
+    texts = ["1e-8", "500", "61440", "0x3f800001", "-nan"]
+    assert _read_explorer(page, texts) == [[value, rows] for value, rows in map(_reference, texts)]
+    _assert_clean(page)
+
+
+# -- bad input ------------------------------------------------------------------------
+
+
+BAD_TEXTS = ["", "abc", "1_000", "0x", "0xZZ", "fp12:0x1", "0x1ffffffff", "e4m3:0x100", "--1", "1e"]
+
+
+def test_bad_input_gets_pythons_message_inline_and_no_console_error(
+    page: Any, site_url: str
+) -> None:
+    _open(page, site_url, FORMATS_PAGE, ".amp-bx-ready")
+    root = page.locator(".amp-bx")
+    box = root.get_by_label("Your number")
+    error = root.locator(".amp-bx-error")
+    for text in BAD_TEXTS:
+        message = _error_message(read_number, text)
+        box.fill(text)
+        assert error.is_visible(), text
+        assert error.inner_text() == message
+        assert box.get_attribute("aria-invalid") == "true"
+        assert error.get_attribute("id") in box.get_attribute("aria-describedby")
+        assert "amp-bx-stale" in root.locator(".amp-bx-results").get_attribute("class")
+    box.fill("0.1")
+    assert not error.is_visible()
+    assert box.get_attribute("aria-invalid") is None
+    summary = root.locator(".amp-bx-summary")
+    assert summary.get_attribute("aria-live") == "polite"
+    page.wait_for_function(
+        "document.querySelector('.amp-bx-summary').textContent.startsWith('0.1: FP32 rounded')"
+    )
+    _assert_clean(page)
+
+
+# -- keyboard -------------------------------------------------------------------------
+
+
+def test_bits_flip_by_keyboard_with_one_tab_stop_per_format(page: Any, site_url: str) -> None:
+    _open(page, site_url, FORMATS_PAGE, ".amp-bx-ready")
+    root = page.locator(".amp-bx")
+    box = root.get_by_label("Your number")
+    box.fill("1")
+    box.focus()
+    stops = []
+    for _ in EXPLORER_FORMATS:
+        page.keyboard.press("Tab")
+        stops.append(
+            page.evaluate("document.activeElement.closest('li.amp-bx-fmt').dataset.format")
+        )
+    assert stops == list(EXPLORER_FORMATS)  # one Tab stop per format's bits
+    fp16 = root.locator('li[data-format="fp16"]')
+    fp16.locator("button.amp-bx-bit").first.focus()
+    page.keyboard.press("ArrowRight")  # to the first exponent bit
+    assert "FP16 exponent bit 1 of 5" in page.evaluate("document.activeElement.textContent")
+    page.keyboard.press("End")
+    page.keyboard.press("Space")  # flip the last mantissa bit of 1.0: 0x3c01
+    assert box.input_value() == "fp16:0x3c01"
+    assert fp16.get_attribute("data-stored") == repr(1 + 2**-10)
+    assert page.evaluate("document.activeElement.dataset.index") == "15"  # focus stays put
+    assert root.locator('li[data-format="fp32"]').get_attribute("data-stored") == repr(1 + 2**-10)
+    page.keyboard.press("Home")
+    page.keyboard.press("Enter")  # the sign bit
+    assert box.input_value() == "fp16:0xbc01"
+    assert fp16.get_attribute("data-stored") == repr(-(1 + 2**-10))
+    root.locator('li[data-format="fp8_e4m3"] button.amp-bx-bit').nth(4).click()  # by mouse
+    assert box.input_value().startswith("e4m3:0x")
+    _assert_clean(page)
+
+
+# -- the GradScaler playground ------------------------------------------------------------
+
+
+def scaler_cases(seed: int = 2026) -> list[dict[str, str]]:
+    """Random settings (as a reader would type them) and schedules."""
+    rng = random.Random(seed)
+    cases = []
+    for i in range(SCALER_CASES):
+        init = rng.choice(
+            [
+                "65536.0",
+                repr(math.ldexp(1.0, rng.randint(-30, 127))),
+                repr(rng.uniform(0.5, 1e6)),
+                "3e38",
+                "1e-40",
+                "1e-45",
+                repr(math.ldexp(rng.uniform(1, 2), rng.randint(-149, -120))),
+            ]
+        )
+        growth = rng.choice(["2.0", "1.5", "3", "10", "1.0001", repr(rng.uniform(1.01, 8.0))])
+        backoff = rng.choice(["0.5", "0.25", "0.01", "0.999", repr(rng.uniform(0.001, 0.99))])
+        interval = rng.choice(["1", "2", "3", "4", "7", "2000"])
+        length = rng.randint(150, 260) if i % 40 == 0 else rng.randint(1, 40)
+        density = rng.choice([0.0, 0.05, 0.2, 0.5, 0.9, 1.0])
+        pattern = steps_pattern(rng.random() < density for _ in range(length))
+        cases.append(
+            {
+                "init_scale": init,
+                "growth_factor": growth,
+                "backoff_factor": backoff,
+                "growth_interval": interval,
+                "steps": pattern,
+            }
+        )
+    return cases
+
+
+def _trace_rows(trace: list[Any]) -> list[list[str]]:
+    return [
+        [
+            str(r.step),
+            repr(r.scale_used),
+            # GradScaler unscales with scale.double().reciprocal().float()
+            repr(
+                torch.tensor(r.scale_used, dtype=torch.float32).double().reciprocal().float().item()
+            ),
+            str(r.found_inf).lower(),
+            str(r.skipped).lower(),
+            repr(r.scale_after),
+            str(r.growth_tracker_after),
+        ]
+        for r in trace
+    ]
+
+
+READ_SCALER = """
+(casesJson) => {
+  const root = document.querySelector('.amp-sp');
+  const field = (name) => root.querySelector('input.amp-sp-' + name);
+  const pattern = root.querySelector('textarea.amp-sp-pattern');
+  return JSON.stringify(JSON.parse(casesJson).map((c) => {
+    for (const name of ['init_scale', 'growth_factor', 'backoff_factor', 'growth_interval']) {
+      field(name).value = c[name];
+    }
+    pattern.value = c.steps;
+    pattern.dispatchEvent(new Event('input', {bubbles: true}));
+    if (root.dataset.state !== 'ok') return 'invalid';
+    return [...root.querySelectorAll('.amp-sp-table tbody tr')].map((tr) => [
+      tr.dataset.step, tr.dataset.scaleUsed, tr.dataset.invScale, tr.dataset.foundInf,
+      tr.dataset.skipped, tr.dataset.scaleAfter, tr.dataset.growthTracker,
+    ]);
+  }));
+}
+"""
+
+
+def test_the_scaler_playground_steps_as_gradscaler_does(page: Any, site_url: str) -> None:
+    cases = scaler_cases()
+
+    def references() -> tuple[list[Any], list[Any]]:
+        model, real = [], []
+        for case in cases:
+            settings = read_scaler_settings(case)
+            schedule = read_steps(case["steps"])
+            model.append(_trace_rows(simulate(schedule, **settings)))
+            real.append(_trace_rows(run_torch_scaler(schedule, "cpu", **settings)))
+        return model, real
+
+    _open(page, site_url, SCALER_PAGE, ".amp-sp-ready")
+    # The real GradScaler runs while Chromium runs the batch (two processes, two cores).
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(references)
+        shown = json.loads(page.evaluate(READ_SCALER, json.dumps(cases)))
+        model, real = pending.result()
+    assert model == real  # the simulator is exact to torch on these very cases
+    differences = [(c, s, m) for c, s, m in zip(cases, shown, model, strict=True) if s != m]
+    assert differences[:5] == []
+    steps = sum(len(rows) for rows in model)
+    assert steps > 5000
+    # The cases reach the corners: a scale of zero, an infinite inv_scale, capped growth.
+    flat = [row for rows in model for row in rows]
+    assert any(row[5] == "0.0" for row in flat)
+    assert any(row[2] == "inf" and row[1] != "0.0" for row in flat)
+    capped = [
+        r for c in cases for r in simulate(read_steps(c["steps"]), **read_scaler_settings(c))
+        if not r.found_inf and r.growth_tracker_after == 0 and r.scale_after == r.scale_used
+        and r.scale_used > 1e38
+    ]  # fmt: skip
+    assert capped
+    _assert_clean(page)
+
+
+def test_the_playground_starts_from_the_pages_executed_trace(page: Any, site_url: str) -> None:
+    _open(page, site_url, SCALER_PAGE, ".amp-sp-ready")
+    executed = page.evaluate(
+        """() => [...document.querySelector('#gradscaler-trace table.amp-table')
+                  .querySelectorAll('tbody tr')].map((tr) =>
+                  [...tr.querySelectorAll('td')].map((td) => td.textContent.trim()))"""
+    )
+    live = page.evaluate(
+        """() => [...document.querySelectorAll('.amp-sp-table tbody tr')].map((tr) =>
+                  [tr.dataset.step, tr.dataset.scaleUsed, tr.dataset.foundInf, tr.dataset.skipped,
+                   tr.dataset.scaleAfter, tr.dataset.growthTracker])"""
+    )
+    assert len(executed) >= 10
+    for shown, row in zip(executed, live, strict=False):
+        step, used, overflow, skipped, after, tracker = shown
+        assert row[0] == step
+        assert float(row[1]) == float(used)
+        assert row[2] == overflow.lower()
+        assert row[3] == skipped.lower()
+        assert float(row[4]) == float(after)
+        assert row[5] == tracker
+    _assert_clean(page)
+
+
+def test_bad_settings_get_pythons_messages_beside_their_fields(page: Any, site_url: str) -> None:
+    _open(page, site_url, SCALER_PAGE, ".amp-sp-ready")
+    root = page.locator(".amp-sp")
+    good = {
+        name: root.locator(f"input.amp-sp-{name}").input_value()
+        for name in ("init_scale", "growth_factor", "backoff_factor", "growth_interval")
+    }
+    bad = [
+        ("init_scale", "0"),
+        ("init_scale", "1e-50"),
+        ("init_scale", "lots"),
+        ("growth_factor", "1"),
+        ("backoff_factor", "1.5"),
+        ("growth_interval", "0"),
+        ("growth_interval", "2.5"),
+    ]
+    for name, text in bad:
+        message = _error_message(read_scaler_settings, {**good, name: text})
+        box = root.locator(f"input.amp-sp-{name}")
+        box.fill(text)
+        error = root.locator(f"#{box.get_attribute('aria-describedby')}")
+        assert error.is_visible()
+        assert error.inner_text() == message
+        assert box.get_attribute("aria-invalid") == "true"
+        assert root.get_attribute("data-state") == "invalid"
+        box.fill(good[name])
+        assert not error.is_visible()
+    pattern = root.get_by_label("Pattern: x an overflow, . a clean step")
+    for text in ["", "x.y", "x" * 1001]:
+        message = _error_message(read_steps, text)
+        pattern.fill(text)
+        assert root.locator(".amp-sp-steps .amp-sp-error").first.inner_text() == message
+    pattern.fill("x.x")
+    assert root.get_attribute("data-state") == "ok"
+    root.get_by_label("Overflow every").fill("0")
+    root.get_by_role("button", name="Fill the pattern").click()
+    assert "Overflow every must be an integer >= 1, got 0" in root.inner_text()
+    assert pattern.input_value() == "x.x"  # nothing filled from a bad request
+    _assert_clean(page)
+
+
+def test_steps_toggle_by_mouse_and_keyboard_and_fill(page: Any, site_url: str) -> None:
+    _open(page, site_url, SCALER_PAGE, ".amp-sp-ready")
+    root = page.locator(".amp-sp")
+    pattern = root.get_by_label("Pattern: x an overflow, . a clean step")
+    pattern.fill("....")
+    step3 = root.get_by_role("button", name="Step 3")
+    assert step3.get_attribute("aria-pressed") == "false"
+    step3.click()
+    assert pattern.input_value() == "..x."
+    assert step3.get_attribute("aria-pressed") == "true"
+    assert root.locator('tr[data-step="3"]').get_attribute("data-skipped") == "true"
+    page.keyboard.press("ArrowRight")  # focus stayed on step 3; move to step 4
+    page.keyboard.press("Space")
+    assert pattern.input_value() == "..xx"
+    assert page.evaluate("document.activeElement.dataset.step") == "4"
+    toolbar_stops = page.evaluate(
+        "[...document.querySelectorAll('.amp-sp-toggle')].filter((b) => b.tabIndex === 0).length"
+    )
+    assert toolbar_stops == 1
+    root.get_by_label("Overflow every").fill("3")
+    root.get_by_label("Run length").fill("9")
+    root.get_by_role("button", name="Fill the pattern").click()
+    assert pattern.input_value() == "..x..x..x"
+    assert root.locator(".amp-sp-table tbody tr").count() == 9
+    page.wait_for_function(
+        "document.querySelector('.amp-sp-summary').textContent.startsWith('9 steps, 3 skipped.')"
+    )
+    _assert_clean(page)
+
+
+# -- without JavaScript ----------------------------------------------------------------------
+
+
+def test_without_javascript_the_static_versions_stand_in(browser: Any, site_url: str) -> None:
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        pg = context.new_page()
+        pg.goto(f"{site_url}/{FORMATS_PAGE}")
+        static = pg.locator(".amp-bx .amp-bx-static")
+        assert static.is_visible()
+        assert pg.locator(".amp-bx-live").count() == 0
+        cells = static.locator("tbody tr").evaluate_all(
+            "rows => rows.map(r => [...r.cells].map(c => c.textContent))"
+        )
+        assert cells == [list(r.values()) for r in explorer_rows(EXAMPLE_VALUES, EXPLORER_FORMATS)]
+        pg.goto(f"{site_url}/{SCALER_PAGE}")
+        fallback = pg.locator(".amp-sp .amp-sp-static")
+        assert fallback.is_visible()
+        assert fallback.locator('a[href="#gradscaler-trace"]').count() == 1
+        assert pg.locator("#gradscaler-trace table.amp-table").is_visible()
+    finally:
+        context.close()
+
+
+# -- phone, themes, accessibility, screenshots --------------------------------------------------
+
+
+def _exercise(pg: Any, rel: str) -> None:
+    """Put the page's widget into a state with every part showing."""
+    if rel == SCALER_PAGE:
+        pg.locator("input.amp-sp-backoff_factor").fill("0.01")
+    else:
+        pg.locator("input.amp-bx-input").fill("-65520.000000001")
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_widgets_fit_a_phone(make_page: Any, site_url: str, scheme: str) -> None:
+    pg = make_page(viewport=PHONE, color_scheme=scheme)
+    for rel in PAGES:
+        _open(pg, site_url, rel, ".amp-sp-ready" if rel == SCALER_PAGE else ".amp-bx-ready")
+        _exercise(pg, rel)
+        scroll, client = pg.evaluate(
+            "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        )
+        assert scroll <= client, rel
+        widget = pg.locator(".amp-playground").first.bounding_box()
+        assert widget is not None
+        assert widget["x"] + widget["width"] <= PHONE["width"], rel
+    _assert_clean(pg)
+
+
+THIRD_PARTY_EXCLUDES = [  # markup the theme and MyST-NB write, not this book (see test_selfcheck_browser)
+    ".search-button-field",
+    'details.hide > summary[aria-label="Toggle hidden content"]',
+]
+
+
+def _serious_violations(pg: Any) -> list[str]:
+    """axe-core's serious and critical findings in the page's playgrounds.
+
+    The whole of every page is audited by test_selfcheck_browser; this audits the
+    widgets again in the states that test does not reach (results, error messages).
+    """
+    path = axe_script()
+    if path is None:
+        message = "axe-core is not installed; run `python tools/install_axe.py`"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    pg.add_script_tag(path=str(path))
+    results = pg.evaluate(
+        """async (exclude) => (await axe.run(
+            {include: [[".amp-playground"]], exclude: exclude.map(s => [s])},
+            {resultTypes: ["violations"]})).violations""",
+        THIRD_PARTY_EXCLUDES,
+    )
+    return [
+        f"{v['id']} ({v['impact']}): {v['help']} -- "
+        + "; ".join(node["target"][0] if node["target"] else "?" for node in v["nodes"][:5])
+        for v in results
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_axe_finds_nothing_serious_on_the_playground_pages(
+    make_page: Any, site_url: str, scheme: str
+) -> None:
+    pg = make_page(viewport=DESKTOP, color_scheme=scheme)
+    problems = {}
+    for rel in PAGES:
+        _open(pg, site_url, rel, ".amp-sp-ready" if rel == SCALER_PAGE else ".amp-bx-ready")
+        assert pg.evaluate("document.documentElement.dataset.theme") == scheme
+        _exercise(pg, rel)
+        found = _serious_violations(pg)
+        # and with an error message showing
+        if rel == SCALER_PAGE:
+            pg.locator("input.amp-sp-growth_factor").fill("1")
+            pg.locator("textarea.amp-sp-pattern").fill("x?")
+        else:
+            pg.locator("input.amp-bx-input").fill("0xZZ")
+        found += _serious_violations(pg)
+        if found:
+            problems[rel] = found
+    assert problems == {}
+    _assert_clean(pg)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_screenshots_of_both_widgets(make_page: Any, site_url: str, scheme: str, size: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    pg = make_page(viewport=DESKTOP if size == "desktop" else PHONE, color_scheme=scheme)
+    for rel, name in ((FORMATS_PAGE, "bit-explorer"), (SCALER_PAGE, "scaler-playground")):
+        _open(pg, site_url, rel, ".amp-sp-ready" if rel == SCALER_PAGE else ".amp-bx-ready")
+        # The theme's sticky header would cover the top of a widget scrolled into view.
+        pg.add_style_tag(
+            content=(
+                ".bd-header, .bd-header-article { position: static !important; }"
+                " .skip-link { display: none !important; }"
+            )
+        )
+        _exercise(pg, rel)
+        pg.wait_for_timeout(500)  # the summary line is written after a pause in typing
+        pg.evaluate("document.activeElement && document.activeElement.blur()")
+        path = SHOTS / f"{name}-{scheme}-{size}.png"
+        widget = pg.locator(".amp-playground").first
+        widget.scroll_into_view_if_needed()
+        pg.wait_for_timeout(300)  # let the theme's scroll-linked layout settle
+        widget.screenshot(path=str(path))
+        assert path.stat().st_size > 0
+    _assert_clean(pg)
+
+
+def test_exactness_inputs_cover_what_they_claim() -> None:
+    """The value list reaches each format's edges (a check on the list, not the widget)."""
+    values = [read_number(t) for t in explorer_texts()]
+    finite = [abs(v) for v in values if math.isfinite(v)]
+    for spec in FORMATS.values():
+        assert any(v == spec.max for v in finite), spec.name
+        assert any(spec.max < v < 2 * spec.max for v in finite), spec.name  # past the top
+        assert any(0 < v < spec.smallest_subnormal for v in finite), spec.name  # under the bottom
+    nans = [struct.pack("<d", v) for v in values if math.isnan(v)]
+    assert len(set(nans)) > 100  # NaNs with many payloads
