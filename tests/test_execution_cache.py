@@ -103,7 +103,8 @@ def test_prune_leaves_a_link_to_a_cache_alone(tmp_path: Path) -> None:
 @pytest.mark.book
 def test_unrelated_files_beside_the_caches_survive_builds_with_new_keys(tmp_path: Path) -> None:
     """AMP_LESSON_CACHE_DIR pointed at a folder of the user's: builds delete only their caches."""
-    src = mini_book(tmp_path, "```{code-cell} ipython3\nprint(6 * 7)\n```\n")
+    cell = "import os\nprint(6 * 7, 'threads', os.environ.get('OMP_NUM_THREADS'))"
+    src = mini_book(tmp_path, f"```{{code-cell}} ipython3\n{cell}\n```\n")
     base = tmp_path / "cache-base"
     user_files = {
         base / "notes.txt": "keep me",
@@ -115,13 +116,15 @@ def test_unrelated_files_beside_the_caches_survive_builds_with_new_keys(tmp_path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     env = dict(os.environ, AMP_LESSON_CACHE_DIR=str(base))
+    env.pop("OMP_NUM_THREADS", None)  # the extension's own choice is under test
     out = tmp_path / "html"
     builds = KEEP_CACHES + 1
     for i in range(builds):
         # A watched data file changes the key, as a change to the package would.
         (src / "_data" / "edition.txt").write_text(f"edition {i}")
         proc = sphinx_build(src, out, env=env)
-        assert "42" in (out / "page.html").read_text()
+        # -j auto: each of one-per-core kernels gets one thread
+        assert "42 threads 1" in (out / "page.html").read_text()
         assert "without encryption" not in proc.stdout + proc.stderr
     for path, text in user_files.items():
         assert path.read_text() == text, f"{path} was changed or deleted"

@@ -300,3 +300,16 @@ def test_the_repository_is_declared_once_in_pyproject() -> None:
         "amp-lesson[notebooks] @ git+https://github.com/amp-lesson/amp-lesson@v0.1.0"
     )
     assert export.documentation_url() == urls["Documentation"] + "/en/latest"
+
+
+def test_a_numbered_reference_keeps_its_words() -> None:
+    out, _ = myst_to_markdown(
+        "As {numref}`Figure {number} <fig-hist>` shows, and {numref}`fig-hist` too.",
+        {},
+        docs_url="https://b.example",
+        labels={"fig-hist": ("beyond/h", "fig-hist", "Gradient histogram")},
+    )
+    assert out == (
+        "As [Figure](https://b.example/beyond/h.html#fig-hist) shows, and "
+        "[Gradient histogram](https://b.example/beyond/h.html#fig-hist) too."
+    )

@@ -22,7 +22,7 @@ Targets on a 2-core machine: cold <= 60 s, no-change <= 3 s, one-page edit
 does not fail on a miss.
 
     python tools/bench_build.py [--page chapter/formats] [--weigh all|PAGE ...]
-                                [--jobs N] [--json out.json] [--root TREE]
+                                [--jobs N] [--json out.json] [--root TREE] [--write-costs]
 
 ``--root`` benchmarks another checkout's ``docs/`` and ``src/`` (for a
 before/after comparison) with this environment's packages.
@@ -146,6 +146,23 @@ def startup_costs(env: dict[str, str]) -> dict[str, float]:
     }
 
 
+def _router(base: str, local: set[str], outside: list[str]):  # type: ignore[no-untyped-def]
+    """A Playwright route handler: serve the site's own requests, block and count the rest."""
+
+    def route(r):  # type: ignore[no-untyped-def]
+        url = r.request.url
+        if url.startswith(base):
+            local.add(url.split("?")[0].split("#")[0])
+            r.continue_()
+        elif url.startswith(("data:", "blob:")):
+            r.continue_()
+        else:
+            outside.append(url)
+            r.abort()
+
+    return route
+
+
 class _Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args: object) -> None:
         pass
@@ -179,18 +196,7 @@ def page_weights(html_dir: Path, pages: list[str]) -> dict[str, dict[str, int]]:
                 context = browser.new_context(viewport={"width": 1280, "height": 900})
                 pg = context.new_page()
 
-                def route(r, local=local, outside=outside):  # type: ignore[no-untyped-def]
-                    url = r.request.url
-                    if url.startswith(base):
-                        local.add(url.split("?")[0].split("#")[0])
-                        r.continue_()
-                    elif url.startswith(("data:", "blob:")):
-                        r.continue_()
-                    else:
-                        outside.append(url)
-                        r.abort()
-
-                pg.route("**/*", route)
+                pg.route("**/*", _router(base, local, outside))
                 pg.goto(base + page + ".html", wait_until="networkidle")
                 context.close()
                 weight = dict.fromkeys(
@@ -232,6 +238,12 @@ def main() -> int:
     parser.add_argument("--jobs", default="auto", help="sphinx-build -j value (default auto)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--root", type=Path, default=ROOT, help="checkout whose docs/src to build")
+    parser.add_argument(
+        "--write-costs",
+        action="store_true",
+        help="write the cold build's per-page times to docs/_page_costs.json (the extension "
+        "schedules parallel execution by them)",
+    )
     args = parser.parse_args()
 
     root = args.root.resolve()
@@ -248,17 +260,29 @@ def main() -> int:
         if not page_src.is_file():
             parser.error(f"--page {args.page!r}: no such page in docs/")
         results["load_avg_before"] = round(os.getloadavg()[0], 1)
+        save = (lambda: args.json.write_text(json.dumps(results, indent=2))) if args.json else None
         results["cold"] = build(src, out, args.jobs, env)
         results["per_page_exec_s"] = exec_times(out)
+        if args.write_costs:
+            costs = dict(sorted(results["per_page_exec_s"].items()))
+            (ROOT / "docs" / "_page_costs.json").write_text(json.dumps(costs, indent=1) + "\n")
         results["no_change"] = build(src, out, args.jobs, env)
+        if save:
+            save()
         # A prose edit re-reads the page and serves its outputs from the cache; a
         # cell edit re-executes it. The second is the one an author waits for.
         page_src.write_text(page_src.read_text() + "\nOne more sentence for the benchmark.\n")
         results["one_page_prose_edit"] = build(src, out, args.jobs, env)
         page_src.write_text(page_src.read_text() + "\n```{code-cell} ipython3\n1 + 1\n```\n")
         results["one_page_edit"] = build(src, out, args.jobs, env)
+        if save:
+            save()
         results["reread_all_from_cache"] = build(src, out, args.jobs, env, "-E")
+        if save:
+            save()
         results["startup"] = startup_costs(env)
+        if save:
+            save()
         results["load_avg_after"] = round(os.getloadavg()[0], 1)
         pages = _built_pages(out) if args.weigh == ["all"] else args.weigh
         results["page_weight"] = page_weights(out, pages)

@@ -21,18 +21,38 @@ from functools import partial
 from pathlib import Path
 
 
-def run_one(path: Path, timeout: int) -> tuple[Path, float, str | None]:
-    """Execute ``path``; return it, the seconds taken and the error (``None`` on success)."""
+def _cell_seconds(cell: dict) -> float:
+    """How long a cell ran, from the timestamps nbclient records."""
+    from datetime import datetime
+
+    timing = cell.get("metadata", {}).get("execution", {})
+    try:
+        start = datetime.fromisoformat(timing["iopub.execute_input"].replace("Z", "+00:00"))
+        end = datetime.fromisoformat(timing["shell.execute_reply"].replace("Z", "+00:00"))
+    except (KeyError, ValueError):
+        return 0.0
+    return (end - start).total_seconds()
+
+
+def run_one(path: Path, timeout: int) -> tuple[Path, float, str | None, list[tuple[float, str]]]:
+    """Execute ``path``; return it, the seconds taken, the error (``None`` on success)
+    and each code cell's seconds with its first line."""
     import nbformat
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
+    error = None
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name="python3").execute()
-    except Exception as error:  # noqa: BLE001  (any failure is reported, not raised)
-        return path, time.perf_counter() - start, f"{type(error).__name__}: {error}"
-    return path, time.perf_counter() - start, None
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=True).execute()
+    except Exception as exc:  # noqa: BLE001  (any failure is reported, not raised)
+        error = f"{type(exc).__name__}: {exc}"
+    cells = [
+        (_cell_seconds(c), c["source"].strip().splitlines()[0] if c["source"].strip() else "")
+        for c in nb.cells
+        if c.cell_type == "code"
+    ]
+    return path, time.perf_counter() - start, error, cells
 
 
 def main(argv: list[str]) -> int:
@@ -40,16 +60,21 @@ def main(argv: list[str]) -> int:
     parser.add_argument("notebooks", nargs="+", type=Path)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--timeout", type=int, default=300, help="seconds per cell")
+    parser.add_argument(
+        "--slowest-cells", type=int, default=0, help="also print each notebook's N slowest cells"
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error("--jobs must be >= 1")
     failures = 0
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        for path, seconds, error in pool.map(
+        for path, seconds, error, cells in pool.map(
             partial(run_one, timeout=args.timeout), args.notebooks
         ):
             status = "ok" if error is None else "FAILED"
             print(f"{status:<7}{seconds:7.1f} s  {path}", flush=True)
+            for cell_seconds, first_line in sorted(cells, reverse=True)[: args.slowest_cells]:
+                print(f"{'':7}{cell_seconds:7.1f} s    {first_line[:70]}", flush=True)
             if error is not None:
                 failures += 1
                 print(error[-4000:], flush=True)

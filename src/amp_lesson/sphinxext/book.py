@@ -1,14 +1,19 @@
 """Build machinery that keeps the book honest and self-contained.
 
 - The execution cache is keyed on the source of ``amp_lesson`` (and any
-  watched data), the torch version and the build device: MyST-NB's own key
-  covers a page's cells only, so without this a change to the package would
-  leave old numbers on the page.
+  watched data), the torch version and the build device, GPU model included:
+  MyST-NB's own key covers a page's cells only, so without this a change to
+  the package would leave old numbers on the page. Old caches are pruned,
+  and only folders the book itself created are ever deleted.
+- Parallel execution (``-j``) is scheduled so the kernels finish together,
+  each kernel gets its share of the cores, and kernels encrypt their sockets
+  (which also keeps ipykernel's warning about it out of the build log).
 - Every page with code cells must have executed; a page that silently did
   not (for example front matter with ``kernelspec`` alone) fails the build.
 - Math is rendered to MathML at build time, so no script is fetched.
-- Each page offers its executed notebook for download, and an "Open in
-  Colab" button when the repository is known.
+- Each page offers its executed notebook for download as plain Jupyter
+  (:mod:`.export`), and an "Open in Colab" button for its twin in
+  ``notebooks/``.
 """
 
 from __future__ import annotations
@@ -88,8 +93,8 @@ def gpu_models(proc_dir: Path = NVIDIA_PROC) -> tuple[str, ...]:
     >>> gpu_models(gpus)
     ()
     >>> (gpus / "0000:17:00.0").mkdir()
-    >>> _ = (gpus / "0000:17:00.0" / "information").write_text(
-    ...     "Model: \t\t NVIDIA H200\nIRQ:   \t\t 95\n")
+    >>> info = gpus / "0000:17:00.0" / "information"
+    >>> _ = info.write_text("Model: \\t\\t NVIDIA H200\\nIRQ: \\t\\t 95\\n")
     >>> gpu_models(gpus)
     ('NVIDIA H200',)
     """
@@ -235,6 +240,90 @@ def encrypt_kernel_transport() -> bool:
         return False
     trait.default_value = "auto"
     return KernelManager().transport_encryption == "auto"
+
+
+# -- scheduling parallel execution -----------------------------------------------------
+
+DEFAULT_COST = 1.0
+"""Assumed cost of a page with code that has no recorded execution time."""
+PAGE_COSTS_FILE = "_page_costs.json"
+"""Execution seconds per page, measured by ``tools/bench_build.py --write-costs``; a hint only."""
+
+
+def balanced_order(costs: dict[str, float], nproc: int) -> list[str]:
+    """Order ``costs``' documents so that ``nproc`` parallel readers finish together.
+
+    Sphinx splits the documents to read, in order, into chunks
+    (``sphinx.util.parallel.make_chunks``); the first ``nproc`` run at once and
+    each later one starts when a reader is free. So the cheapest documents go
+    to the later chunks, and the rest are dealt, longest first, to whichever
+    of the first chunks has the least work so far (and room left).
+
+    >>> costs = {"a": 9, "b": 8, "c": 1, "d": 1, "e": 0}
+    >>> balanced_order(costs, 1) == sorted(costs)
+    True
+    >>> costs |= {f"x{i}": 2 for i in range(20)}  # 25 pages: chunks of 11, 11 and 3
+    >>> order = balanced_order(costs, 2)
+    >>> sum(costs[d] for d in order[:11]), sum(costs[d] for d in order[11:22]), order[22:]
+    (29, 28, ['c', 'd', 'e'])
+    """
+    from sphinx.util.parallel import make_chunks
+
+    docs = sorted(costs, key=lambda d: (-costs[d], d))
+    if nproc < 2 or len(docs) < 2:
+        return sorted(costs)
+    sizes = [len(chunk) for chunk in make_chunks(docs, nproc)]
+    head = sizes[:nproc]
+    n_head = sum(head)
+    chunks: list[list[str]] = [[] for _ in head]
+    loads = [0.0] * len(head)
+    for doc in docs[:n_head]:
+        i = min((j for j in range(len(head)) if len(chunks[j]) < head[j]), key=loads.__getitem__)
+        chunks[i].append(doc)
+        loads[i] += costs[doc]
+    return [doc for chunk in chunks for doc in chunk] + docs[n_head:]
+
+
+def _page_costs(app: Sphinx, env: Any, docnames: list[str]) -> dict[str, float]:
+    """Expected execution seconds of each page: its last run, else the hint file, else a guess."""
+    hints: dict[str, float] = {}
+    hint_file = Path(app.confdir) / PAGE_COSTS_FILE
+    if hint_file.is_file():
+        try:
+            hints = {str(k): float(v) for k, v in json.loads(hint_file.read_text()).items()}
+        except (ValueError, TypeError, AttributeError):
+            logger.info("amp_lesson: %s is not a JSON object of seconds; ignored", hint_file)
+    nb_metadata = getattr(env, "nb_metadata", {})
+    costs = {}
+    for doc in docnames:
+        last = (nb_metadata.get(doc, {}).get("exec_data") or {}).get("runtime")
+        if last is None:
+            last = hints.get(doc)
+        if last is None:
+            source = Path(env.doc2path(doc))
+            has_code = source.suffix == ".md" and "{code-cell}" in source.read_text("utf-8")
+            last = DEFAULT_COST if has_code else 0.0
+        costs[doc] = float(last)
+    return costs
+
+
+def _schedule_reading(app: Sphinx, env: Any, docnames: list[str]) -> None:
+    """Reorder the pages to read (in place) so parallel kernels finish together."""
+    if app.parallel > 1 and len(docnames) > 1:
+        docnames[:] = balanced_order(_page_costs(app, env, docnames), app.parallel)
+
+
+def _limit_kernel_threads(app: Sphinx, config: Config) -> None:
+    """Give each of the ``-j N`` parallel kernels its share of the cores.
+
+    Each kernel's maths libraries would otherwise start one thread per core,
+    and N kernels would fight over the cores. A value already in the
+    environment wins, so an author can still choose.
+    """
+    if app.parallel > 1:
+        share = str(max(1, (os.cpu_count() or 1) // app.parallel))
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            os.environ.setdefault(name, share)
 
 
 class NotebookExecutionError(SphinxError):
@@ -401,6 +490,8 @@ def setup(app: Sphinx) -> None:
     app.connect("config-inited", _key_cache_on_sources, priority=100)
     # In the main process, before -j forks the readers that start kernels.
     app.connect("config-inited", lambda app, config: encrypt_kernel_transport())
+    app.connect("config-inited", _limit_kernel_threads)
+    app.connect("env-before-read-docs", _schedule_reading)
     app.connect("env-updated", _fail_on_execution_errors)
     app.connect("env-check-consistency", _check_pages_executed)
     app.connect("doctree-resolved", _note_pages_without_code)

@@ -444,10 +444,11 @@ def _role(name: str, content: str, ctx: _Context) -> str:
         return f"[{title}]({_doc_link(target, ctx)})"
     if name in ("ref", "numref"):
         title, target = _split_title_target(content)
-        if target in ctx.labels:
-            doc, anchor, section = ctx.labels[target]
-            return f"[{title or section}]({ctx.docs_url}/{doc}.html#{anchor})"
-        return title or target.replace("-", " ")
+        doc, anchor, section = ctx.labels.get(target, ("", "", ""))
+        # numref's "Fig. {number}" has no number outside Sphinx: keep the words
+        title = re.sub(r"\s*\{(number|name)\}", "", title).strip()
+        text = title or section or target.replace("-", " ")
+        return f"[{text}]({ctx.docs_url}/{doc}.html#{anchor})" if doc else text
     if name == "term":
         return _split_title_target(content)[0] or content
     if name in ("math", "eq"):
