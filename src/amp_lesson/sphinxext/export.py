@@ -661,9 +661,11 @@ def _selfcheck(
             "| " + " | ".join("?" if j in blank else c for j, c in enumerate(_cells(row))) + " |"
             for row in table[2:]
         ]
-        cols = ", ".join(f"**{header[j]}**" for j in sorted(blank) if j < len(header))
+        names = [f"**{header[j]}**" for j in sorted(blank) if j < len(header)]
+        cols = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+        which = "columns" if len(names) > 1 else "column"
         return (
-            f"{head}\n\n{md(before)}\n\nFill in the column {cols} from memory:\n\n"
+            f"{head}\n\n{md(before)}\n\nFill in the {which} {cols} from memory:\n\n"
             + md(blanked)
             + "\n\n"
             + _details("Answer", md(table) + "\n\n" + md(after))
