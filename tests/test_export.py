@@ -242,7 +242,7 @@ def test_strip_glue(source: str, expected: str) -> None:
         ast.parse(expected)
 
 
-def test_a_notebook_export_drops_removed_cells_and_glue_outputs() -> None:
+def test_a_notebook_export_keeps_hidden_code_collapsed_and_drops_glue() -> None:
     glue_output = {
         "output_type": "display_data",
         "metadata": {"scrapbook": {"name": "n", "mime_prefix": "application/papermill.record/"}},
@@ -255,13 +255,20 @@ def test_a_notebook_export_drops_removed_cells_and_glue_outputs() -> None:
             {
                 "cell_type": "code",
                 "metadata": {"tags": ["remove-cell"]},
-                "source": "secret = 1",
+                "source": "from myst_nb import glue\nsecret = 1\nglue('s', secret)",
+                "outputs": [],
+            },
+            {"cell_type": "markdown", "metadata": {"tags": ["remove-cell"]}, "source": "Hidden."},
+            {
+                "cell_type": "code",
+                "metadata": {"tags": ["remove-cell"]},
+                "source": "glue('only', 1)",
                 "outputs": [],
             },
             {
                 "cell_type": "code",
                 "metadata": {},
-                "source": "from myst_nb import glue\nn = 3\nprint(n)\nglue('n', n)",
+                "source": "from myst_nb import glue\nn = 3 + secret - 1\nprint(n)\nglue('n', n)",
                 "outputs": [printed, glue_output],
             },
         ],
@@ -273,16 +280,18 @@ def test_a_notebook_export_drops_removed_cells_and_glue_outputs() -> None:
         nb, glue, docname="chapter/x", executed=True, repository="https://github.com/o/r"
     )
     sources = [c["source"] for c in out["cells"]]
-    assert sources[2:] == ["# Page\n\nn is 3.", "n = 3\nprint(n)"]
-    assert out["cells"][3]["outputs"] == [printed]
-    assert "secret" not in str(out)
+    assert sources[2:] == ["# Page\n\nn is 3.", "secret = 1", "n = 3 + secret - 1\nprint(n)"]
+    assert out["cells"][3]["metadata"]["jupyter"] == {"source_hidden": True}
+    assert "jupyter" not in out["cells"][4]["metadata"]
+    assert out["cells"][4]["outputs"] == [printed]
     assert "myst_nb" not in str(out)
+    assert "Hidden." not in str(out)
     assert "amp-lesson[notebooks] @ git+https://github.com/o/r@v" in sources[1]
-    assert [c["id"] for c in out["cells"]] == [f"cell-{i}" for i in range(4)]
+    assert [c["id"] for c in out["cells"]] == [f"cell-{i}" for i in range(5)]
     bare = export_notebook(
         nb, glue, docname="chapter/x", executed=False, repository="https://github.com/o/r"
     )
-    assert bare["cells"][3]["outputs"] == []
+    assert bare["cells"][4]["outputs"] == []
     with pytest.raises(TypeError, match="executed must be True or False"):
         export_notebook(nb, glue, docname="chapter/x", executed="yes")
 

@@ -10,9 +10,10 @@ Sphinx:
   question, with the answers in a collapsed ``<details>`` section and no
   option marked right in the question itself. Cross-references become links
   to the online book.
-- Cells tagged ``remove-cell`` are left out (that is where pages keep their
-  ``glue`` calls), and any ``glue`` call still in a visible cell is removed
-  with its import, so no notebook imports ``myst_nb``.
+- ``glue`` calls are removed with their import, so no notebook imports
+  ``myst_nb``. Code cells tagged ``remove-cell`` (where pages keep their
+  bookkeeping) stay, with their source collapsed, since later cells may use
+  what they define; a cell left empty goes, and so do hidden Markdown cells.
 - A first code cell installs ``amp_lesson`` at the book's version from the
   repository declared once, in ``[project.urls]`` of ``pyproject.toml``.
 """
@@ -707,7 +708,8 @@ def export_notebook(
     for cell in copy.deepcopy(list(nb.get("cells", []))):
         source = _as_text(cell.get("source", ""))
         tags = set((cell.get("metadata") or {}).get("tags", []))
-        if "remove-cell" in tags:
+        hidden = "remove-cell" in tags
+        if hidden and cell["cell_type"] != "code":
             continue
         if cell["cell_type"] == "markdown":
             text, attachments = myst_to_markdown(
@@ -724,11 +726,16 @@ def export_notebook(
             if not code.strip():
                 continue
             outputs = [o for o in cell.get("outputs", []) if not _is_glue_output(o)]
+            metadata: dict[str, Any] = {"tags": sorted(tags)} if tags else {}
+            if hidden:
+                # The page hides this cell, but later cells may use what it defines: keep
+                # it, with its source collapsed in Jupyter and Colab.
+                metadata |= {"jupyter": {"source_hidden": True}, "cellView": "form"}
             cells.append(
                 {
                     "cell_type": "code",
                     "execution_count": None,
-                    "metadata": {"tags": sorted(tags)} if tags else {},
+                    "metadata": metadata,
                     "outputs": outputs if executed else [],
                     "source": code,
                 }
