@@ -322,3 +322,12 @@ def test_a_numbered_reference_keeps_its_words() -> None:
         "As [Figure](https://b.example/beyond/h.html#fig-hist) shows, and "
         "[Gradient histogram](https://b.example/beyond/h.html#fig-hist) too."
     )
+
+
+def test_a_playground_keeps_its_fallback_and_links_to_the_book() -> None:
+    out = md(":::{bit-explorer}\n:value: 0.1\n\nWith JavaScript off, this table.\n:::")
+    assert out == (
+        "*The bit explorer is interactive in "
+        "[the online book](https://book.example/en/latest/chapter/formats.html).*\n\n"
+        "With JavaScript off, this table."
+    )

@@ -259,6 +259,8 @@ ADMONITIONS = {
     "seealso": "See also",
 }
 CORRECTION_TITLE = "Where the lesson and the run disagree"
+PLAYGROUNDS = {"bit-explorer": "bit explorer", "scaler-playground": "GradScaler playground"}
+"""The book's JavaScript widgets: in a notebook, their no-JavaScript content and a link."""
 KICKERS = {
     "selfcheck-choice": "Check your understanding",
     "selfcheck-predict": "Predict first",
@@ -499,6 +501,10 @@ def _directive(name: str, arg: str, options: dict[str, str], body: list[str], ct
         alt = options.get("alt", "")
         caption = f"\n\n*{inner.strip()}*" if inner.strip() else ""
         return f"\n![{alt}]({arg}){caption}\n"
+    if name in PLAYGROUNDS:
+        link = _doc_link("/" + ctx.docname, ctx) if ctx.docname else ctx.docs_url
+        note = f"*The {PLAYGROUNDS[name]} is interactive in [the online book]({link}).*"
+        return f"\n{note}\n\n{inner}\n"
     if name in ("toctree", "lesson-corrections", "nb-exec-table", "contents"):
         return ""  # navigation and build reports belong to the online book
     # Anything else: keep its content rather than lose it.
