@@ -2,12 +2,13 @@
 
 Every session shares one environment, ``.nox/amp-lesson``, so PyTorch is
 installed once per environment rather than once per session. It is rebuilt
-when ``pyproject.toml`` changes.
+when ``pyproject.toml`` or the lock, ``requirements/constraints.txt``, changes.
 
-PyTorch: the environment installs ``AMP_LESSON_TORCH`` (default
-``torch==2.13.0``). Where PyPI's default wheel is a CUDA build you do not
-want, point pip at the CPU wheels first, e.g.
-``AMP_LESSON_TORCH_INDEX=https://download.pytorch.org/whl/cpu``.
+Every install is constrained by that lock (``pip install -c``), the same one
+CI and Read the Docs use; ``nox -s lock`` refreshes it. The torch release is
+set there too (from ``requirements/constraints.in``). Where PyPI's default
+wheel is a CUDA build you do not want, point pip at the CPU wheels first,
+e.g. ``AMP_LESSON_TORCH_INDEX=https://download.pytorch.org/whl/cpu``.
 """
 
 from __future__ import annotations
@@ -25,28 +26,52 @@ nox.options.sessions = ["lint", "tests"]
 nox.options.default_venv_backend = "none"
 
 ROOT = Path(__file__).parent
+sys.path.insert(0, str(ROOT / "tools"))
+from build_book import SPHINX_OPTS
+
 ENV = ROOT / ".nox" / "amp-lesson"
 BIN = ENV / ("Scripts" if os.name == "nt" else "bin")
 DOCS = ROOT / "docs"
 HTML = DOCS / "_build" / "html"
-TORCH = os.environ.get("AMP_LESSON_TORCH", "torch==2.13.0")
-# -j auto: pages execute in parallel kernels (cold build on 2 cores: 80 s against 101 s).
-SPHINX_OPTS = ["-W", "-n", "--keep-going", "-j", "auto", "-b", "html"]
+LOCK = ROOT / "requirements" / "constraints.txt"
+LOCK_INPUT = ROOT / "requirements" / "constraints.in"
+# A torch other than the locked one (e.g. a CUDA build's local version) can be asked for here.
+TORCH = os.environ.get("AMP_LESSON_TORCH", "torch")
+# "uv" (default) or "pip" for everything but torch.
+INSTALLER = os.environ.get("AMP_LESSON_INSTALLER", "uv")
+if INSTALLER not in ("uv", "pip"):
+    raise SystemExit(f"AMP_LESSON_INSTALLER must be 'uv' or 'pip', got {INSTALLER!r}")
 
 
 def _env(session: nox.Session) -> dict[str, str]:
     """Create or update the shared environment; return the env vars to run in it."""
+    if sys.version_info < (3, 11):
+        session.error("the locked toolchain needs Python 3.11 or newer to run nox with")
     stamp = ENV / ".amp-lesson-stamp"
-    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + TORCH.encode()).hexdigest()
+    inputs = (ROOT / "pyproject.toml").read_bytes() + LOCK.read_bytes() + TORCH.encode()
+    inputs += INSTALLER.encode()
+    want = hashlib.sha256(inputs).hexdigest()
     if not (stamp.is_file() and stamp.read_text() == want):
         if ENV.exists() and not stamp.is_file():
             shutil.rmtree(ENV)
         if not ENV.exists():
             session.run(sys.executable, "-m", "venv", str(ENV), external=True)
         pip = [str(BIN / "python"), "-m", "pip", "install", "--disable-pip-version-check"]
+        lock = ["-c", str(LOCK)]
         index = os.environ.get("AMP_LESSON_TORCH_INDEX")
-        session.run(*pip, TORCH, *(["--index-url", index] if index else []), external=True)
-        session.run(*pip, "-e", ".[dev]", external=True)
+        # torch through pip, which also finds a wheel on local disk (pip.conf's find-links);
+        # from another index torch comes alone, its dependencies then come from PyPI at
+        # the locked versions in the next step.
+        torch_from = ["--index-url", index, "--no-deps"] if index else []
+        session.run(*pip, TORCH, *lock, *torch_from, external=True)
+        if INSTALLER == "uv":
+            # Everything else through uv: a fresh environment in a fraction of pip's time
+            # (CONTRIBUTING.md, "The locked toolchain", has the figures).
+            session.run(*pip, "uv", *lock, external=True)
+            uv = [str(BIN / "uv"), "pip", "install", "--python", str(BIN / "python")]
+            session.run(*uv, "-e", ".[dev]", *lock, external=True)
+        else:
+            session.run(*pip, "-e", ".[dev]", *lock, external=True)
         stamp.write_text(want)
     return {
         "VIRTUAL_ENV": str(ENV),
@@ -88,8 +113,7 @@ def docs(session: nox.Session) -> None:
             *[a for a in session.posargs if a != "--serve"],
         )
         return
-    _run(session, env, "sphinx-build", *SPHINX_OPTS, "docs", str(HTML), *session.posargs)
-    session.log(f"The book is in {HTML / 'index.html'}")
+    _run(session, env, "python", "tools/build_book.py", str(HTML), "--", *session.posargs)
 
 
 @nox.session(name="docs-live")
@@ -128,8 +152,9 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def notebooks(session: nox.Session) -> None:
-    """Regenerate notebooks/*.ipynb (the Colab copies) from docs/*.md."""
+    """Build the book, then regenerate notebooks/*.ipynb (the Colab copies) from it."""
     env = _env(session)
+    _run(session, env, "python", "tools/build_book.py", str(HTML))
     _run(session, env, "python", "tools/notebooks.py", "write")
 
 
@@ -138,3 +163,35 @@ def gpu_record(session: nox.Session) -> None:
     """On a CUDA machine: record the speed and memory table into docs/_data/gpu/."""
     env = _env(session)
     _run(session, env, "python", "-m", "amp_lesson.bench", "--record", *session.posargs)
+
+
+@nox.session(venv_backend="venv")
+def lock(session: nox.Session) -> None:
+    """Recompile requirements/constraints.txt (`-- --upgrade` moves every pin to the newest).
+
+    Runs in its own small environment with only uv (at the version the lock pins), so it
+    works before the shared environment exists and whatever state that one is in.
+    """
+    session.install("uv", "-c", str(LOCK))
+    session.run(
+        "uv",
+        "pip",
+        "compile",
+        "pyproject.toml",
+        str(LOCK_INPUT.relative_to(ROOT)),
+        "--all-extras",
+        # One file for every Python the toolchain runs on (3.11 here and on CI, 3.12 on
+        # Read the Docs), with the same version of a package on each where one fits all.
+        "--universal",
+        "--python-version",
+        "3.11",
+        "--fork-strategy",
+        "fewest",
+        "--custom-compile-command",
+        "nox -s lock",
+        "--quiet",
+        "-o",
+        str(LOCK.relative_to(ROOT)),
+        *session.posargs,
+    )
+    session.log(f"wrote {LOCK.relative_to(ROOT)}; commit it with the change that needed it")

@@ -63,14 +63,17 @@ CHROMIUM_ARGS = [
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[object]:
-    """Debian's Chromium driven by Playwright (skipped off CI when absent)."""
+    """Chromium driven by Playwright (skipped off CI when absent).
+
+    Which Chromium: the one ``CHROMIUM_PATH`` names, see ``tools/ensure_chromium.py``.
+    """
     from ensure_chromium import find
 
     path = find()
     if path is None:
         if os.environ.get("CI"):
             pytest.fail("Chromium is missing on CI; .ci/run must install it")
-        pytest.skip("no Chromium found (install Debian's chromium or set CHROMIUM_PATH)")
+        pytest.skip("no Chromium found (install Debian's chromium, or set CHROMIUM_PATH)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-DOCS = ROOT / "docs"
-HTML = DOCS / "_build" / "html"
-SPHINX_OPTS = ["-W", "-n", "--keep-going", "-j", "auto", "-b", "html"]
+from build_book import DOCS, HTML, ROOT, sphinx_command  # the one place the options are set
+
+__all__ = ["DOCS", "HTML", "ROOT", "built_pages", "mini_book", "recording_page", "sphinx_build"]
 
 
 def sphinx_build(
     src: Path, out: Path, *extra: str, env: dict[str, str] | None = None, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
     """Run sphinx-build as the docs session does; return the finished process."""
-    cmd = [sys.executable, "-m", "sphinx", *SPHINX_OPTS, str(src), str(out), *extra]
+    cmd = sphinx_command(src, out, *extra)
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, cwd=ROOT)
     if check and proc.returncode != 0:
         raise AssertionError(
@@ -38,6 +37,18 @@ kernelspec:
   name: python3
 ---
 """
+
+
+def mini_book(tmp: Path, body: str, front_matter: str = FRONT_MATTER) -> Path:
+    """A one-page book in ``tmp/docs`` with the real book's ``conf.py``; return its folder."""
+    src = tmp / "docs"
+    src.mkdir()
+    shutil.copy(DOCS / "conf.py", src / "conf.py")
+    for folder in ("_data", "_static", "_templates"):
+        (src / folder).mkdir()
+    (src / "index.md").write_text("# Mini\n\n```{toctree}\npage\n```\n")
+    (src / "page.md").write_text(front_matter + "\n# Page\n\n" + body)
+    return src
 
 
 def recording_page(browser: Any, site_url: str, **context_options: Any) -> Any:

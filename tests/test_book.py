@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import DOCS, FRONT_MATTER, sphinx_build
+from helpers import DOCS, mini_book, sphinx_build
 
 import amp_lesson
 
@@ -92,19 +92,8 @@ def test_each_page_offers_its_executed_notebook(built_book: Path) -> None:
 # -- small books built in a temporary folder ----------------------------------------
 
 
-def _mini_book(tmp: Path, body: str, front_matter: str = FRONT_MATTER) -> Path:
-    src = tmp / "docs"
-    src.mkdir()
-    shutil.copy(DOCS / "conf.py", src / "conf.py")
-    for folder in ("_data", "_static", "_templates"):
-        (src / folder).mkdir()
-    (src / "index.md").write_text("# Mini\n\n```{toctree}\npage\n```\n")
-    (src / "page.md").write_text(front_matter + "\n# Page\n\n" + body)
-    return src
-
-
 def test_a_failing_cell_fails_the_build_and_prints_the_traceback(tmp_path: Path) -> None:
-    src = _mini_book(tmp_path, "```{code-cell} ipython3\ndef f():\n    return 1 / 0\nf()\n```\n")
+    src = mini_book(tmp_path, "```{code-cell} ipython3\ndef f():\n    return 1 / 0\nf()\n```\n")
     proc = sphinx_build(src, tmp_path / "html", check=False)
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0
@@ -114,7 +103,7 @@ def test_a_failing_cell_fails_the_build_and_prints_the_traceback(tmp_path: Path)
 
 def test_a_failing_cell_fails_even_a_build_without_w(tmp_path: Path) -> None:
     """The failure does not hinge on -W: the extension raises after reading."""
-    src = _mini_book(tmp_path, "```{code-cell} ipython3\nraise ValueError('no')\n```\n")
+    src = mini_book(tmp_path, "```{code-cell} ipython3\nraise ValueError('no')\n```\n")
     cmd = [
         sys.executable,
         "-m",
@@ -135,7 +124,7 @@ def test_a_failing_cell_fails_even_a_build_without_w(tmp_path: Path) -> None:
 
 def test_a_page_that_would_silently_not_execute_fails_the_build(tmp_path: Path) -> None:
     kernelspec_only = "---\nkernelspec:\n  name: python3\n  display_name: Python 3\n---\n"
-    src = _mini_book(tmp_path, "```{code-cell} ipython3\n1 + 1\n```\n", kernelspec_only)
+    src = mini_book(tmp_path, "```{code-cell} ipython3\n1 + 1\n```\n", kernelspec_only)
     proc = sphinx_build(src, tmp_path / "html", check=False)
     assert proc.returncode != 0
     assert "has code cells but was not executed" in proc.stdout + proc.stderr
@@ -152,7 +141,7 @@ def test_changing_the_package_reexecutes_the_page(tmp_path: Path) -> None:
     init = pkg / "amp_lesson" / "__init__.py"
     init.write_text(init.read_text() + "\nLESSON_CONSTANT = 'first value'\n")
     body = "```{code-cell} ipython3\nimport amp_lesson\nprint(amp_lesson.LESSON_CONSTANT)\n```\n"
-    src = _mini_book(tmp_path, body)
+    src = mini_book(tmp_path, body)
     out = tmp_path / "html"
     env = dict(os.environ, PYTHONPATH=str(pkg))
 

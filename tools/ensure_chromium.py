@@ -1,7 +1,19 @@
-"""Make sure a Chromium the browser tests can drive is installed.
+"""Find, and where it can, install the Chromium that the browser tests drive.
 
-Uses Debian's package (``apt-get install chromium``) when running as root on a
-machine that has apt and no Chromium yet; otherwise only says what it found.
+One setting chooses the browser: the environment variable ``CHROMIUM_PATH``.
+
+- unset: the system's Chromium (``chromium``, ``chromium-browser`` or
+  ``google-chrome`` on ``PATH``; Debian's package on this project's machines).
+  When none is there and this runs as root on a machine with apt, it
+  installs Debian's ``chromium`` (what ``.ci/run`` relies on);
+- ``playwright``: the Chromium build that Playwright installs for itself
+  (``python -m playwright install --with-deps chromium``; Playwright's
+  supported route, used by the GitHub workflow, where Ubuntu's ``chromium``
+  package is a snap stub Playwright cannot drive);
+- a path: that executable.
+
+The tests (``tests/conftest.py``) and the benchmark call :func:`find`;
+``nox -s tests`` runs this file first to install what is missing.
 """
 
 from __future__ import annotations
@@ -11,13 +23,27 @@ import shutil
 import subprocess
 import sys
 
+ENV_VAR = "CHROMIUM_PATH"
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
+PLAYWRIGHT = "playwright"
+
+
+def _playwright_chromium() -> str | None:
+    """The executable of Playwright's own Chromium, if it is installed."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        path = p.chromium.executable_path
+    return path if path and os.path.exists(path) else None
 
 
 def find() -> str | None:
-    explicit = os.environ.get("CHROMIUM_PATH")
-    if explicit:
-        return explicit if os.path.exists(explicit) else None
+    """The Chromium executable the tests should drive, or ``None`` when there is none."""
+    setting = os.environ.get(ENV_VAR, "").strip()
+    if setting == PLAYWRIGHT:
+        return _playwright_chromium()
+    if setting:
+        return setting if os.path.exists(setting) else None
     for name in CANDIDATES:
         path = shutil.which(name)
         if path:
@@ -30,6 +56,16 @@ def main() -> int:
     if path:
         print(f"chromium: {path}")
         return 0
+    setting = os.environ.get(ENV_VAR, "").strip()
+    if setting == PLAYWRIGHT:
+        print("chromium: installing Playwright's Chromium and the libraries it needs")
+        cmd = [sys.executable, "-m", "playwright", "install", "--with-deps", "chromium"]
+        subprocess.run(cmd, check=True)
+        print(f"chromium: {find()}")
+        return 0
+    if setting:
+        print(f"chromium: {ENV_VAR}={setting!r} does not exist", file=sys.stderr)
+        return 1
     if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
         print("chromium: installing Debian's package for the browser tests")
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
@@ -38,8 +74,8 @@ def main() -> int:
         print(f"chromium: {find()}")
         return 0
     print(
-        "chromium: not found and cannot be installed here; install Chromium (or set "
-        "CHROMIUM_PATH) to run the browser tests",
+        f"chromium: not found and cannot be installed here; install Chromium, or set "
+        f"{ENV_VAR} to its path or to '{PLAYWRIGHT}', to run the browser tests",
         file=sys.stderr,
     )
     return 0

@@ -1,10 +1,20 @@
 """Keep ``notebooks/`` (the copies Colab opens from GitHub) in step with ``docs/``.
 
 Colab opens ``.ipynb`` files from a GitHub repository, not MyST Markdown, so
-each executed page of the book has a notebook twin under ``notebooks/``,
-generated from the page with jupytext plus a first cell that installs
-``amp_lesson``. ``write`` regenerates them; ``check`` exits non-zero when one is
-missing, stale or orphaned (the test suite runs it).
+each executed page of the book has a plain Jupyter twin under ``notebooks/``,
+made by ``amp_lesson.sphinxext.export`` (the same export as the download on
+each page, without outputs): MyST turned into plain Markdown with the glued
+values of a build substituted, ``remove-cell`` cells and ``glue`` calls left
+out, and a first cell that installs ``amp_lesson``.
+
+- ``write`` regenerates every twin. The glued values come from the last build
+  of the book (``docs/_build/jupyter_execute``), so build first
+  (``nox -s notebooks`` does both).
+- ``check`` exits non-zero when a twin is missing, orphaned or differs from
+  what its page gives now. Each twin records the glued values it quotes, and
+  the check renders the page with those, so it needs no build: a changed
+  sentence, cell or glue key fails it, a number that differs between two
+  machines' builds does not.
 
     python tools/notebooks.py write|check
 """
@@ -12,13 +22,14 @@ missing, stale or orphaned (the test suite runs it).
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 OUT = ROOT / "notebooks"
+EXECUTED = DOCS / "_build" / "jupyter_execute"
 
 
 def pages() -> list[Path]:
@@ -30,40 +41,111 @@ def pages() -> list[Path]:
     )
 
 
-def render(page: Path) -> str:
-    import jupytext
+def docname(page: Path) -> str:
+    return page.relative_to(DOCS).with_suffix("").as_posix()
 
-    from amp_lesson.sphinxext.book import notebook_for_download
+
+def twin_path(page: Path) -> Path:
+    return OUT / page.relative_to(DOCS).with_suffix(".ipynb")
+
+
+def page_notebook(page: Path) -> dict[str, Any]:
+    """The page as MyST-NB reads it (jupytext), unexecuted."""
+    import jupytext
 
     nb = jupytext.read(page)
     nb.metadata.pop("jupytext", None)
-    data = json.loads(jupytext.writes(nb, fmt="ipynb"))
-    repository = os.environ.get("AMP_LESSON_REPOSITORY", "")
-    data = notebook_for_download(data, repository=repository, executed=False)
+    return json.loads(jupytext.writes(nb, fmt="ipynb"))
+
+
+def quoted_keys(page: Path) -> set[str]:
+    from amp_lesson.sphinxext.export import glue_keys
+
+    return glue_keys([page.read_text(encoding="utf-8")])
+
+
+def _titles_and_labels() -> tuple[dict[str, str], dict[str, tuple[str, str, str]]]:
+    from amp_lesson.sphinxext.export import titles_and_labels
+
+    texts = {
+        docname(p): p.read_text(encoding="utf-8")
+        for p in DOCS.rglob("*.md")
+        if "_build" not in p.parts
+    }
+    return titles_and_labels(texts)
+
+
+def render(page: Path, glue: dict[str, dict[str, Any]]) -> str:
+    """The twin of ``page`` with the glued values ``glue``, as the file's text."""
+    from amp_lesson.sphinxext.export import export_notebook
+
+    keys = quoted_keys(page)
+    titles, labels = _titles_and_labels()
+    data = export_notebook(
+        page_notebook(page),
+        glue,
+        docname=docname(page),
+        executed=False,
+        titles=titles,
+        labels=labels,
+    )
+    data["metadata"]["amp_lesson"] = {"glue": {k: glue[k] for k in sorted(keys) if k in glue}}
     return json.dumps(data, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
 
 
-def expected() -> dict[Path, str]:
-    return {OUT / p.relative_to(DOCS).with_suffix(".ipynb"): render(p) for p in pages()}
+def built_glue(page: Path) -> dict[str, dict[str, Any]]:
+    """The values ``page`` glued in the last build of the book."""
+    from amp_lesson.sphinxext.export import read_glue
+
+    return read_glue(EXECUTED / f"{docname(page)}.ipynb")
+
+
+def recorded_glue(twin: Path) -> dict[str, dict[str, Any]]:
+    """The glued values a twin recorded when it was written."""
+    try:
+        data = json.loads(twin.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return (data.get("metadata", {}).get("amp_lesson") or {}).get("glue") or {}
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] not in {"write", "check"}:
         print(__doc__, file=sys.stderr)
         return 2
-    want = expected()
+    want = {twin_path(p): p for p in pages()}
     have = set(OUT.rglob("*.ipynb")) if OUT.exists() else set()
+    problems: list[str] = []
     if argv[0] == "write":
+        texts = {}
+        for twin, page in want.items():
+            try:
+                texts[twin] = render(page, built_glue(page))
+            except KeyError as error:
+                problems.append(f"{page.relative_to(ROOT)}: {error.args[0]}")
+        if problems:
+            print("\n".join(problems), file=sys.stderr)
+            print("build the book first (nox -s docs), or run `nox -s notebooks`", file=sys.stderr)
+            return 1
         for path in have - set(want):
             path.unlink()
-        for path, text in want.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-        print(f"wrote {len(want)} notebooks to {OUT.relative_to(ROOT)}/")
+        for twin, text in texts.items():
+            twin.parent.mkdir(parents=True, exist_ok=True)
+            twin.write_text(text, encoding="utf-8")
+        print(f"wrote {len(texts)} notebooks to {OUT.relative_to(ROOT)}/")
         return 0
-    problems = [f"orphaned: {p}" for p in sorted(have - set(want))]
-    problems += [f"missing: {p}" for p in want if p not in have]
-    problems += [f"stale: {p}" for p, t in want.items() if p in have and p.read_text() != t]
+    problems += [f"orphaned: {p}" for p in sorted(have - set(want))]
+    for twin, page in want.items():
+        if twin not in have:
+            problems.append(f"missing: {twin}")
+            continue
+        try:
+            text = render(page, recorded_glue(twin))
+        except KeyError as error:
+            problems.append(f"stale: {twin} ({error.args[0]})")
+            continue
+        if twin.read_text(encoding="utf-8") != text:
+            problems.append(f"stale: {twin}")
     for line in problems:
         print(line, file=sys.stderr)
     if problems:

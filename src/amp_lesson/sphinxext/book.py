@@ -1,14 +1,19 @@
 """Build machinery that keeps the book honest and self-contained.
 
 - The execution cache is keyed on the source of ``amp_lesson`` (and any
-  watched data), the torch version and the build device: MyST-NB's own key
-  covers a page's cells only, so without this a change to the package would
-  leave old numbers on the page.
+  watched data), the torch version and the build device, GPU model included:
+  MyST-NB's own key covers a page's cells only, so without this a change to
+  the package would leave old numbers on the page. Old caches are pruned,
+  and only folders the book itself created are ever deleted.
+- Parallel execution (``-j``) is scheduled so the kernels finish together,
+  each kernel gets its share of the cores, and kernels encrypt their sockets
+  (which also keeps ipykernel's warning about it out of the build log).
 - Every page with code cells must have executed; a page that silently did
   not (for example front matter with ``kernelspec`` alone) fails the build.
 - Math is rendered to MathML at build time, so no script is fetched.
-- Each page offers its executed notebook for download, and an "Open in
-  Colab" button when the repository is known.
+- Each page offers its executed notebook for download as plain Jupyter
+  (:mod:`.export`), and an "Open in Colab" button for its twin in
+  ``notebooks/``.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -31,6 +37,7 @@ from sphinx.errors import SphinxError
 from sphinx.util import logging
 
 import amp_lesson
+from amp_lesson.sphinxext import export
 
 logger = logging.getLogger(__name__)
 
@@ -71,25 +78,117 @@ def source_hash(paths: Iterable[Path], extra: Iterable[str] = ()) -> str:
     return digest.hexdigest()
 
 
-def execution_key(watch: Iterable[Path] = ()) -> str:
+NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
+"""Where the NVIDIA driver describes each GPU it sees (one folder per GPU)."""
+
+
+def gpu_models(proc_dir: Path = NVIDIA_PROC) -> tuple[str, ...]:
+    """The model names of the NVIDIA GPUs on this machine, sorted; ``()`` when none.
+
+    Read from the driver's ``<proc_dir>/*/information`` files ("Model: NVIDIA
+    H200"), else from ``nvidia-smi`` when it is on PATH; torch is not imported.
+
+    >>> import tempfile
+    >>> gpus = Path(tempfile.mkdtemp())
+    >>> gpu_models(gpus)
+    ()
+    >>> (gpus / "0000:17:00.0").mkdir()
+    >>> info = gpus / "0000:17:00.0" / "information"
+    >>> _ = info.write_text("Model: \\t\\t NVIDIA H200\\nIRQ: \\t\\t 95\\n")
+    >>> gpu_models(gpus)
+    ('NVIDIA H200',)
+    """
+    proc_dir = Path(proc_dir)
+    models = []
+    if proc_dir.is_dir():
+        for info in sorted(proc_dir.glob("*/information")):
+            for line in info.read_text(encoding="utf-8", errors="replace").splitlines():
+                field, _, value = line.partition(":")
+                if field.strip() == "Model":
+                    models.append(value.strip())
+    if not models and proc_dir == NVIDIA_PROC and (smi := shutil.which("nvidia-smi")):
+        try:
+            out = subprocess.run(
+                [smi, "--query-gpu=name", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+                check=False,
+            ).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            out = ""
+        models = [line.strip() for line in out.splitlines() if line.strip()]
+    return tuple(sorted(models))
+
+
+def execution_key(watch: Iterable[Path] = (), gpus: Iterable[str] | None = None) -> str:
     """The execution-cache key of this build environment.
 
     It covers the package's source, watched files, the torch version and the
-    device the cells will run on (``AMP_LESSON_DEVICE`` and whether an NVIDIA
-    device is present), since each of these changes what the pages print.
-    torch itself is not imported: that alone would cost an author two seconds
-    on every rebuild.
+    device the cells will run on (``AMP_LESSON_DEVICE``, the GPU models
+    present, ``gpus`` or :func:`gpu_models`, and ``CUDA_VISIBLE_DEVICES``),
+    since each of these changes what the pages print: a book executed on one
+    GPU never serves its outputs for another. torch itself is not imported:
+    that alone would cost an author two seconds on every rebuild.
     """
     try:
         torch_version = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
         torch_version = "absent"
+    models = gpu_models() if gpus is None else tuple(sorted(gpus))
     extra = [
         f"torch={torch_version}",
         f"device={os.environ.get('AMP_LESSON_DEVICE', 'auto')}",
-        f"nvidia={os.path.exists('/dev/nvidiactl')}",
+        f"gpus={'|'.join(models)}",
+        f"visible={os.environ.get('CUDA_VISIBLE_DEVICES', '*')}",
     ]
     return source_hash([PACKAGE_DIR, *watch], extra)
+
+
+CACHE_MARKER = ".amp-lesson-execution-cache"
+"""File the book writes into each execution cache it creates; only those are ever pruned."""
+_KEY_NAME = re.compile(r"[0-9a-f]{16}")
+
+
+def is_book_cache(path: Path) -> bool:
+    """Whether ``path`` is an execution cache this book created.
+
+    That is a real folder (not a link) named by a cache key (16 hex digits)
+    that holds the book's marker file and a jupyter-cache database. Nothing
+    else is ever deleted by :func:`prune_caches`.
+    """
+    path = Path(path)
+    return (
+        path.is_dir()
+        and not path.is_symlink()
+        and _KEY_NAME.fullmatch(path.name) is not None
+        and (path / CACHE_MARKER).is_file()
+        and (path / "global.db").is_file()
+    )
+
+
+def prune_caches(base: Path, current: Path, keep: int = KEEP_CACHES) -> list[Path]:
+    """Delete the book's older execution caches in ``base``; return what was deleted.
+
+    ``current`` and the ``keep - 1`` most recently used other caches stay
+    (switching branches back and forth stays cheap). Only folders for which
+    :func:`is_book_cache` holds are candidates: other files and folders in
+    ``base`` are never touched, whatever their names.
+    """
+    if not isinstance(keep, int) or keep < 1:
+        raise ValueError(f"keep must be an integer >= 1, got {keep!r}")
+    base, current = Path(base), Path(current)
+    if not base.is_dir():
+        return []
+    ours = sorted(
+        (p for p in base.iterdir() if p != current and is_book_cache(p)),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    stale = ours[keep - 1 :]
+    for path in stale:
+        shutil.rmtree(path, ignore_errors=True)
+    return stale
 
 
 def _key_cache_on_sources(app: Sphinx, config: Config) -> None:
@@ -102,17 +201,14 @@ def _key_cache_on_sources(app: Sphinx, config: Config) -> None:
     )
     cache = base / key[:16]
     config.nb_execution_cache_path = str(cache)
-    if base.is_dir():
-        # Keep the few most recent caches (switching branches back and forth
-        # stays cheap) and drop the rest, which can never be hit again.
-        old = sorted(
-            (p for p in base.iterdir() if p.is_dir() and p != cache),
-            key=lambda p: p.stat().st_mtime,
-            reverse=True,
-        )
-        for stale in old[KEEP_CACHES - 1 :]:
-            shutil.rmtree(stale, ignore_errors=True)
+    prune_caches(base, cache)
     cache.mkdir(parents=True, exist_ok=True)
+    (cache / CACHE_MARKER).write_text(
+        "Execution cache of the amp-lesson book; deleted when it is no longer among the "
+        f"{KEEP_CACHES} most recent.\n",
+        encoding="utf-8",
+    )
+    os.utime(cache)  # most recently used: pruning orders the caches by this time
     if config.nb_execution_mode == "cache":
         # Create the cache's database here, once: parallel readers (-j) that
         # each find it missing race to create it ("table settings already exists").
@@ -120,6 +216,114 @@ def _key_cache_on_sources(app: Sphinx, config: Config) -> None:
 
         create_db(cache).dispose()
     logger.info("amp_lesson: execution cache key %s", key[:16])
+
+
+def encrypt_kernel_transport() -> bool:
+    """Have the kernels that execute the pages encrypt their local sockets.
+
+    ipykernel warns once per kernel, so once per page, that it "is running
+    over TCP without encryption"; that noise would hide a real warning in the
+    build log. The cure it names is CurveZMQ keys provisioned by the kernel
+    manager, which jupyter_client does when ``transport_encryption`` is
+    ``"auto"`` and the kernelspec declares ``curve`` (ipykernel's does).
+    MyST-NB offers no setting for its kernel manager, so this changes the
+    default of that one trait. Returns whether encryption is now the default
+    (``False`` where zmq lacks CurveZMQ or jupyter_client predates the trait).
+    """
+    try:
+        import zmq
+        from jupyter_client.manager import KernelManager
+    except ImportError:
+        return False
+    trait = KernelManager.class_traits().get("transport_encryption")
+    if trait is None or not zmq.has("curve"):
+        return False
+    trait.default_value = "auto"
+    return KernelManager().transport_encryption == "auto"
+
+
+# -- scheduling parallel execution -----------------------------------------------------
+
+DEFAULT_COST = 1.0
+"""Assumed cost of a page with code that has no recorded execution time."""
+PAGE_COSTS_FILE = "_page_costs.json"
+"""Execution seconds per page, measured by ``tools/bench_build.py --write-costs``; a hint only."""
+
+
+def balanced_order(costs: dict[str, float], nproc: int) -> list[str]:
+    """Order ``costs``' documents so that ``nproc`` parallel readers finish together.
+
+    Sphinx splits the documents to read, in order, into chunks
+    (``sphinx.util.parallel.make_chunks``); the first ``nproc`` run at once and
+    each later one starts when a reader is free. So the cheapest documents go
+    to the later chunks, and the rest are dealt, longest first, to whichever
+    of the first chunks has the least work so far (and room left).
+
+    >>> costs = {"a": 9, "b": 8, "c": 1, "d": 1, "e": 0}
+    >>> balanced_order(costs, 1) == sorted(costs)
+    True
+    >>> costs |= {f"x{i}": 2 for i in range(20)}  # 25 pages: chunks of 11, 11 and 3
+    >>> order = balanced_order(costs, 2)
+    >>> sum(costs[d] for d in order[:11]), sum(costs[d] for d in order[11:22]), order[22:]
+    (29, 28, ['c', 'd', 'e'])
+    """
+    from sphinx.util.parallel import make_chunks
+
+    docs = sorted(costs, key=lambda d: (-costs[d], d))
+    if nproc < 2 or len(docs) < 2:
+        return sorted(costs)
+    sizes = [len(chunk) for chunk in make_chunks(docs, nproc)]
+    head = sizes[:nproc]
+    n_head = sum(head)
+    chunks: list[list[str]] = [[] for _ in head]
+    loads = [0.0] * len(head)
+    for doc in docs[:n_head]:
+        i = min((j for j in range(len(head)) if len(chunks[j]) < head[j]), key=loads.__getitem__)
+        chunks[i].append(doc)
+        loads[i] += costs[doc]
+    return [doc for chunk in chunks for doc in chunk] + docs[n_head:]
+
+
+def _page_costs(app: Sphinx, env: Any, docnames: list[str]) -> dict[str, float]:
+    """Expected execution seconds of each page: its last run, else the hint file, else a guess."""
+    hints: dict[str, float] = {}
+    hint_file = Path(app.confdir) / PAGE_COSTS_FILE
+    if hint_file.is_file():
+        try:
+            hints = {str(k): float(v) for k, v in json.loads(hint_file.read_text()).items()}
+        except (ValueError, TypeError, AttributeError):
+            logger.info("amp_lesson: %s is not a JSON object of seconds; ignored", hint_file)
+    nb_metadata = getattr(env, "nb_metadata", {})
+    costs = {}
+    for doc in docnames:
+        last = (nb_metadata.get(doc, {}).get("exec_data") or {}).get("runtime")
+        if last is None:
+            last = hints.get(doc)
+        if last is None:
+            source = Path(env.doc2path(doc))
+            has_code = source.suffix == ".md" and "{code-cell}" in source.read_text("utf-8")
+            last = DEFAULT_COST if has_code else 0.0
+        costs[doc] = float(last)
+    return costs
+
+
+def _schedule_reading(app: Sphinx, env: Any, docnames: list[str]) -> None:
+    """Reorder the pages to read (in place) so parallel kernels finish together."""
+    if app.parallel > 1 and len(docnames) > 1:
+        docnames[:] = balanced_order(_page_costs(app, env, docnames), app.parallel)
+
+
+def _limit_kernel_threads(app: Sphinx, config: Config) -> None:
+    """Give each of the ``-j N`` parallel kernels its share of the cores.
+
+    Each kernel's maths libraries would otherwise start one thread per core,
+    and N kernels would fight over the cores. A value already in the
+    environment wins, so an author can still choose.
+    """
+    if app.parallel > 1:
+        share = str(max(1, (os.cpu_count() or 1) // app.parallel))
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            os.environ.setdefault(name, share)
 
 
 class NotebookExecutionError(SphinxError):
@@ -220,86 +424,50 @@ def _visit_displaymath_html(self: Any, node: nodes.Element) -> None:
 
 
 def _repository(app: Sphinx) -> str:
-    """``owner/name`` of the GitHub repository, or '' when it is not known."""
-    repo = app.config.amp_lesson_repository.strip()
-    if not repo:
-        url = os.environ.get("READTHEDOCS_GIT_CLONE_URL", "")
-        match = re.match(r"(?:https://github\.com/|git@github\.com:)([^/]+/[^/.]+)", url)
-        repo = match.group(1) if match else ""
-    return repo.removesuffix(".git").strip("/")
-
-
-def notebook_for_download(
-    nb: dict[str, Any], repository: str, executed: bool = True
-) -> dict[str, Any]:
-    """``nb`` with two first cells that say how to run it outside the book.
-
-    With a known GitHub ``repository`` ("owner/name") the setup cell installs
-    ``amp_lesson`` from it; otherwise it stops with instructions instead of
-    guessing an address.
-    """
-    nb = json.loads(json.dumps(nb))
-    if repository:
-        spec = f"amp-lesson @ git+https://github.com/{repository}"
-        setup_src = (
-            "import importlib.util\n"
-            "if importlib.util.find_spec('amp_lesson') is None:\n"
-            f'    %pip install -q "{spec}"'
-        )
-    else:
-        setup_src = (
-            "import importlib.util\n"
-            "if importlib.util.find_spec('amp_lesson') is None:\n"
-            '    raise SystemExit("Install the book\'s package first, from a clone of its "\n'
-            '                     "repository: pip install -e .")'
-        )
-    outputs = "with the outputs of the build that published it" if executed else "without outputs"
-    intro = {
-        "cell_type": "markdown",
-        "metadata": {},
-        "source": (
-            "This notebook is a page of the book *Mixed precision in PyTorch*, "
-            f"{outputs}. It needs the book's package `amp_lesson`; the next cell "
-            "checks for it."
-        ),
-    }
-    setup = {
-        "cell_type": "code",
-        "execution_count": None,
-        "metadata": {},
-        "outputs": [],
-        "source": setup_src,
-    }
-    cells = [intro, setup, *nb.get("cells", [])]
-    for i, cell in enumerate(cells):
-        cell["id"] = f"cell-{i}"  # stable ids: regenerating gives the same file
-    nb["cells"] = cells
-    nb["nbformat"], nb["nbformat_minor"] = 4, max(nb.get("nbformat_minor", 5), 5)
-    return nb
+    """The repository's https address: ``amp_lesson_repository`` or ``[project.urls]``."""
+    repo = app.config.amp_lesson_repository.strip().removesuffix(".git").strip("/")
+    if repo and not repo.startswith("https://"):
+        repo = f"https://github.com/{repo}"  # the setting may be given as owner/name
+    return repo or export.repository_url()
 
 
 def _add_notebook_buttons(
     app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
 ) -> None:
+    """Offer the executed page as a plain Jupyter notebook (see :mod:`.export`)."""
     executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
     if doctree is None or not executed.is_file():
         return
+    env = app.env
+    std = env.domaindata.get("std", {})
+    labels = {
+        label: (doc, anchor, section)
+        for label, (doc, anchor, section) in std.get("labels", {}).items()
+    }
+    for label, (doc, anchor) in std.get("anonlabels", {}).items():
+        labels.setdefault(label, (doc, anchor, ""))
+    nb = export.export_notebook(
+        json.loads(executed.read_text(encoding="utf-8")),
+        export.read_glue(executed),
+        docname=pagename,
+        executed=True,
+        repository=_repository(app),
+        titles={doc: title.astext() for doc, title in env.titles.items()},
+        labels=labels,
+    )
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
-    nb = notebook_for_download(json.loads(executed.read_text(encoding="utf-8")), _repository(app))
-    target.write_text(json.dumps(nb, indent=1), encoding="utf-8")
+    target.write_text(json.dumps(nb, indent=1, ensure_ascii=False), encoding="utf-8")
     context["ipynb_source"] = f"{pagename}.ipynb"
 
 
 def _add_colab_button(
     app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
 ) -> None:
-    repo = _repository(app)
-    if not repo or "ipynb_source" not in context or "header_buttons" not in context:
+    if "ipynb_source" not in context or "header_buttons" not in context:
         return
-    branch = app.config.amp_lesson_branch
-    url = (
-        f"https://colab.research.google.com/github/{repo}/blob/{branch}/notebooks/{pagename}.ipynb"
+    url = export.colab_url(
+        f"notebooks/{pagename}.ipynb", app.config.amp_lesson_branch, _repository(app)
     )
     context["header_buttons"].append(
         {
@@ -320,6 +488,10 @@ def setup(app: Sphinx) -> None:
     app.add_config_value("amp_lesson_branch", "main", "html", types=[str])
     # Before MyST-NB reads nb_execution_cache_path at builder-inited.
     app.connect("config-inited", _key_cache_on_sources, priority=100)
+    # In the main process, before -j forks the readers that start kernels.
+    app.connect("config-inited", lambda app, config: encrypt_kernel_transport())
+    app.connect("config-inited", _limit_kernel_threads)
+    app.connect("env-before-read-docs", _schedule_reading)
     app.connect("env-updated", _fail_on_execution_errors)
     app.connect("env-check-consistency", _check_pages_executed)
     app.connect("doctree-resolved", _note_pages_without_code)

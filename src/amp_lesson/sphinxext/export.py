@@ -1,0 +1,840 @@
+"""Pages as plain Jupyter notebooks that run outside the book.
+
+A page's notebook (the download on each page, and its twin in ``notebooks/``
+that Colab opens) must work in plain Jupyter, with no MyST-NB and no
+Sphinx:
+
+- MyST becomes plain Markdown: glued values are substituted, admonitions and
+  "Where the lesson and the run disagree" boxes become quoted blocks, a
+  dropdown becomes a ``<details>`` section, and a self-check becomes its
+  question, with the answers in a collapsed ``<details>`` section and no
+  option marked right in the question itself. Cross-references become links
+  to the online book.
+- ``glue`` calls are removed with their import, so no notebook imports
+  ``myst_nb``. Code cells tagged ``remove-cell`` (where pages keep their
+  bookkeeping) stay, with their source collapsed, since later cells may use
+  what they define; a cell left empty goes, and so do hidden Markdown cells.
+- A first code cell installs ``amp_lesson`` at the book's version from the
+  repository declared once, in ``[project.urls]`` of ``pyproject.toml``.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import copy
+import importlib.metadata
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from amp_lesson import __version__
+
+DIST = "amp-lesson"
+GlueValues = Mapping[str, Mapping[str, Any]]
+"""Glued values by key: a MIME bundle each (``{"text/plain": ..., "image/png": ...}``)."""
+
+
+# -- where the project lives -------------------------------------------------------------
+
+
+def project_urls(dist: str = DIST) -> dict[str, str]:
+    """``[project.urls]`` of the installed package, by lower-case label."""
+    urls = {}
+    for entry in importlib.metadata.metadata(dist).get_all("Project-URL") or []:
+        label, _, url = entry.partition(",")
+        urls[label.strip().lower()] = url.strip()
+    return urls
+
+
+def repository_url() -> str:
+    """The repository's address, as ``[project.urls] Repository`` declares it."""
+    url = project_urls().get("repository", "")
+    if not url.startswith("https://github.com/"):
+        raise ValueError(
+            "pyproject.toml's [project.urls] Repository must be a https://github.com/ address; "
+            f"got {url!r}"
+        )
+    return url.rstrip("/").removesuffix(".git")
+
+
+def github_slug(url: str | None = None) -> str:
+    """``owner/name`` of the GitHub repository (``url`` or :func:`repository_url`)."""
+    url = repository_url() if url is None else url
+    return url.removeprefix("https://github.com/").strip("/")
+
+
+def documentation_url() -> str:
+    """Where the built book is read, with the language and version part of the path."""
+    base = project_urls().get("documentation", "").rstrip("/")
+    return f"{base}/en/latest" if base.endswith(".readthedocs.io") else base
+
+
+def colab_url(notebook_path: str, branch: str = "main", repository: str | None = None) -> str:
+    """The "Open in Colab" address of ``notebook_path`` (a path in the repository).
+
+    >>> colab_url("notebooks/chapter/formats.ipynb", repository="https://github.com/o/r")
+    'https://colab.research.google.com/github/o/r/blob/main/notebooks/chapter/formats.ipynb'
+    """
+    slug = github_slug(repository)
+    return f"https://colab.research.google.com/github/{slug}/blob/{branch}/{notebook_path}"
+
+
+def install_spec(version: str = __version__, repository: str | None = None) -> str:
+    """The pip requirement that installs ``amp_lesson`` at ``version`` from the repository.
+
+    >>> install_spec("0.1.0", "https://github.com/o/r")
+    'amp-lesson[notebooks] @ git+https://github.com/o/r@v0.1.0'
+    """
+    url = repository_url() if repository is None else repository
+    return f"{DIST}[notebooks] @ git+{url}@v{version}"
+
+
+def install_cell_source(version: str = __version__, repository: str | None = None) -> str:
+    """The notebook's first code cell: install the package where it is missing."""
+    return (
+        "import importlib.util\n"
+        "\n"
+        "# The book's package, at the version this notebook was made with.\n"
+        'if importlib.util.find_spec("amp_lesson") is None:\n'
+        f'    %pip install --quiet "{install_spec(version, repository)}"'
+    )
+
+
+# -- glue ----------------------------------------------------------------------------------
+
+
+def format_glued_text(text: str, spec: str) -> str:
+    """A glued ``text/plain`` value with a format spec applied, as MyST-NB's ``{glue:text}`` does.
+
+    >>> format_glued_text("65504.0", ".0f"), format_glued_text("'1.2e-07'", "")
+    ('65504', '1.2e-07')
+    """
+    try:
+        value: Any = ast.literal_eval(text)
+    except (SyntaxError, ValueError):
+        value = text
+    if not spec:
+        return str(value)
+    kind = spec[-1]
+    if kind == "s":
+        value = str(value)
+    elif kind in "bcdoxX":
+        value = int(value)
+    elif kind in "eEfFgGn%":
+        value = float(value)
+    return format(value, spec)
+
+
+def glue_values_from_outputs(nb: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Glued values found in the outputs of an executed notebook ``nb``."""
+    values = {}
+    for cell in nb.get("cells", []):
+        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            scrap = (output.get("metadata") or {}).get("scrapbook") or {}
+            if "name" in scrap:
+                prefix = scrap.get("mime_prefix", "")
+                values[scrap["name"]] = {
+                    mime.removeprefix(prefix): data for mime, data in output["data"].items()
+                }
+    return values
+
+
+def _is_glue_output(output: Mapping[str, Any]) -> bool:
+    return "scrapbook" in (output.get("metadata") or {})
+
+
+_GLUE_CALL = {"glue"}
+
+
+def _is_glue_statement(node: ast.stmt) -> bool:
+    if isinstance(node, ast.ImportFrom):
+        return (node.module or "").split(".")[0] == "myst_nb"
+    if isinstance(node, ast.Import):
+        return all(a.name.split(".")[0] == "myst_nb" for a in node.names)
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        func = node.value.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        return name in _GLUE_CALL
+    return False
+
+
+def _bodies(node: ast.stmt) -> list[list[ast.stmt]]:
+    return [
+        getattr(node, name)
+        for name in ("body", "orelse", "finalbody")
+        if isinstance(getattr(node, name, None), list) and getattr(node, name)
+    ]
+
+
+def _only_glue(node: ast.stmt) -> bool:
+    """Whether ``node`` does nothing but glue (a glue call, or a loop/if/with of glue calls)."""
+    if _is_glue_statement(node):
+        return True
+    if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith)):
+        return all(_only_glue(s) for body in _bodies(node) for s in body)
+    return False
+
+
+def strip_glue(source: str) -> str:
+    """``source`` without its ``glue(...)`` calls and ``myst_nb`` imports, other lines untouched.
+
+    A loop, ``if`` or ``with`` that only glues goes too; a body that loses
+    all its statements gets ``pass``. A cell of nothing but glue becomes "".
+
+    >>> print(strip_glue("from myst_nb import glue\\nx = 2\\nglue('x', x)\\nprint(x)"))
+    x = 2
+    print(x)
+    """
+    try:
+        tree = ast.parse(_mask_magics(source))
+    except SyntaxError:
+        return source
+    if all(_only_glue(stmt) for stmt in tree.body):
+        return "" if tree.body else source
+    drop: set[int] = set()
+    pad: dict[int, str] = {}
+
+    def visit(body: list[ast.stmt]) -> None:
+        removed = [stmt for stmt in body if _only_glue(stmt)]
+        for stmt in removed:
+            drop.update(range(stmt.lineno - 1, stmt.end_lineno or stmt.lineno))
+        if removed and len(removed) == len(body):
+            pad[body[0].lineno - 1] = " " * body[0].col_offset + "pass"
+        for stmt in body:
+            if stmt not in removed:
+                for inner in _bodies(stmt):
+                    visit(inner)
+
+    visit(tree.body)
+    if not drop:
+        return source
+    out = []
+    for i, line in enumerate(source.splitlines()):
+        if i in pad:
+            out.append(pad[i])
+        if i not in drop:
+            out.append(line)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip("\n")
+
+
+def _mask_magics(source: str) -> str:
+    """IPython magics and shell escapes as comments, so ``ast`` can parse the rest."""
+    return re.sub(r"^(\s*)([%!])", r"\1#\2", source, flags=re.MULTILINE)
+
+
+# -- MyST to plain Markdown --------------------------------------------------------------------
+
+
+@dataclass
+class _Context:
+    glue: GlueValues
+    docs_url: str
+    docname: str
+    titles: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, tuple[str, str, str]] = field(default_factory=dict)
+    attachments: dict[str, dict[str, str]] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+
+
+_FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|:{3,})\{(?P<name>[\w:-]+)\}(?P<arg>.*)$")
+_PLAIN_FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})")
+_OPTION = re.compile(r"^:(?P<key>[\w-]+):(?:\s+(?P<value>.*))?$")
+_TARGET = re.compile(r"^\(([^()\s]+)\)=\s*$")
+_ROLE_NAME = re.compile(r"\{(?P<name>[\w:-]+)\}$")
+
+ADMONITIONS = {
+    "note": "Note",
+    "tip": "Tip",
+    "hint": "Hint",
+    "important": "Important",
+    "warning": "Warning",
+    "caution": "Caution",
+    "attention": "Attention",
+    "danger": "Danger",
+    "error": "Error",
+    "seealso": "See also",
+}
+CORRECTION_TITLE = "Where the lesson and the run disagree"
+PLAYGROUNDS = {"bit-explorer": "bit explorer", "scaler-playground": "GradScaler playground"}
+"""The book's JavaScript widgets: in a notebook, their no-JavaScript content and a link."""
+KICKERS = {
+    "selfcheck-choice": "Check your understanding",
+    "selfcheck-predict": "Predict first",
+    "selfcheck-sort": "Sort into groups",
+    "selfcheck-step-through": "Step through it",
+    "selfcheck-refill": "Refill the column",
+    "selfcheck-discuss": "Discussion prompt",
+}
+
+
+def myst_to_markdown(
+    text: str,
+    glue: GlueValues,
+    *,
+    docs_url: str = "",
+    docname: str = "",
+    titles: Mapping[str, str] | None = None,
+    labels: Mapping[str, tuple[str, str, str]] | None = None,
+) -> tuple[str, dict[str, dict[str, str]]]:
+    """``text`` (a MyST Markdown cell) as plain Markdown, and the cell's image attachments.
+
+    >>> md, _ = myst_to_markdown(
+    ...     "(t)=\\n:::{note}\\nFP16 tops out at {glue:text}`max:.0f`.\\n:::",
+    ...     {"max": {"text/plain": "65504.0"}})
+    >>> print(md)
+    > **Note**
+    >
+    > FP16 tops out at 65504.
+    """
+    ctx = _Context(
+        glue=glue,
+        docs_url=docs_url.rstrip("/"),
+        docname=docname,
+        titles=titles or {},
+        labels=labels or {},
+    )
+    markdown = _convert_block(text.splitlines(), ctx)
+    if ctx.missing:
+        raise KeyError(
+            f"{docname or 'cell'}: no glued value for {sorted(set(ctx.missing))}; "
+            "build the book so the page executes, then export again"
+        )
+    return _tidy(markdown), ctx.attachments
+
+
+def _tidy(text: str) -> str:
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(line.rstrip() for line in text.splitlines())).strip()
+
+
+def _convert_block(lines: list[str], ctx: _Context) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if _TARGET.match(line.strip()) or line.startswith("% "):
+            i += 1
+            continue
+        match = _FENCE.match(line)
+        if match:
+            end = _closing(lines, i, match["fence"])
+            options, body = _split_options(lines[i + 1 : end])
+            out.append(_directive(match["name"], match["arg"].strip(), options, body, ctx))
+            i = end + 1
+            continue
+        plain = _PLAIN_FENCE.match(line)
+        if plain:  # a literal code block: copied as it is, MyST inside it included
+            end = _closing(lines, i, plain["fence"])
+            out.extend(lines[i : end + 1])
+            i = end + 1
+            continue
+        out.append(_inline(line, ctx))
+        i += 1
+    return "\n".join(out)
+
+
+def _closing(lines: list[str], start: int, fence: str) -> int:
+    """Index of the line that closes the fence opened at ``start`` (or the end).
+
+    As in CommonMark and MyST's colon fences, that is the first line made of
+    the fence's character only, at least as many of them; a fence opened
+    inside with the same count is content, which is why MyST nests with more.
+    """
+    char, size = fence[0], len(fence)
+    for j in range(start + 1, len(lines)):
+        stripped = lines[j].strip()
+        if len(stripped) >= size and stripped == char * len(stripped):
+            return j
+    return len(lines)
+
+
+def _split_options(lines: list[str]) -> tuple[dict[str, str], list[str]]:
+    options: dict[str, str] = {}
+    i = 0
+    if lines and lines[0].strip() == "---":  # YAML block of options
+        end = next((j for j in range(1, len(lines)) if lines[j].strip() == "---"), 0)
+        for entry in lines[1:end]:
+            key, _, value = entry.partition(":")
+            options[key.strip()] = value.strip()
+        return options, lines[end + 1 :]
+    while i < len(lines) and (m := _OPTION.match(lines[i].strip())):
+        options[m["key"]] = (m["value"] or "").strip()
+        i += 1
+    return options, lines[i:]
+
+
+# -- inline markup ------------------------------------------------------------------------------
+
+
+def _inline(line: str, ctx: _Context) -> str:
+    """Roles in ``line`` replaced; code spans that are not roles left as they are."""
+    out: list[str] = []
+    i = 0
+    while i < len(line):
+        if line[i] != "`":
+            out.append(line[i])
+            i += 1
+            continue
+        run = len(line[i:]) - len(line[i:].lstrip("`"))
+        close = line.find("`" * run, i + run)
+        while close != -1 and close + run < len(line) and line[close + run] == "`":
+            close = line.find("`" * run, close + run + 1)
+        if close == -1:
+            out.append(line[i:])
+            break
+        content = line[i + run : close]
+        role = _ROLE_NAME.search("".join(out))
+        if role:
+            del out[len(out) - len(role.group(0)) :]
+            out.append(_role(role["name"], content, ctx))
+        else:
+            out.append(line[i : close + run])
+        i = close + run
+    return "".join(out)
+
+
+def _split_title_target(content: str) -> tuple[str, str]:
+    m = re.match(r"^(?P<title>.*?)\s*<(?P<target>[^<>]+)>$", content, re.DOTALL)
+    return (m["title"], m["target"]) if m else ("", content)
+
+
+def _doc_link(target: str, ctx: _Context) -> str:
+    """The online address of document ``target`` (relative to ``ctx.docname``, or absolute)."""
+    return f"{ctx.docs_url}/{_resolve_doc(target, ctx)}.html"
+
+
+def _resolve_doc(target: str, ctx: _Context) -> str:
+    if target.startswith("/"):
+        path = target.lstrip("/")
+    else:
+        parts = ctx.docname.split("/")[:-1] + target.split("/")
+        stack: list[str] = []
+        for part in parts:
+            if part == "..":
+                if stack:
+                    stack.pop()
+            elif part not in ("", "."):
+                stack.append(part)
+        path = "/".join(stack)
+    return path
+
+
+def _glued(key: str, ctx: _Context) -> Mapping[str, Any] | None:
+    key = key.split("::")[-1]
+    if key not in ctx.glue:
+        ctx.missing.append(key)
+        return None
+    return ctx.glue[key]
+
+
+def _role(name: str, content: str, ctx: _Context) -> str:
+    if name in ("glue:text", "glue", "glue:any", "glue:md"):
+        key, _, spec = content.rpartition(":") if ":" in content.split("::")[-1] else ("", "", "")
+        if not key:
+            key, spec = content, ""
+        bundle = _glued(key, ctx)
+        if bundle is None:
+            return ""
+        if name == "glue:md" and "text/markdown" in bundle:
+            return _as_text(bundle["text/markdown"])
+        return format_glued_text(_as_text(bundle.get("text/plain", "")), spec)
+    if name == "doc":
+        title, target = _split_title_target(content)
+        title = title or ctx.titles.get(_resolve_doc(target, ctx), target.split("/")[-1])
+        return f"[{title}]({_doc_link(target, ctx)})"
+    if name in ("ref", "numref"):
+        title, target = _split_title_target(content)
+        doc, anchor, section = ctx.labels.get(target, ("", "", ""))
+        # numref's "Fig. {number}" has no number outside Sphinx: keep the words
+        title = re.sub(r"\s*\{(number|name)\}", "", title).strip()
+        text = title or section or target.replace("-", " ")
+        return f"[{text}]({ctx.docs_url}/{doc}.html#{anchor})" if doc else text
+    if name == "term":
+        return _split_title_target(content)[0] or content
+    if name in ("math", "eq"):
+        return f"${content}$"
+    if name in ("abbr",):
+        return re.sub(r"\s*\(.*\)$", "", content)
+    return f"`{content}`"  # an unknown role: show its text as code rather than lose it
+
+
+def _as_text(data: Any) -> str:
+    return "".join(data) if isinstance(data, list) else str(data)
+
+
+# -- directives ---------------------------------------------------------------------------------
+
+
+def _quote(title: str, body: str) -> str:
+    lines = [f"> **{title}**"] if title else []
+    if body.strip():
+        lines += [">"] if lines else []
+        lines += [f"> {line}" if line.strip() else ">" for line in body.strip().splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+def _details(summary: str, body: str) -> str:
+    return f"<details>\n<summary>{summary}</summary>\n\n{body.strip()}\n\n</details>\n"
+
+
+def _directive(name: str, arg: str, options: dict[str, str], body: list[str], ctx: _Context) -> str:
+    inner = _convert_block(body, ctx)
+    if name in ADMONITIONS:
+        return "\n" + _quote(_inline(arg, ctx) or ADMONITIONS[name], inner) + "\n"
+    if name == "admonition":
+        return "\n" + _quote(_inline(arg, ctx), inner) + "\n"
+    if name == "lesson-correction":
+        title = f"{CORRECTION_TITLE}: {_inline(arg, ctx)}" if arg else CORRECTION_TITLE
+        return "\n" + _quote(title, inner) + "\n"
+    if name == "dropdown":
+        return "\n" + _details(_inline(arg, ctx) or "Show", inner) + "\n"
+    if name in KICKERS:
+        return "\n" + _selfcheck(name, _inline(arg, ctx), options, body, ctx) + "\n"
+    if name in ("glue", "glue:any", "glue:figure"):
+        return "\n" + _glue_block(arg, options, inner, ctx) + "\n"
+    if name in ("math",):
+        return "\n$$\n" + "\n".join(body).strip() + "\n$$\n"
+    if name in ("figure", "image"):
+        alt = options.get("alt", "")
+        caption = f"\n\n*{inner.strip()}*" if inner.strip() else ""
+        return f"\n![{alt}]({arg}){caption}\n"
+    if name in PLAYGROUNDS:
+        link = _doc_link("/" + ctx.docname, ctx) if ctx.docname else ctx.docs_url
+        note = f"*The {PLAYGROUNDS[name]} is interactive in [the online book]({link}).*"
+        return f"\n{note}\n\n{inner}\n"
+    if name in ("toctree", "lesson-corrections", "nb-exec-table", "contents"):
+        return ""  # navigation and build reports belong to the online book
+    # Anything else: keep its content rather than lose it.
+    return "\n" + inner + "\n"
+
+
+def _glue_block(key: str, options: dict[str, str], caption: str, ctx: _Context) -> str:
+    bundle = _glued(key, ctx)
+    if bundle is None:
+        return ""
+    alt = options.get("alt", "").replace("\n", " ")
+    for mime, ext in (("image/png", "png"), ("image/jpeg", "jpg")):
+        if mime in bundle:
+            name = f"{key}.{ext}"
+            ctx.attachments[name] = {mime: _as_text(bundle[mime]).replace("\n", "")}
+            text = f"![{alt}](attachment:{name})"
+            break
+    else:
+        if "image/svg+xml" in bundle:
+            svg = _as_text(bundle["image/svg+xml"]).encode()
+            data = base64.b64encode(svg).decode()
+            ctx.attachments[f"{key}.svg"] = {"image/svg+xml": data}
+            text = f"![{alt}](attachment:{key}.svg)"
+        elif "text/markdown" in bundle:
+            text = _as_text(bundle["text/markdown"])
+        elif "text/html" in bundle:
+            text = _as_text(bundle["text/html"])
+        else:
+            text = "```\n" + format_glued_text(_as_text(bundle.get("text/plain", "")), "") + "\n```"
+    return text + (f"\n\n*{caption.strip()}*" if caption.strip() else "")
+
+
+# -- self-checks ----------------------------------------------------------------------------------
+
+
+_ITEM = re.compile(r"^(?P<indent>\s*)[-*+]\s+(?P<text>.*)$")
+_MARK = re.compile(r"^\[(?P<mark>[^\]]*)\]\s*(?P<text>.*)$")
+
+
+@dataclass
+class _Item:
+    label: str  # the text after the marker ([x], [ ], [bucket])
+    mark: str | None
+    note: list[str]
+
+
+def _first_list(lines: list[str]) -> tuple[list[str], list[_Item], list[str]]:
+    """Lines before the body's first bullet list, its items, and the lines after it."""
+    start = next(
+        (i for i, line in enumerate(lines) if _ITEM.match(line) and not line[0].isspace()), None
+    )
+    if start is None:
+        return lines, [], []
+    items: list[_Item] = []
+    i = start
+    while i < len(lines):
+        line = lines[i]
+        m = _ITEM.match(line)
+        if m and not m["indent"]:
+            mark = _MARK.match(m["text"])
+            items.append(
+                _Item(mark["text"] if mark else m["text"], mark["mark"] if mark else None, [])
+            )
+        elif line.strip() and not line[0].isspace():
+            break  # unindented text: the list is over
+        elif items:
+            items[-1].note.append(line)
+        i += 1
+    return lines[:start], items, lines[i:]
+
+
+def _note_text(note: list[str]) -> str:
+    lines = [line.strip() for line in note]
+    if lines and lines[0].startswith(":"):  # definition-list form ": note"
+        lines[0] = lines[0][1:].strip()
+    return " ".join(line for line in lines if line)
+
+
+def _table_split(lines: list[str]) -> tuple[list[str], list[str], list[str]]:
+    start = next((i for i, line in enumerate(lines) if line.lstrip().startswith("|")), None)
+    if start is None:
+        return lines, [], []
+    end = start
+    while end < len(lines) and lines[end].lstrip().startswith("|"):
+        end += 1
+    return lines[:start], lines[start:end], lines[end:]
+
+
+def _cells(row: str) -> list[str]:
+    return [c.strip() for c in row.strip().strip("|").split("|")]
+
+
+def _selfcheck(
+    name: str, question: str, options: dict[str, str], body: list[str], ctx: _Context
+) -> str:
+    kicker = options.get("title") or KICKERS[name]
+    head = f"**{kicker}.** {question}"
+    md = lambda lines: _convert_block(lines, ctx)
+    if name == "selfcheck-choice":
+        mode = options.get("mode", "single")
+        before, items, after = _first_list(body)
+        how = {
+            "single": "Choose one.",
+            "multiple": "Choose every option that applies.",
+            "eliminate": "Rule out the wrong options one by one, saying why.",
+        }.get(mode, "Choose one.")
+        shown = "\n".join(f"- {_inline(item.label, ctx)}" for item in items)
+        right = [item for item in items if (item.mark or "").strip().lower() == "x"]
+        answer = ["**Answer:** " + "; ".join(_inline(item.label, ctx) for item in right)]
+        if options.get("answer"):
+            answer.append(_inline(options["answer"], ctx))
+        notes = [
+            f"- {_inline(item.label, ctx)}: {'right' if item in right else 'wrong'}. "
+            + _inline(_note_text(item.note), ctx)
+            for item in items
+        ]
+        answer += ["", *notes, "", md(after)]
+        return f"{head}\n\n{md(before)}\n\n{how}\n\n{shown}\n\n" + _details(
+            "Answer", "\n".join(answer)
+        )
+    if name == "selfcheck-predict":
+        answer = "**Answer:** " + _inline(options.get("answer", ""), ctx) + "\n\n" + md(body)
+        return f"{head}\n\nWrite down your prediction before you open the answer.\n\n" + _details(
+            "Answer", answer
+        )
+    if name == "selfcheck-sort":
+        buckets = [b.strip() for b in options.get("buckets", "").split("|") if b.strip()]
+        before, items, after = _first_list(body)
+        shown = "\n".join(f"- {_inline(item.label, ctx)}" for item in items)
+        sorted_items = "\n".join(
+            f"- {_inline(item.label, ctx)}: **{(item.mark or '').strip()}**"
+            + (f". {_inline(_note_text(item.note), ctx)}" if _note_text(item.note) else "")
+            for item in items
+        )
+        groups = " or ".join(f"**{b}**" for b in buckets)
+        return f"{head}\n\n{md(before)}\n\nPut each in {groups}:\n\n{shown}\n\n" + _details(
+            "Answer", f"{sorted_items}\n\n{md(after)}"
+        )
+    if name == "selfcheck-step-through":
+        before, table, after = _table_split(body)
+        if not table:
+            before, items, after = _first_list(body)
+            rows = "\n".join(f"1. {_inline(item.label, ctx)}" for item in items)
+        else:
+            rows = md(table)
+        nxt = _inline(options.get("next", ""), ctx)
+        ask = f"\n\n**Then:** {nxt}" if nxt else ""
+        return f"{head}\n\n{md(before)}\n\n{rows}{ask}\n\n" + _details("Answer", md(after))
+    if name == "selfcheck-refill":
+        before, table, after = _table_split(body)
+        if not table:
+            return f"{head}\n\n{md(body)}"
+        header = _cells(table[0])
+        wanted = [c.strip() for c in options.get("column", "").split("|") if c.strip()]
+        blank = {
+            int(c) - 1 if c.isdigit() else header.index(c)
+            for c in wanted
+            if c.isdigit() or c in header
+        }
+        blanked = [table[0], table[1]] + [
+            "| " + " | ".join("?" if j in blank else c for j, c in enumerate(_cells(row))) + " |"
+            for row in table[2:]
+        ]
+        names = [f"**{header[j]}**" for j in sorted(blank) if j < len(header)]
+        cols = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+        which = "columns" if len(names) > 1 else "column"
+        return (
+            f"{head}\n\n{md(before)}\n\nFill in the {which} {cols} from memory:\n\n"
+            + md(blanked)
+            + "\n\n"
+            + _details("Answer", md(table) + "\n\n" + md(after))
+        )
+    # selfcheck-discuss
+    hint = options.get("hint")
+    text = f"{head}\n\n{md(body)}"
+    return text + ("\n\n" + _details("Hint", _inline(hint, ctx)) if hint else "")
+
+
+# -- whole notebooks ---------------------------------------------------------------------------------
+
+
+def export_notebook(
+    nb: Mapping[str, Any],
+    glue: GlueValues,
+    *,
+    docname: str,
+    executed: bool,
+    version: str = __version__,
+    repository: str | None = None,
+    docs_url: str | None = None,
+    titles: Mapping[str, str] | None = None,
+    labels: Mapping[str, tuple[str, str, str]] | None = None,
+) -> dict[str, Any]:
+    """The page ``nb`` (MyST-NB's notebook of it) as a plain Jupyter notebook.
+
+    ``glue`` holds the glued values its Markdown quotes; ``executed`` says
+    whether ``nb`` carries the outputs of the build (kept, less the glue
+    records) or is the bare page; ``titles`` (docname: page title) and ``labels``
+    (label: docname, anchor, section title) make cross-references links. Raises ``KeyError`` naming any glued value
+    the Markdown quotes that ``glue`` lacks.
+    """
+    if not isinstance(executed, bool):
+        raise TypeError(f"executed must be True or False, got {executed!r}")
+    docs_url = documentation_url() if docs_url is None else docs_url
+    repository = repository_url() if repository is None else repository
+    cells: list[dict[str, Any]] = []
+    for cell in copy.deepcopy(list(nb.get("cells", []))):
+        source = _as_text(cell.get("source", ""))
+        tags = set((cell.get("metadata") or {}).get("tags", []))
+        hidden = "remove-cell" in tags
+        if hidden and cell["cell_type"] != "code":
+            continue
+        if cell["cell_type"] == "markdown":
+            text, attachments = myst_to_markdown(
+                source, glue, docs_url=docs_url, docname=docname, titles=titles, labels=labels
+            )
+            if not text:
+                continue
+            new: dict[str, Any] = {"cell_type": "markdown", "metadata": {}, "source": text}
+            if attachments:
+                new["attachments"] = attachments
+            cells.append(new)
+        elif cell["cell_type"] == "code":
+            code = strip_glue(source)
+            if not code.strip():
+                continue
+            outputs = [o for o in cell.get("outputs", []) if not _is_glue_output(o)]
+            metadata: dict[str, Any] = {"tags": sorted(tags)} if tags else {}
+            if hidden:
+                # The page hides this cell, but later cells may use what it defines: keep
+                # it, with its source collapsed in Jupyter and Colab.
+                metadata |= {"jupyter": {"source_hidden": True}, "cellView": "form"}
+            cells.append(
+                {
+                    "cell_type": "code",
+                    "execution_count": None,
+                    "metadata": metadata,
+                    "outputs": outputs if executed else [],
+                    "source": code,
+                }
+            )
+        # raw cells (none in the book) are left out
+    where = "with the outputs of the build that published it" if executed else "without outputs"
+    intro = (
+        f"This notebook is a page of the book *Mixed precision in PyTorch* "
+        f"([read it online]({_doc_link('/' + docname, _Context({}, docs_url, docname))})), "
+        f"{where}. It runs in plain Jupyter or Colab: the next cell installs the book's "
+        f"package `amp_lesson` {version} from [its repository]({repository}) where it is missing."
+    )
+    head = [
+        {"cell_type": "markdown", "metadata": {}, "source": intro},
+        {
+            "cell_type": "code",
+            "execution_count": None,
+            "metadata": {},
+            "outputs": [],
+            "source": install_cell_source(version, repository),
+        },
+    ]
+    all_cells = head + cells
+    for i, cell in enumerate(all_cells):
+        cell["id"] = f"cell-{i}"  # stable ids: exporting again gives the same file
+    metadata = {
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+    }
+    return {"cells": all_cells, "metadata": metadata, "nbformat": 4, "nbformat_minor": 5}
+
+
+def titles_and_labels(
+    pages: Mapping[str, str],
+) -> tuple[dict[str, str], dict[str, tuple[str, str, str]]]:
+    """Page titles and section labels of MyST ``pages`` (docname: text), as Sphinx finds them.
+
+    >>> titles_and_labels({"a/b": "# Bee\\n\\n(sec-x)=\\n## Sec X\\n"})
+    ({'a/b': 'Bee'}, {'sec-x': ('a/b', 'sec-x', 'Sec X')})
+    """
+    titles: dict[str, str] = {}
+    labels: dict[str, tuple[str, str, str]] = {}
+    for doc, text in pages.items():
+        lines = _markdown_outside_fences(text.splitlines())
+        for i, line in enumerate(lines):
+            heading = re.match(r"^#{1,6}\s+(.*?)\s*$", line)
+            if heading and doc not in titles:
+                titles[doc] = heading[1]
+            target = _TARGET.match(line.strip())
+            if target:
+                after = next((x for x in lines[i + 1 :] if x.strip()), "")
+                section = re.match(r"^#{1,6}\s+(.*?)\s*$", after)
+                labels[target[1]] = (doc, target[1], section[1] if section else "")
+    return titles, labels
+
+
+def _markdown_outside_fences(lines: list[str]) -> list[str]:
+    out, fence = [], ""
+    for line in lines:
+        m = re.match(r"^\s*(`{3,}|~{3,})", line)
+        if fence:
+            if line.strip() == fence[0] * len(line.strip()) and len(line.strip()) >= len(fence):
+                fence = ""
+            continue
+        if m and "{" not in line:
+            fence = m[1]
+            continue
+        out.append(line)
+    return out
+
+
+def glue_keys(texts: Iterable[str]) -> set[str]:
+    """Every glue key the MyST ``texts`` quote (roles and directives)."""
+    keys = set()
+    for text in texts:
+        for m in re.finditer(r"\{glue(?::\w+)?\}`([^`]+)`", text):
+            key = m[1].split("::")[-1]
+            keys.add(key.rsplit(":", 1)[0] if ":" in key else key)
+        for m in re.finditer(r"^[`:]{3,}\{glue(?::\w+)?\}\s*(\S+)", text, re.MULTILINE):
+            keys.add(m[1])
+    return keys
+
+
+def read_glue(executed_notebook: Path) -> dict[str, dict[str, Any]]:
+    """The glued values MyST-NB stored beside ``executed_notebook`` (``<page>.glue.json``).
+
+    Falls back on glue records still among the notebook's outputs; ``{}`` when neither exists.
+    """
+    executed_notebook = Path(executed_notebook)
+    glue_file = executed_notebook.with_name(executed_notebook.stem + ".glue.json")
+    if glue_file.is_file():
+        data = json.loads(glue_file.read_text(encoding="utf-8"))
+        return {key: dict(record.get("data", {})) for key, record in data.items()}
+    if executed_notebook.is_file():
+        return glue_values_from_outputs(json.loads(executed_notebook.read_text(encoding="utf-8")))
+    return {}

@@ -1,0 +1,218 @@
+"""CI and Read the Docs configuration: valid, safe with a self-hosted GPU runner, pinned in one place."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import build_book
+import lint_workflows
+import pytest
+import rtd_build
+import yaml
+from helpers import ROOT
+
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+LOCK = ROOT / "requirements" / "constraints.txt"
+LOCK_INPUT = ROOT / "requirements" / "constraints.in"
+
+
+def _workflow(name: str) -> dict:
+    data = yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text())
+    data["on"] = data.pop(True, data.get("on"))  # YAML 1.1 reads the key `on` as True
+    return data
+
+
+def _check_jsonschema(schema: str, *files: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, *map(str, files)]
+    return subprocess.run(cmd, capture_output=True, text=True, check=False)
+
+
+# -- linters ------------------------------------------------------------------------
+
+
+def test_workflows_pass_actionlint() -> None:
+    assert WORKFLOWS, "no workflow files found"
+    assert lint_workflows.lint(WORKFLOWS) == []
+
+
+def test_actionlint_reports_what_is_wrong_in_a_workflow(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yml"
+    broken.write_text(
+        "on: push\n"
+        "jobs:\n"
+        "  a:\n"
+        "    runs-on: [self-hosted, gpu-typo]\n"
+        "    needs: missing-job\n"
+        "    steps:\n"
+        "      - run: echo ${{ github.event.nope( }}\n"
+    )
+    problems = lint_workflows.lint([broken], labels={"gpu"})
+    kinds = {p["kind"] for p in problems}
+    assert "runner-label" in kinds  # gpu-typo is not a declared label
+    assert "job-needs" in kinds
+    assert "expression" in kinds
+    # a declared label is not a problem
+    ok = tmp_path / "ok.yml"
+    ok.write_text(
+        "on: push\njobs:\n  a:\n    runs-on: [self-hosted, gpu]\n    steps:\n      - run: 'true'\n"
+    )
+    assert lint_workflows.lint([ok], labels={"gpu"}) == []
+    assert lint_workflows.lint([ok], labels=set())[0]["kind"] == "runner-label"
+
+
+def test_the_gpu_label_is_declared_for_actionlint() -> None:
+    assert lint_workflows.declared_labels() == {"gpu"}
+
+
+@pytest.mark.parametrize(
+    ("schema", "files"),
+    [
+        ("vendor.readthedocs", [ROOT / ".readthedocs.yaml"]),
+        ("vendor.github-workflows", WORKFLOWS),
+        ("vendor.dependabot", [ROOT / ".github" / "dependabot.yml"]),
+    ],
+)
+def test_configuration_files_match_their_schemas(schema: str, files: list[Path]) -> None:
+    proc = _check_jsonschema(schema, *files)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_schema_check_rejects_a_broken_readthedocs_file(tmp_path: Path) -> None:
+    bad = tmp_path / ".readthedocs.yaml"
+    bad.write_text((ROOT / ".readthedocs.yaml").read_text().replace("  jobs:\n", "  jobz:\n", 1))
+    proc = _check_jsonschema("vendor.readthedocs", bad)
+    assert proc.returncode != 0
+    assert "jobz" in proc.stdout + proc.stderr
+
+
+# -- the self-hosted GPU runner runs only vouched-for code ----------------------------
+
+
+def test_only_the_gpu_workflow_uses_the_self_hosted_runner() -> None:
+    for path in WORKFLOWS:
+        data = _workflow(path.name)
+        for name, job in data["jobs"].items():
+            runs_on = job["runs-on"]
+            labels = runs_on if isinstance(runs_on, list) else [runs_on]
+            if path.name == "gpu.yml":
+                assert "self-hosted" in labels, name
+            else:
+                assert not {"self-hosted", "gpu"} & set(labels), (path.name, name)
+
+
+def test_the_gpu_workflow_never_runs_for_forks_or_unlabelled_pull_requests() -> None:
+    data = _workflow("gpu.yml")
+    triggers = data["on"]
+    assert set(triggers) == {"push", "workflow_dispatch", "pull_request"}
+    assert triggers["push"] == {"branches": ["main"]}
+    assert set(triggers["pull_request"]["types"]) == {"labeled", "synchronize"}
+    assert data["permissions"] == {"contents": "read"}
+    (job,) = data["jobs"].values()
+    condition = " ".join(job["if"].split())
+    assert condition.startswith("github.event_name != 'pull_request' || (")
+    # every pull request must come from this repository AND carry the label
+    pr_part = condition.split("||", 1)[1]
+    assert "github.event.pull_request.head.repo.full_name == github.repository &&" in pr_part
+    assert "contains(github.event.pull_request.labels.*.name, 'run-gpu')" in pr_part
+    for path in WORKFLOWS:
+        assert "pull_request_target" not in path.read_text(), path.name
+
+
+# -- Read the Docs, and CI's copy of it -----------------------------------------------
+
+
+def test_ci_builds_the_book_as_read_the_docs_does() -> None:
+    rtd = rtd_build.load_config()
+    (job,) = [j for j in _workflow("ci.yml")["jobs"].values() if "rtd_build.py" in str(j)]
+    setup = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/setup-python")]
+    assert setup[0]["with"]["python-version"] == str(rtd["build"]["tools"]["python"]) == "3.12"
+    commands = [command for _, command in rtd_build.plan(rtd)]
+    installs = [c for c in commands if "pip install" in c]
+    assert all("-c requirements/constraints.txt" in c for c in installs)
+    assert any("download.pytorch.org/whl/cpu" in c and "torch" in c for c in installs)
+    assert any('".[docs]"' in c for c in installs)
+    assert not any("[dev]" in c or "[test]" in c for c in installs)  # docs extra only
+    assert commands[-1] == "python tools/build_book.py $READTHEDOCS_OUTPUT/html"
+
+
+def test_the_rtd_emulation_refuses_a_file_that_relies_on_defaults() -> None:
+    with pytest.raises(ValueError, match=r"build\.jobs\.install is missing"):
+        rtd_build.plan({"version": 2, "build": {"jobs": {"build": {"html": ["x"]}}}})
+    with pytest.raises(ValueError, match=r"build\.jobs\.build\.html is missing"):
+        rtd_build.plan({"version": 2, "build": {"jobs": {"install": ["x"]}}})
+
+
+# -- what drifts is pinned in one place -------------------------------------------------
+
+PINNED_ELSEWHERE = [
+    ROOT / "noxfile.py",
+    ROOT / ".readthedocs.yaml",
+    ROOT / ".ci" / "run",
+    ROOT / "tests" / "helpers.py",
+    ROOT / "tools" / "bench_build.py",
+    *WORKFLOWS,
+]
+
+
+def test_the_torch_version_is_set_in_one_place() -> None:
+    (pin,) = re.findall(r"^torch==(\S+)$", LOCK_INPUT.read_text(), re.MULTILINE)
+    assert re.search(rf"^torch=={re.escape(pin)}$", LOCK.read_text(), re.MULTILINE)
+    for path in PINNED_ELSEWHERE:
+        assert not re.search(r"torch\s*[=<>~]=", path.read_text()), f"{path} pins torch"
+
+
+def test_the_sphinx_options_are_set_in_one_place() -> None:
+    assert "-W" in build_book.SPHINX_OPTS
+    assert "--keep-going" in build_book.SPHINX_OPTS
+    for path in PINNED_ELSEWHERE:
+        text = path.read_text()
+        assert "--keep-going" not in text, f"{path} sets Sphinx options"
+        assert '"-W"' not in text, f"{path} sets Sphinx options"
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {
+        re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0].lower().replace("_", "-") for r in requirements
+    }
+
+
+def test_the_lock_pins_every_dependency_of_the_package() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = _names(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        wanted |= _names(r for r in extra if not r.startswith("amp-lesson"))
+    pinned = {
+        m[1].lower(): m[2]
+        for m in re.finditer(r"^([A-Za-z0-9_.-]+)==(\S+)", LOCK.read_text(), re.MULTILINE)
+    }
+    assert wanted - set(pinned) == set(), "run `nox -s lock` after changing pyproject.toml"
+    assert LOCK.read_text().startswith("# This file was autogenerated by uv")
+    assert "#    nox -s lock\n" in LOCK.read_text()
+
+
+# -- one setting chooses the browser ------------------------------------------------------
+
+
+def test_chromium_path_chooses_the_browser(monkeypatch, tmp_path: Path) -> None:
+    import shutil
+
+    import ensure_chromium
+
+    fake = tmp_path / "my-chromium"
+    fake.write_text("#!/bin/sh\n")
+    monkeypatch.setenv("CHROMIUM_PATH", str(fake))
+    assert ensure_chromium.find() == str(fake)
+    monkeypatch.setenv("CHROMIUM_PATH", str(tmp_path / "missing"))
+    assert ensure_chromium.find() is None
+    assert ensure_chromium.main() == 1  # a wrong path is an error, not a silent skip
+    monkeypatch.delenv("CHROMIUM_PATH")
+    system = next((shutil.which(n) for n in ensure_chromium.CANDIDATES if shutil.which(n)), None)
+    assert ensure_chromium.find() == system
+    monkeypatch.setenv("CHROMIUM_PATH", "playwright")
+    found = ensure_chromium.find()  # Playwright's own build, if it has been installed
+    assert found is None or "ms-playwright" in found

@@ -1,0 +1,146 @@
+"""The execution cache: what its key covers, and that pruning it deletes nothing of the user's."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+from helpers import mini_book, sphinx_build
+
+from amp_lesson.sphinxext.book import (
+    CACHE_MARKER,
+    KEEP_CACHES,
+    encrypt_kernel_transport,
+    execution_key,
+    gpu_models,
+    is_book_cache,
+    prune_caches,
+)
+
+
+def _fake_gpu(proc: Path, slot: str, model: str) -> None:
+    (proc / slot).mkdir(parents=True)
+    (proc / slot / "information").write_text(
+        f"Model: \t\t {model}\nIRQ:   \t\t 95\nGPU UUID: \t GPU-0\nBus Type: \t PCIe\n"
+    )
+
+
+def test_gpu_models_reads_the_driver_files(tmp_path: Path) -> None:
+    assert gpu_models(tmp_path / "absent") == ()
+    _fake_gpu(tmp_path, "0000:9a:00.0", "NVIDIA H200")
+    _fake_gpu(tmp_path, "0000:17:00.0", "NVIDIA A100-SXM4-80GB")
+    assert gpu_models(tmp_path) == ("NVIDIA A100-SXM4-80GB", "NVIDIA H200")
+
+
+def test_the_key_changes_with_the_gpu_model(tmp_path: Path) -> None:
+    a100, h200 = tmp_path / "a100", tmp_path / "h200"
+    _fake_gpu(a100, "0000:17:00.0", "NVIDIA A100-SXM4-80GB")
+    _fake_gpu(h200, "0000:17:00.0", "NVIDIA H200")
+    keys = {
+        "none": execution_key(gpus=gpu_models(tmp_path / "absent")),
+        "a100": execution_key(gpus=gpu_models(a100)),
+        "h200": execution_key(gpus=gpu_models(h200)),
+    }
+    assert len(set(keys.values())) == 3, keys
+    assert execution_key(gpus=gpu_models(h200)) == keys["h200"]  # and it is stable
+
+
+def test_the_key_changes_with_the_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    first = execution_key(gpus=["NVIDIA H200", "NVIDIA L4"])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert execution_key(gpus=["NVIDIA H200", "NVIDIA L4"]) != first
+
+
+def _book_cache(base: Path, name: str) -> Path:
+    path = base / name
+    path.mkdir(parents=True)
+    (path / CACHE_MARKER).write_text("")
+    sqlite3.connect(path / "global.db").close()
+    return path
+
+
+def test_prune_deletes_only_the_books_own_caches(tmp_path: Path) -> None:
+    ours = [_book_cache(tmp_path, f"{i:016x}") for i in range(5)]
+    for age, path in enumerate(ours):  # ours[4] is the newest
+        os.utime(path, (1e9 + age, 1e9 + age))
+    # What a user might keep beside them, some of it looking much like a cache.
+    lookalike = tmp_path / "0123456789abcdef"  # key-like name and a database, no marker
+    lookalike.mkdir()
+    sqlite3.connect(lookalike / "global.db").close()
+    marked_no_db = tmp_path / "fedcba9876543210"
+    marked_no_db.mkdir()
+    (marked_no_db / CACHE_MARKER).write_text("")
+    other = tmp_path / "pip" / "http"
+    other.mkdir(parents=True)
+    (other / "wheel").write_bytes(b"\1" * 10)
+    (tmp_path / "notes.txt").write_text("mine")
+
+    deleted = prune_caches(tmp_path, current=ours[0], keep=2)
+    assert sorted(deleted) == sorted(ours[1:4])
+    assert [p.exists() for p in ours] == [True, False, False, False, True]
+    assert lookalike.is_dir()
+    assert marked_no_db.is_dir()
+    assert (other / "wheel").read_bytes() == b"\1" * 10
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+    assert not is_book_cache(lookalike)
+    assert not is_book_cache(tmp_path / "notes.txt")
+    with pytest.raises(ValueError, match="keep must be an integer >= 1"):
+        prune_caches(tmp_path, ours[0], keep=0)
+
+
+def test_prune_leaves_a_link_to_a_cache_alone(tmp_path: Path) -> None:
+    target = _book_cache(tmp_path / "elsewhere", "00000000000000aa")
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "00000000000000bb").symlink_to(target, target_is_directory=True)
+    assert prune_caches(base, base / "00000000000000cc", keep=1) == []
+    assert target.is_dir()
+
+
+@pytest.mark.book
+def test_unrelated_files_beside_the_caches_survive_builds_with_new_keys(tmp_path: Path) -> None:
+    """AMP_LESSON_CACHE_DIR pointed at a folder of the user's: builds delete only their caches."""
+    cell = "import os\nprint(6 * 7, 'threads', os.environ.get('OMP_NUM_THREADS'))"
+    src = mini_book(tmp_path, f"```{{code-cell}} ipython3\n{cell}\n```\n")
+    base = tmp_path / "cache-base"
+    user_files = {
+        base / "notes.txt": "keep me",
+        base / "project" / "data.csv": "a,b\n1,2\n",
+        base / "0123456789abcdef" / "global.db": "not the book's",
+        base / "fedcba9876543210" / "settings.json": "{}",
+    }
+    for path, text in user_files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    env = dict(os.environ, AMP_LESSON_CACHE_DIR=str(base))
+    env.pop("OMP_NUM_THREADS", None)  # the extension's own choice is under test
+    out = tmp_path / "html"
+    builds = KEEP_CACHES + 1
+    for i in range(builds):
+        # A watched data file changes the key, as a change to the package would.
+        (src / "_data" / "edition.txt").write_text(f"edition {i}")
+        proc = sphinx_build(src, out, env=env)
+        # -j auto: each of one-per-core kernels gets one thread
+        assert "42 threads 1" in (out / "page.html").read_text()
+        assert "without encryption" not in proc.stdout + proc.stderr
+    for path, text in user_files.items():
+        assert path.read_text() == text, f"{path} was changed or deleted"
+    caches = sorted(p.name for p in base.iterdir() if is_book_cache(p))
+    assert len(caches) == KEEP_CACHES
+    assert {p.name for p in base.iterdir()} == {
+        "notes.txt",
+        "project",
+        "0123456789abcdef",
+        "fedcba9876543210",
+        *caches,
+    }
+
+
+def test_kernels_encrypt_their_transport() -> None:
+    from jupyter_client.manager import KernelManager
+
+    assert encrypt_kernel_transport() is True
+    assert KernelManager(kernel_name="python3").transport_encryption == "auto"

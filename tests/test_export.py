@@ -1,0 +1,333 @@
+"""Pages as plain Jupyter notebooks: MyST to Markdown, glue stripped, the install cell."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from amp_lesson.sphinxext import export
+from amp_lesson.sphinxext.export import export_notebook, myst_to_markdown, strip_glue
+
+GLUE = {
+    "fp16_max": {"text/plain": "65504.0"},
+    "tiny": {"text/plain": "'6.104e-05'"},
+    "fig": {"text/plain": "<Figure>", "image/png": "iVBORw0KGgo="},
+    "table": {"text/plain": "<Table>", "text/html": "<table><tr><td>1</td></tr></table>"},
+}
+
+
+def md(text: str, docname: str = "chapter/formats") -> str:
+    out, _ = myst_to_markdown(
+        textwrap.dedent(text), GLUE, docs_url="https://book.example/en/latest", docname=docname
+    )
+    return out
+
+
+# -- inline markup --------------------------------------------------------------------------
+
+
+def test_glued_values_are_substituted_with_their_format() -> None:
+    assert (
+        md("Max {glue:text}`fp16_max:.0f`, tiny {glue:text}`tiny`.") == "Max 65504, tiny 6.104e-05."
+    )
+    assert md("{glue}`fp16_max`") == "65504.0"
+
+
+def test_a_missing_glued_value_is_an_error_naming_it() -> None:
+    with pytest.raises(KeyError, match=r"no glued value for \['nope'\]"):
+        md("{glue:text}`nope`")
+
+
+def test_code_spans_are_left_alone_roles_inside_them_too() -> None:
+    assert md("Write ``{glue:text}`key` `` in prose.") == "Write ``{glue:text}`key` `` in prose."
+    assert md("Call `glue()` first.") == "Call `glue()` first."
+
+
+def test_cross_references_become_links_or_text() -> None:
+    assert md("See {doc}`the formats page <formats>`.") == (
+        "See [the formats page](https://book.example/en/latest/chapter/formats.html)."
+    )
+    assert md("See {doc}`../corrections`.") == (
+        "See [corrections](https://book.example/en/latest/corrections.html)."
+    )
+    assert md("The {ref}`cell above <fp16-cast-cell>` prints it.") == "The cell above prints it."
+
+
+def test_targets_and_comments_are_dropped() -> None:
+    assert md("(fp16-cast-cell)=\n\n% a note to authors\nText.") == "Text."
+
+
+# -- blocks -----------------------------------------------------------------------------------
+
+
+def test_admonitions_and_corrections_become_quoted_blocks() -> None:
+    out = md(
+        """
+        :::{lesson-correction} the scale
+        The lesson says 65536; the run shows {glue:text}`fp16_max:.0f`.
+        :::
+
+        ```{admonition} Why
+        Because.
+        ```
+        """
+    )
+    assert out == (
+        "> **Where the lesson and the run disagree: the scale**\n>\n"
+        "> The lesson says 65536; the run shows 65504.\n\n"
+        "> **Why**\n>\n> Because."
+    )
+
+
+def test_a_dropdown_becomes_a_details_section() -> None:
+    out = md(":::{dropdown} Hint\nCount the exponent bits.\n:::")
+    assert out == "<details>\n<summary>Hint</summary>\n\nCount the exponent bits.\n\n</details>"
+
+
+def test_fenced_code_is_copied_verbatim_directives_inside_included() -> None:
+    source = "````markdown\n:::{selfcheck-choice} Q?\n- [x] right\n:::\n````"
+    assert md(source) == source
+
+
+def test_glued_figures_and_tables_are_embedded() -> None:
+    out, attachments = myst_to_markdown(
+        "```{glue:figure} fig\n:alt: A map.\n\nThe map.\n```\n\n```{glue} table\n```",
+        GLUE,
+        docname="chapter/review",
+    )
+    assert "![A map.](attachment:fig.png)" in out
+    assert "*The map.*" in out
+    assert attachments == {"fig.png": {"image/png": "iVBORw0KGgo="}}
+    assert "<table><tr><td>1</td></tr></table>" in out
+
+
+# -- self-checks: the question in the open, answers collapsed, nothing marked right ------------
+
+CHOICE = """
+:::{selfcheck-choice} A gradient of `1e-8` is cast to FP16. What is stored?
+:id: fp16-underflow
+
+- [x] `0.0`: it underflows
+
+  Below half the smallest subnormal it rounds to zero.
+- [ ] `inf`: it overflows
+
+  Only beyond {glue:text}`fp16_max:.0f`.
+
+Loss scaling exists for exactly this.
+:::
+"""
+
+
+def _split_answer(out: str) -> tuple[str, str]:
+    before, _, rest = out.partition("<details>")
+    assert rest, f"no collapsed answer in:\n{out}"
+    return before, rest
+
+
+def test_a_choice_shows_the_options_unmarked_and_hides_the_answer() -> None:
+    question, answer = _split_answer(md(CHOICE))
+    assert "A gradient of `1e-8` is cast to FP16. What is stored?" in question
+    assert "- `0.0`: it underflows\n- `inf`: it overflows" in question
+    assert "[x]" not in question
+    assert "[ ]" not in question
+    assert "right" not in question.lower().replace("choose", "")
+    assert "rounds to zero" not in question  # notes belong to the answer
+    assert "**Answer:** `0.0`: it underflows" in answer
+    assert "Only beyond 65504." in answer
+    assert "Loss scaling exists for exactly this." in answer
+    assert "[x]" not in answer
+
+
+def test_definition_style_notes_are_read_too() -> None:
+    out = md(
+        ":::{selfcheck-choice} Order?\n:mode: multiple\n"
+        "- [x] A then B\n  : Because A first.\n- [ ] B then A\n  : Tempting.\n:::"
+    )
+    question, answer = _split_answer(out)
+    assert "Choose every option that applies." in question
+    assert "Because A first." in answer
+    assert "Tempting." in answer
+
+
+def test_predict_hides_its_answer() -> None:
+    question, answer = _split_answer(
+        md(":::{selfcheck-predict} What order?\n:answer: zero_grad first\nExplained.\n:::")
+    )
+    assert "What order?" in question
+    assert "zero_grad" not in question
+    assert "**Answer:** zero_grad first" in answer
+    assert "Explained." in answer
+
+
+def test_sort_lists_items_without_their_buckets() -> None:
+    question, answer = _split_answer(
+        md(
+            ":::{selfcheck-sort} Which dtype?\n:buckets: FP16 | FP32\n"
+            "- [FP16] activations\n- [FP32] master weights\n  Small changes.\n:::"
+        )
+    )
+    assert "- activations\n- master weights" in question
+    assert "[FP16]" not in question
+    assert "**FP16** or **FP32**" in question
+    assert "- activations: **FP16**" in answer
+    assert "- master weights: **FP32**. Small changes." in answer
+
+
+def test_refill_blanks_the_column_and_hides_the_values() -> None:
+    question, answer = _split_answer(
+        md(
+            ":::{selfcheck-refill} Fill in the bits.\n:column: bits\n"
+            "| format | bits |\n|---|---|\n| FP16 | 16 |\n| FP32 | 32 |\n:::"
+        )
+    )
+    assert "| FP16 | ? |" in question
+    assert "| FP32 | ? |" in question
+    assert "16" not in question.replace("FP16", "")
+    assert "32" not in question.replace("FP32", "")
+    assert "| FP16 | 16 |" in answer
+
+
+def test_discuss_keeps_its_hint_collapsed() -> None:
+    question, answer = _split_answer(md(":::{selfcheck-discuss} Why?\n:hint: Think of range.\n:::"))
+    assert "Why?" in question
+    assert "range" not in question
+    assert "Think of range." in answer
+
+
+def test_step_through_shows_rows_and_asks_next() -> None:
+    question, answer = _split_answer(
+        md(
+            ":::{selfcheck-step-through} Watch it shrink.\n:next: What comes next?\n"
+            "| step | value |\n|---|---|\n| 1 | big |\n\nZero again.\n:::"
+        )
+    )
+    assert "| 1 | big |" in question
+    assert "**Then:** What comes next?" in question
+    assert "Zero again." in answer
+
+
+# -- code ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from myst_nb import glue\nglue('a', 1, display=False)", ""),
+        ("x = 1\nglue('x', x, display=False)\nprint(x)", "x = 1\nprint(x)"),
+        (
+            "for k in ks:\n    glue(k, 1, display=False)\ny = 2",
+            "y = 2",
+        ),
+        (
+            "for k in ks:\n    v = k * 2\n    glue(k, v, display=False)\nprint(v)",
+            "for k in ks:\n    v = k * 2\nprint(v)",
+        ),
+        (
+            "if ok:\n    glue('a', 1)\nelse:\n    print('no')",
+            "if ok:\n    pass\nelse:\n    print('no')",
+        ),
+        (
+            "%matplotlib inline\nimport myst_nb\nmyst_nb.glue('a', 1)\nz = 3",
+            "%matplotlib inline\nz = 3",
+        ),
+        ("print('no glue here')  # glue", "print('no glue here')  # glue"),
+    ],
+)
+def test_strip_glue(source: str, expected: str) -> None:
+    assert strip_glue(source) == expected
+    if expected and not expected.startswith("%"):
+        ast.parse(expected)
+
+
+def test_a_notebook_export_keeps_hidden_code_collapsed_and_drops_glue() -> None:
+    glue_output = {
+        "output_type": "display_data",
+        "metadata": {"scrapbook": {"name": "n", "mime_prefix": "application/papermill.record/"}},
+        "data": {"application/papermill.record/text/plain": "3"},
+    }
+    printed = {"output_type": "stream", "name": "stdout", "text": "3\n"}
+    nb = {
+        "cells": [
+            {"cell_type": "markdown", "metadata": {}, "source": "# Page\n\nn is {glue:text}`n`."},
+            {
+                "cell_type": "code",
+                "metadata": {"tags": ["remove-cell"]},
+                "source": "from myst_nb import glue\nsecret = 1\nglue('s', secret)",
+                "outputs": [],
+            },
+            {"cell_type": "markdown", "metadata": {"tags": ["remove-cell"]}, "source": "Hidden."},
+            {
+                "cell_type": "code",
+                "metadata": {"tags": ["remove-cell"]},
+                "source": "glue('only', 1)",
+                "outputs": [],
+            },
+            {
+                "cell_type": "code",
+                "metadata": {},
+                "source": "from myst_nb import glue\nn = 3 + secret - 1\nprint(n)\nglue('n', n)",
+                "outputs": [printed, glue_output],
+            },
+        ],
+        "metadata": {},
+    }
+    glue = export.glue_values_from_outputs(nb)
+    assert glue == {"n": {"text/plain": "3"}}
+    out = export_notebook(
+        nb, glue, docname="chapter/x", executed=True, repository="https://github.com/o/r"
+    )
+    sources = [c["source"] for c in out["cells"]]
+    assert sources[2:] == ["# Page\n\nn is 3.", "secret = 1", "n = 3 + secret - 1\nprint(n)"]
+    assert out["cells"][3]["metadata"]["jupyter"] == {"source_hidden": True}
+    assert "jupyter" not in out["cells"][4]["metadata"]
+    assert out["cells"][4]["outputs"] == [printed]
+    assert "myst_nb" not in str(out)
+    assert "Hidden." not in str(out)
+    assert "amp-lesson[notebooks] @ git+https://github.com/o/r@v" in sources[1]
+    assert [c["id"] for c in out["cells"]] == [f"cell-{i}" for i in range(5)]
+    bare = export_notebook(
+        nb, glue, docname="chapter/x", executed=False, repository="https://github.com/o/r"
+    )
+    assert bare["cells"][4]["outputs"] == []
+    with pytest.raises(TypeError, match="executed must be True or False"):
+        export_notebook(nb, glue, docname="chapter/x", executed="yes")
+
+
+def test_the_repository_is_declared_once_in_pyproject() -> None:
+    import tomllib
+    from helpers import ROOT
+
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    assert (
+        export.repository_url() == urls["Repository"] == "https://github.com/amp-lesson/amp-lesson"
+    )
+    assert export.github_slug() == "amp-lesson/amp-lesson"
+    assert export.install_spec("0.1.0") == (
+        "amp-lesson[notebooks] @ git+https://github.com/amp-lesson/amp-lesson@v0.1.0"
+    )
+    assert export.documentation_url() == urls["Documentation"] + "/en/latest"
+
+
+def test_a_numbered_reference_keeps_its_words() -> None:
+    out, _ = myst_to_markdown(
+        "As {numref}`Figure {number} <fig-hist>` shows, and {numref}`fig-hist` too.",
+        {},
+        docs_url="https://b.example",
+        labels={"fig-hist": ("beyond/h", "fig-hist", "Gradient histogram")},
+    )
+    assert out == (
+        "As [Figure](https://b.example/beyond/h.html#fig-hist) shows, and "
+        "[Gradient histogram](https://b.example/beyond/h.html#fig-hist) too."
+    )
+
+
+def test_a_playground_keeps_its_fallback_and_links_to_the_book() -> None:
+    out = md(":::{bit-explorer}\n:value: 0.1\n\nWith JavaScript off, this table.\n:::")
+    assert out == (
+        "*The bit explorer is interactive in "
+        "[the online book](https://book.example/en/latest/chapter/formats.html).*\n\n"
+        "With JavaScript off, this table."
+    )

@@ -1,0 +1,129 @@
+"""Build the book the way Read the Docs does, from ``.readthedocs.yaml``.
+
+CI's ``rtd`` job runs this so a Read the Docs failure shows up in CI first.
+Like Read the Docs it makes a fresh virtual environment with the Python that
+runs this script (which must be the ``build.tools.python`` of the file), puts
+it first on ``PATH``, sets ``READTHEDOCS``, ``READTHEDOCS_OUTPUT`` and
+``READTHEDOCS_VIRTUALENV_PATH``, and runs the file's ``build.jobs`` commands in
+Read the Docs' order, from the repository root, stopping at the first that
+fails. The built site ends up in ``_readthedocs/html``.
+
+Only what this project's file uses is emulated: its ``install`` and
+``build.html`` jobs replace Read the Docs' defaults, and the script refuses a
+file that relies on the defaults instead of building something else.
+
+    python tools/rtd_build.py [--dry-run] [--venv PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / ".readthedocs.yaml"
+OUTPUT = ROOT / "_readthedocs"
+# Read the Docs' order of the build.jobs steps (its "build process" documentation).
+ORDER = (
+    "post_checkout",
+    "pre_system_dependencies",
+    "post_system_dependencies",
+    "pre_create_environment",
+    "post_create_environment",
+    "pre_install",
+    "install",
+    "post_install",
+    "pre_build",
+    "build.html",
+    "post_build",
+)
+
+
+def load_config(path: Path = CONFIG) -> dict[str, Any]:
+    """``.readthedocs.yaml`` as a dict (PyYAML)."""
+    import yaml
+
+    with open(path, encoding="utf-8") as f:
+        config = yaml.safe_load(f)
+    if not isinstance(config, dict) or config.get("version") != 2:
+        raise ValueError(f"{path}: not a version 2 Read the Docs configuration")
+    return config
+
+
+def plan(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """The ``(step, command)`` pairs Read the Docs runs for ``config``, in order.
+
+    >>> plan({"version": 2, "build": {"jobs": {
+    ...     "install": ["pip install ."], "build": {"html": ["make html"]}}}})
+    [('install', 'pip install .'), ('build.html', 'make html')]
+    """
+    jobs = (config.get("build") or {}).get("jobs") or {}
+    for needed, what in (("install", "python.install"), ("build.html", "the Sphinx build")):
+        group, _, key = needed.partition(".")
+        present = jobs.get(group, {}).get(key) if key else jobs.get(group)
+        if not present:
+            raise ValueError(
+                f"build.jobs.{needed} is missing: this emulation runs only explicit jobs "
+                f"and does not reproduce Read the Docs' default {what}"
+            )
+    steps = []
+    for step in ORDER:
+        group, _, key = step.partition(".")
+        commands = jobs.get(group, {}).get(key, []) if key else jobs.get(group, [])
+        steps += [(step, command) for command in commands]
+    return steps
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="print the commands, run none")
+    parser.add_argument("--venv", type=Path, help="where to make the environment (default: temp)")
+    args = parser.parse_args(argv)
+
+    config = load_config()
+    steps = plan(config)
+    want = str(config["build"]["tools"]["python"])
+    have = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if args.dry_run:
+        for step, command in steps:
+            print(f"{step}: {command}")
+        return 0
+    if have != want:
+        print(
+            f"rtd_build: .readthedocs.yaml asks for Python {want}; this is {have}", file=sys.stderr
+        )
+        return 2
+
+    venv = args.venv or Path(tempfile.mkdtemp(prefix="rtd-venv-"))
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    bindir = venv / ("Scripts" if os.name == "nt" else "bin")
+    # Read the Docs brings pip and setuptools up to date in the new environment.
+    subprocess.run(
+        [str(bindir / "python"), "-m", "pip", "install", "-q", "--upgrade", "pip", "setuptools"],
+        check=True,
+    )
+    env = dict(
+        os.environ,
+        READTHEDOCS="True",
+        READTHEDOCS_OUTPUT=str(OUTPUT),
+        READTHEDOCS_VIRTUALENV_PATH=str(venv),
+        VIRTUAL_ENV=str(venv),
+        PATH=os.pathsep.join([str(bindir), os.environ.get("PATH", "")]),
+    )
+    for step, command in steps:
+        print(f"rtd_build: {step}: {command}", flush=True)
+        status = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, check=False).returncode
+        if status != 0:
+            print(f"rtd_build: {step} failed ({status}): {command}", file=sys.stderr)
+            return status
+    print(f"rtd_build: the book is in {OUTPUT / 'html'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
