@@ -67,7 +67,6 @@ html_theme_options = {
     # (sphinx-book-theme 1.4 pins pydata-sphinx-theme 0.20, so no pin avoids it).
     "navbar_persistent": [],
 }
-html_favicon = "_static/favicon.svg"
 
 # Pages for authors, kept off the reader's path: no "Next" link leads into them.
 amp_lesson_author_pages = ["guide/*"]

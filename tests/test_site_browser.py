@@ -120,6 +120,35 @@ def test_every_code_cell_has_a_copy_button_that_copies_its_code(browser, site_ur
         pg.context.close()
 
 
+def test_copy_buttons_show_without_hover_on_a_phone_and_on_keyboard_focus(
+    browser, site_url, built_book
+):
+    from helpers import recording_page
+
+    phone = recording_page(
+        browser, site_url, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
+    )
+    desk = recording_page(browser, site_url, viewport={"width": 1280, "height": 900})
+    try:
+        phone.goto(f"{site_url}/chapter/amp-training-loop.html", wait_until="load")
+        opacity = "el => getComputedStyle(el).opacity"
+        assert phone.locator("button.copybtn").first.evaluate(opacity) == "1"
+        desk.goto(f"{site_url}/chapter/amp-training-loop.html", wait_until="load")
+        button = desk.locator("button.copybtn").first
+        desk.mouse.move(0, 0)
+        assert button.evaluate(opacity) == "0"  # a desktop shows it on hover...
+        button.focus()
+        desk.keyboard.press("Shift+Tab")
+        desk.keyboard.press("Tab")  # ...and when the keyboard brings focus to it
+        assert desk.evaluate("document.activeElement.classList.contains('copybtn')")
+        desk.wait_for_function(
+            "getComputedStyle(document.activeElement).opacity === '1'", timeout=5000
+        )
+    finally:
+        phone.context.close()
+        desk.context.close()
+
+
 def test_a_copied_session_leaves_out_prompts_and_output(browser, site_url, built_book):
     """sphinx-copybutton keeps only the lines after ">>> " and "... " prompts."""
     from helpers import recording_page

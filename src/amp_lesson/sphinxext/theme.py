@@ -10,6 +10,7 @@
   no "Next" link leads into them.
 - With JavaScript off the page keeps the theme's colours and the code its
   syntax colours (see :func:`no_script_css`).
+- A favicon, so no browser asks for a missing ``/favicon.ico``.
 - Maths is set in Noto Sans Math, cut down at build time to the characters
   the book's maths uses (see :func:`write_math_font`).
 """
@@ -40,14 +41,18 @@ MATH_FONT_LICENSE = FONTS_DIR / "OFL.txt"
 MATH_FONT_OUT = "fonts/amp-lesson-math.woff"
 NO_SCRIPT_CSS = "amp_lesson_noscript.css"
 SITE_SCRIPT = "amp_lesson.js"
+FAVICON = "favicon.svg"
 
 
 # -- templates ------------------------------------------------------------------
 
 
-def _add_templates(app: Sphinx, config: Config) -> None:
+def _add_templates_and_favicon(app: Sphinx, config: Config) -> None:
     if str(TEMPLATES_DIR) not in map(str, config.templates_path):
         config.templates_path.append(str(TEMPLATES_DIR))
+    if not config.html_favicon:
+        # Without one the browser asks for /favicon.ico and logs a 404.
+        config.html_favicon = str(HERE / "static" / FAVICON)
 
 
 # -- MyST-NB's hide-input toggle ---------------------------------------------------
@@ -265,7 +270,7 @@ def _write_math_font(app: Sphinx, exception: Exception | None) -> None:
 
 def setup(app: Sphinx) -> None:
     app.add_config_value("amp_lesson_author_pages", [], "html", types=[list])
-    app.connect("config-inited", _add_templates)
+    app.connect("config-inited", _add_templates_and_favicon)
     _hidden_cell_summary_named_by_its_text(app)
     app.connect("html-page-context", _keep_author_pages_off_the_reading_path)
     app.add_css_file(NO_SCRIPT_CSS)
