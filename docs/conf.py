@@ -20,6 +20,7 @@ release = version = amp_lesson.__version__
 extensions = [
     "myst_nb",
     "sphinx_design",
+    "sphinx_copybutton",
     "amp_lesson.sphinxext",
 ]
 
@@ -60,7 +61,22 @@ html_theme_options = {
     "use_fullscreen_button": False,
     "show_toc_level": 2,
     "navigation_with_keys": False,
+    # pydata-sphinx-theme >= 0.17 adds a navbar with its own hidden copies of
+    # the sidebar buttons; its script wires the first copy it finds, so the
+    # visible buttons of sphinx-book-theme did nothing. No navbar, no copies
+    # (sphinx-book-theme 1.4 pins pydata-sphinx-theme 0.20, so no pin avoids it).
+    "navbar_persistent": [],
 }
+
+# Pages for authors, kept off the reader's path: no "Next" link leads into them.
+amp_lesson_author_pages = ["guide/*"]
+
+# -- Copy buttons: on code, not on a cell's output; prompts and their output lines
+# (">>> ", "... ", "$ ") are left out of what is copied.
+copybutton_selector = "div:not(.output) > div.highlight pre"
+copybutton_exclude = ".linenos, .gp, .go"
+copybutton_prompt_text = r">>> |\.\.\. |\$ "
+copybutton_prompt_is_regexp = True
 
 # Where the repository lives, for the "Open in Colab" button. Read the Docs
 # tells its builders; elsewhere set AMP_LESSON_REPOSITORY=owner/name.

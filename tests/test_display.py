@@ -20,3 +20,19 @@ def test_a_table_shows_its_rows_in_html_and_text_and_escapes_markup() -> None:
 @pytest.mark.parametrize(("value", "text"), [(65504.0, "65504"), (2.0**-24, "5.96e-08")])
 def test_numbers_are_plain_when_moderate_and_scientific_otherwise(value, text) -> None:
     assert fmt_num(value, 3) == text
+
+
+def test_table_html_marks_number_columns_and_text_columns() -> None:
+    from bs4 import BeautifulSoup
+
+    rows = [
+        {"format": "fp16", "bits": 16, "max": 65504.0, "note": None, "ok": True},
+        {"format": "bf16", "bits": 16, "max": None, "note": "wide range", "ok": False},
+    ]
+    soup = BeautifulSoup(Table(rows)._repr_html_(), "html.parser")
+    kinds = [th["class"] for th in soup.select("thead th")]
+    assert kinds == [["amp-text"], ["amp-number"], ["amp-number"], ["amp-text"], ["amp-text"]]
+    for tr in soup.select("tbody tr"):  # every cell carries its column's kind
+        assert [td["class"] for td in tr.select("td")] == kinds
+    # A column that is all missing has nothing to line up: text.
+    assert Table([{"a": None}]).column_kinds() == ["text"]

@@ -317,6 +317,24 @@ def test_script_and_style_are_local_deferred_and_only_where_needed(
     assert not any(s.string and "selfcheck" in s.string for s in widgets_html.find_all("script"))
 
 
+def test_the_script_needs_no_syntax_newer_than_es5_and_no_lookbehind() -> None:
+    """An engine that cannot compile one regex or one arrow function drops the whole script.
+
+    The script is written in ES5 syntax (its newest needs are DOM methods,
+    which an old engine lacks one widget at a time, not all at once), and its
+    regexes avoid ES2018 lookbehind. A browser test runs it with a RegExp that
+    refuses lookbehind.
+    """
+    from amp_lesson.sphinxext.selfcheck import SCRIPT, STATIC_DIR
+
+    code = (STATIC_DIR / SCRIPT).read_text(encoding="utf-8")
+    without_comments = re.sub(r"/\*.*?\*/|(?<![:\\])//[^\n]*", "", code, flags=re.DOTALL)
+    assert "(?<=" not in code
+    assert "(?<!" not in code
+    for newer in ("=>", "${", "let ", "const ", "class ", "async ", "..."):
+        assert newer not in without_comments, newer
+
+
 def test_pages_without_a_self_check_do_not_load_its_assets(tmp_path: Path) -> None:
     out = tmp_path / "html"
     sphinx_build(_book(tmp_path, "# Plain\n\nNo exercises here.\n"), out)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from helpers import built_pages
 
@@ -88,3 +90,258 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, site_url, built_book):
     finally:
         pg.context.close()
     assert wide == {}
+
+
+# -- copying code ---------------------------------------------------------------------------
+
+
+def test_every_code_cell_has_a_copy_button_that_copies_its_code(browser, site_url, built_book):
+    from helpers import recording_page
+
+    pg = recording_page(browser, site_url, viewport={"width": 1280, "height": 900})
+    try:
+        pg.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=site_url)
+        pg.goto(f"{site_url}/chapter/amp-training-loop.html", wait_until="networkidle")
+        cells = pg.locator("div.cell_input div.highlight")
+        assert cells.count() >= 3
+        for i in range(cells.count()):
+            assert cells.nth(i).locator("button.copybtn").count() == 1, i
+        # Outputs are for reading, not copying.
+        assert pg.locator("div.cell_output button.copybtn").count() == 0
+        cell = cells.nth(1)
+        cell.hover()
+        cell.locator("button.copybtn").click()
+        copied = pg.evaluate("navigator.clipboard.readText()")
+        shown = cell.locator("pre").inner_text()
+        assert copied.strip() == shown.strip()
+        assert len(copied.strip().splitlines()) >= 1
+        assert pg.console_errors == []
+    finally:
+        pg.context.close()
+
+
+def test_copy_buttons_show_without_hover_on_a_phone_and_on_keyboard_focus(
+    browser, site_url, built_book
+):
+    from helpers import recording_page
+
+    phone = recording_page(
+        browser, site_url, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
+    )
+    desk = recording_page(browser, site_url, viewport={"width": 1280, "height": 900})
+    try:
+        phone.goto(f"{site_url}/chapter/amp-training-loop.html", wait_until="load")
+        opacity = "el => getComputedStyle(el).opacity"
+        assert phone.locator("button.copybtn").first.evaluate(opacity) == "1"
+        desk.goto(f"{site_url}/chapter/amp-training-loop.html", wait_until="load")
+        button = desk.locator("button.copybtn").first
+        desk.mouse.move(0, 0)
+        assert button.evaluate(opacity) == "0"  # a desktop shows it on hover...
+        button.focus()
+        desk.keyboard.press("Shift+Tab")
+        desk.keyboard.press("Tab")  # ...and when the keyboard brings focus to it
+        assert desk.evaluate("document.activeElement.classList.contains('copybtn')")
+        desk.wait_for_function(
+            "getComputedStyle(document.activeElement).opacity === '1'", timeout=5000
+        )
+    finally:
+        phone.context.close()
+        desk.context.close()
+
+
+def test_a_copied_session_leaves_out_prompts_and_output(browser, site_url, built_book):
+    """sphinx-copybutton keeps only the lines after ">>> " and "... " prompts."""
+    from helpers import recording_page
+
+    pg = recording_page(browser, site_url, viewport={"width": 1280, "height": 900})
+    try:
+        pg.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=site_url)
+        pg.goto(f"{site_url}/chapter/formats.html", wait_until="networkidle")
+        # A session typed at the Python prompt, as a reader would see it in a docstring.
+        pg.evaluate("""() => {
+            const block = document.querySelector("div.cell_input div.highlight pre");
+            block.textContent = ">>> x = 1 + 1\\n>>> print(x)\\n2";
+        }""")
+        cell = pg.locator("div.cell_input div.highlight").first
+        cell.hover()
+        cell.locator("button.copybtn").click()
+        assert pg.evaluate("navigator.clipboard.readText()").strip() == "x = 1 + 1\nprint(x)"
+    finally:
+        pg.context.close()
+
+
+# -- maths ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_maths_is_set_in_the_served_maths_font(browser, site_url, built_book, theme):
+    from helpers import recording_page
+
+    pg = recording_page(browser, site_url, color_scheme=theme)
+    try:
+        pg.goto(f"{site_url}/chapter/formats.html", wait_until="networkidle")
+        pg.evaluate("document.fonts.ready")
+        family = pg.evaluate("getComputedStyle(document.querySelector('math')).fontFamily")
+        assert family.startswith('"Noto Sans Math (book)"')
+        faces = pg.evaluate(
+            "[...document.fonts].filter(f => f.family.includes('Noto Sans Math'))"
+            ".map(f => f.status)"
+        )
+        assert faces == ["loaded"]
+        # A display equation and an inline one both draw with it.
+        assert pg.evaluate("document.fonts.check('16px \"Noto Sans Math (book)\"', '\u2211\u2212')")
+        for selector in ["div.math math", "span.math math"]:
+            box = pg.locator(selector).first.bounding_box()
+            assert box is not None, selector
+            assert box["width"] > 5, selector
+            assert box["height"] > 5, selector
+        assert pg.console_errors == []
+    finally:
+        pg.context.close()
+
+
+# -- icons, colours without JavaScript, tables, scrolling ----------------------------------
+
+ICONS_JS = """
+() => [...document.querySelectorAll('[class*="fa-"]')]
+  .filter(el => el.getClientRects().length && getComputedStyle(el).visibility !== 'hidden')
+  .map(el => {
+    const before = getComputedStyle(el, '::before');
+    return {cls: el.className, content: before.content, font: before.fontFamily,
+            width: el.getBoundingClientRect().width};
+  })
+"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_themes_icons_are_drawn_from_its_web_font(browser, site_url, built_book, scheme):
+    """No FontAwesome script: every visible icon is a glyph of the theme's vendored font."""
+    from helpers import recording_page
+
+    pg = recording_page(browser, site_url, color_scheme=scheme)
+    requested = []
+    pg.on("request", lambda r: requested.append(r.url))
+    try:
+        pg.goto(f"{site_url}/chapter/formats.html", wait_until="networkidle")
+        pg.evaluate("document.fonts.ready")
+        icons = pg.evaluate(ICONS_JS)
+        assert len(icons) >= 5
+        for icon in icons:
+            assert icon["content"] not in ("none", "normal", '""'), icon
+            assert "Font Awesome" in icon["font"], icon
+            assert icon["width"] > 4, icon
+        assert pg.evaluate("document.fonts.check('900 16px \"Font Awesome 7 Free\"', '\\uf0c9')")
+        assert not [url for url in requested if "fontawesome.js" in url]
+        assert pg.console_errors == []
+    finally:
+        pg.context.close()
+
+
+def test_without_javascript_the_page_keeps_its_colours_and_code_its_syntax_colours(
+    browser, site_url, built_book
+):
+    from helpers import recording_page
+
+    pg = recording_page(browser, site_url, java_script_enabled=False)
+    try:
+        pg.goto(f"{site_url}/chapter/amp-training-loop.html", wait_until="load")
+        assert pg.evaluate("document.documentElement.dataset.theme") == "auto"
+        primary = pg.evaluate(
+            "getComputedStyle(document.documentElement).getPropertyValue('--pst-color-primary')"
+        )
+        assert primary.strip().startswith("#")
+        colours = pg.evaluate("""() => {
+            const pre = document.querySelector('div.cell_input div.highlight pre');
+            const spans = [...pre.querySelectorAll('span')];
+            return {
+              pre: getComputedStyle(pre).color,
+              tokens: [...new Set(spans.map(s => getComputedStyle(s).color))],
+            };
+        }""")
+        # Keywords, names, numbers and strings each get their own colour.
+        assert len(set(colours["tokens"]) - {colours["pre"]}) >= 3, colours
+    finally:
+        pg.context.close()
+
+
+def test_result_tables_align_numbers_right_and_text_left(page, site_url, built_book):
+    page.goto(f"{site_url}/chapter/accumulation-equals-full-batch.html")
+    cells = page.evaluate("""() => [...document.querySelectorAll('table.amp-table td')].map(td =>
+        [td.className, getComputedStyle(td).textAlign, td.textContent])""")
+    numbers = [c for c in cells if c[0] == "amp-number"]
+    texts = [c for c in cells if c[0] == "amp-text"]
+    assert numbers
+    assert texts
+    assert {c[1] for c in numbers} == {"right"}
+    assert {c[1] for c in texts} == {"left"}
+    heads = page.evaluate("""() => [...document.querySelectorAll('table.amp-table th.amp-number')]
+        .map(th => getComputedStyle(th).textAlign)""")
+    assert heads
+    assert set(heads) == {"right"}
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_on_a_phone_wide_code_and_tables_show_that_they_scroll(
+    browser, site_url, built_book, scheme
+):
+    """A box wider than the screen carries an edge shadow that says it scrolls."""
+    from helpers import recording_page
+
+    pg = recording_page(
+        browser, site_url, viewport={"width": 390, "height": 844}, color_scheme=scheme
+    )
+    try:
+        pg.goto(f"{site_url}/chapter/accumulation-equals-full-batch.html", wait_until="load")
+        boxes = pg.evaluate("""() => [...document.querySelectorAll(
+                '.bd-article pre, div.cell_output .output.text_html')]
+            .filter(el => el.scrollWidth > el.clientWidth + 1)
+            .map(el => ({tag: el.tagName, image: getComputedStyle(el).backgroundImage,
+                         attachment: getComputedStyle(el).backgroundAttachment}))""")
+        assert any(b["tag"] == "PRE" for b in boxes)
+        assert any(b["tag"] == "DIV" for b in boxes)  # a result table
+        for box in boxes:
+            assert box["image"].count("radial-gradient") == 2, box  # a shadow at each edge
+            assert box["attachment"] == "local, local, scroll, scroll", box
+    finally:
+        pg.context.close()
+
+
+# -- page weight -----------------------------------------------------------------------------
+
+FIRST_LOAD_BUDGET_KB = 350
+
+
+def test_a_chapter_pages_first_load_stays_within_its_budget(browser, site_url, built_book):
+    """Every chapter page's first load, images aside, is at most 350 KB gzipped."""
+    import gzip
+    from urllib.parse import urlparse
+
+    from helpers import recording_page
+
+    pg = recording_page(browser, site_url)
+    requests: list[Any] = []
+    pg.on("request", lambda request: requests.append(request))
+    # Each page's first load, not a visit after another page: no browser cache.
+    cdp = pg.context.new_cdp_session(pg)
+    cdp.send("Network.enable")
+    cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
+    weights = {}
+    try:
+        for rel in [p for p in built_pages(built_book) if p.startswith("chapter/")]:
+            requests.clear()
+            pg.goto(f"{site_url}/{rel}", wait_until="networkidle")
+            by_type: dict[str, int] = {}
+            for request in {r.url: r for r in requests}.values():
+                if request.resource_type == "image":
+                    continue
+                path = built_book / (urlparse(request.url).path.lstrip("/") or "index.html")
+                size = len(gzip.compress(path.read_bytes(), 6))
+                by_type[request.resource_type] = by_type.get(request.resource_type, 0) + size
+            weights[rel] = by_type
+    finally:
+        pg.context.close()
+    assert len(weights) >= 10
+    totals = {rel: sum(v.values()) / 1024 for rel, v in weights.items()}
+    over = {rel: round(kb) for rel, kb in totals.items() if kb > FIRST_LOAD_BUDGET_KB}
+    assert over == {}, weights
+    assert all("script" in v and "stylesheet" in v and "document" in v for v in weights.values())

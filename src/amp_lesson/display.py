@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import math
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,11 +101,37 @@ class Table:
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(str(self))
 
+    def column_kinds(self) -> list[str]:
+        """``"number"`` for each column whose values are all numbers (or missing), else ``"text"``.
+
+        The HTML table aligns number columns right, so digits line up, and
+        text columns left.
+
+        >>> Table([{"format": "fp16", "max": 65504.0, "note": None}]).column_kinds()
+        ['text', 'number', 'text']
+        """
+
+        def is_number(value: Any) -> bool:  # NumPy's scalars count too
+            return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+        kinds = []
+        for column in self.columns or []:
+            values = [row.get(column) for row in self.rows if row.get(column) is not None]
+            kinds.append("number" if values and all(map(is_number, values)) else "text")
+        return kinds
+
     def _repr_html_(self) -> str:
         rows = self.text_rows()
-        head = "".join(f'<th scope="col">{html.escape(c)}</th>' for c in rows[0])
+        kinds = [f' class="amp-{kind}"' for kind in self.column_kinds()]
+        head = "".join(
+            f'<th scope="col"{kind}>{html.escape(c)}</th>'
+            for c, kind in zip(rows[0], kinds, strict=True)
+        )
         body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:]
+            "<tr>"
+            + "".join(f"<td{kind}>{html.escape(c)}</td>" for c, kind in zip(r, kinds, strict=True))
+            + "</tr>"
+            for r in rows[1:]
         )
         caption = f"<caption>{html.escape(self.caption)}</caption>" if self.caption else ""
         return (

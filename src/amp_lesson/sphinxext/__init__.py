@@ -8,7 +8,10 @@ Loaded from ``docs/conf.py`` as ``amp_lesson.sphinxext``. It wires up:
 - :mod:`.corrections` -- the boxes where the lesson and the run disagree,
   and the page that gathers them;
 - :mod:`.selfcheck` -- the interactive self-check directives;
-- :mod:`.playgrounds` -- the bit explorer and the GradScaler playground.
+- :mod:`.playgrounds` -- the bit explorer and the GradScaler playground;
+- :mod:`.theme` -- what the book adds to and mends in the theme (templates,
+  accessible names, the reading path, the maths font, colours without
+  JavaScript).
 
 This is the only part of ``amp_lesson`` that imports Sphinx.
 """
@@ -23,10 +26,11 @@ from amp_lesson import __version__
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
-    from amp_lesson.sphinxext import book, corrections, playgrounds, selfcheck
+    from amp_lesson.sphinxext import book, corrections, playgrounds, selfcheck, theme
 
     book.setup(app)
     corrections.setup(app)
     selfcheck.setup(app)
     playgrounds.setup(app)
+    theme.setup(app)
     return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True}

@@ -404,7 +404,9 @@ def _note_pages_without_code(app: Sphinx, doctree: nodes.document, docname: str)
 def _mathml(latex: str, display: bool) -> str:
     from latex2mathml.converter import convert
 
-    return convert(latex.strip(), display="block" if display else "inline")
+    from amp_lesson.sphinxext.theme import mark_unary_signs
+
+    return mark_unary_signs(convert(latex.strip(), display="block" if display else "inline"))
 
 
 def _visit_math_html(self: Any, node: nodes.Element) -> None:

@@ -150,8 +150,12 @@
 
   var NUMBER_SOURCE =
     "[-+\u2212]?(?:\\d{1,3}(?:[,\u202f\u2009 _]\\d{3})+|\\d+)(?:\\.\\d+)?(?:[eE][-+\u2212]?\\d+)?";
+  // A number starts the text or follows a character that cannot be part of a
+  // number (so "x2" and ".5" of "1.5" are not read as numbers). That character
+  // is matched, not looked behind at: lookbehind is ES2018, and one regex an
+  // older engine cannot compile would stop this whole script.
   var NUMBER_TOKEN = new RegExp(
-    "(?<![\\w.^])(" + NUMBER_SOURCE + ")" +
+    "(?:^|[^\\w.^])(" + NUMBER_SOURCE + ")" +
       "(?:\\s*[x\u00d7*\u00b7]\\s*10\\s*(?:\\^|\\*\\*)\\s*\\(?([-+\u2212]?\\d+)\\)?" +
       "|\\s*(?:\\^|\\*\\*)\\s*\\(?([-+\u2212]?\\d+(?:\\.\\d+)?)\\)?)?",
     "g"
@@ -165,8 +169,9 @@
   function numbersIn(text) {
     var found = [];
     var match;
+    var normal = text.normalize("NFKC");
     NUMBER_TOKEN.lastIndex = 0;
-    while ((match = NUMBER_TOKEN.exec(text.normalize("NFKC"))) !== null) {
+    while ((match = NUMBER_TOKEN.exec(normal)) !== null) {
       var base = toFloat(match[1]);
       if (match[2] !== undefined) base *= Math.pow(10, toFloat(match[2]));
       else if (match[3] !== undefined) base = Math.pow(base, toFloat(match[3]));
@@ -201,11 +206,65 @@
     });
   }
 
+  /* ------------------------------------------------- state, Check and Reset
+   * Every widget keeps one plain state object, stored under its id, and draws
+   * itself from it with one render(state, moveFocus), so a reload, a reset and
+   * a click all go through the same path. `track` is that shared wiring: a
+   * change saves the state and redraws; Check (the form's submit) marks the
+   * state checked and moves focus to the feedback; Reset forgets the state,
+   * here and in storage, and puts focus back on the first control. */
+
+  function feedbackBox() {
+    return make("div", { class: "sc-feedback", "aria-live": "polite", tabindex: "-1" });
+  }
+
+  function resetButton(what) {
+    return button("Reset", { class: "sc-button sc-reset", "aria-label": "Reset this " + what });
+  }
+
+  /**
+   * options: blank() -> a fresh state; render(state, moveFocus); resetButton;
+   * focusAfterReset() -> the control to focus after a reset; checkForm (optional):
+   * the form whose submit is the widget's Check.
+   * Returns {state, set(state, moveFocus), keep(state), reset()}: `set` saves
+   * and redraws, `keep` only saves (typing in a box, which must keep its focus).
+   */
+  function track(ctx, options) {
+    var widget = {
+      state: ctx.load() || options.blank(),
+      set: function (state, moveFocus) {
+        widget.state = state;
+        ctx.save(state);
+        options.render(state, moveFocus);
+      },
+      keep: function (state) {
+        widget.state = state;
+        ctx.save(state);
+      },
+      reset: function () {
+        widget.state = options.blank();
+        ctx.clear();
+        options.render(widget.state, false);
+      },
+    };
+    if (options.checkForm) {
+      options.checkForm.addEventListener("submit", function (event) {
+        event.preventDefault();
+        widget.set(Object.assign({}, widget.state, { checked: true }), true);
+      });
+    }
+    options.resetButton.addEventListener("click", function () {
+      widget.reset();
+      var first = options.focusAfterReset();
+      if (first) first.focus();
+    });
+    options.render(widget.state, false);
+    return widget;
+  }
+
   /* --------------------------------------------------------------- widgets
    * Each setup function takes the widget's root and a `ctx` with its id,
-   * `load()` and `save(state)`, and returns {reset}. Each keeps a plain state
-   * object and one render(state, moveFocus) that draws the widget from it,
-   * so a reload, a reset and a click all go through the same path. */
+   * `load()`, `save(state)` and `clear()`, and returns {reset}. */
 
   function setupChoice(root, ctx) {
     if (root.dataset.scMode === "eliminate") return setupEliminate(root, ctx);
@@ -225,8 +284,8 @@
       list
     );
     var check = button("Check", { type: "submit", class: "sc-button sc-primary" });
-    var reset = button("Reset", { class: "sc-button sc-reset", "aria-label": "Reset this question" });
-    var feedback = make("div", { class: "sc-feedback", "aria-live": "polite", tabindex: "-1" });
+    var reset = resetButton("question");
+    var feedback = feedbackBox();
     form.append(fieldset, make("div", { class: "sc-actions" }, check, reset), feedback);
     question.replaceWith(form);
 
@@ -254,9 +313,8 @@
       };
     });
     var rightKeys = options.filter(function (o) { return o.correct; }).map(function (o) { return o.key; });
-    var state = ctx.load() || { selected: [], checked: false };
 
-    function render(moveFocus) {
+    function render(state, moveFocus) {
       feedback.replaceChildren();
       options.forEach(function (option) {
         option.input.checked = state.selected.indexOf(option.key) !== -1;
@@ -268,9 +326,9 @@
       if (!state.selected.length) {
         feedback.append(verdict("none", "No answer yet.", "Choose an option first."));
       } else if (multiple) {
-        renderMultiple();
+        renderMultiple(state);
       } else {
-        renderSingle();
+        renderSingle(state);
       }
       if (moveFocus) feedback.focus();
     }
@@ -281,7 +339,7 @@
       option.mark.append(verdict(ok ? "ok" : "no", words));
     }
 
-    function renderSingle() {
+    function renderSingle(state) {
       var chosen = options.filter(function (o) { return o.key === state.selected[0]; })[0];
       if (!chosen) return;
       if (chosen.correct) {
@@ -295,7 +353,7 @@
       }
     }
 
-    function renderMultiple() {
+    function renderMultiple(state) {
       var ticked = options.filter(function (o) { return state.selected.indexOf(o.key) !== -1; });
       var wrongTicks = ticked.filter(function (o) { return !o.correct; });
       var found = ticked.length - wrongTicks.length;
@@ -315,31 +373,20 @@
       });
     }
 
+    var widget = track(ctx, {
+      blank: function () { return { selected: [], checked: false }; },
+      render: render,
+      checkForm: form,
+      resetButton: reset,
+      focusAfterReset: function () { return options[0].input; },
+    });
     form.addEventListener("change", function () {
-      state = {
+      widget.set({
         selected: options.filter(function (o) { return o.input.checked; }).map(function (o) { return o.key; }),
         checked: false,
-      };
-      ctx.save(state);
-      render(false);
+      }, false);
     });
-    form.addEventListener("submit", function (event) {
-      event.preventDefault();
-      state.checked = true;
-      ctx.save(state);
-      render(true);
-    });
-    reset.addEventListener("click", function () {
-      doReset();
-      options[0].input.focus();
-    });
-    function doReset() {
-      state = { selected: [], checked: false };
-      ctx.clear();
-      render(false);
-    }
-    render(false);
-    return { reset: doReset };
+    return widget;
   }
 
   function setupEliminate(root, ctx) {
@@ -371,8 +418,8 @@
       reasonBox,
       list
     );
-    var reset = button("Reset", { class: "sc-button sc-reset", "aria-label": "Reset this question" });
-    var feedback = make("div", { class: "sc-feedback", "aria-live": "polite", tabindex: "-1" });
+    var reset = resetButton("question");
+    var feedback = feedbackBox();
     form.append(fieldset, feedback, make("div", { class: "sc-actions" }, reset));
     question.replaceWith(form);
 
@@ -392,20 +439,23 @@
       return option;
     });
     var wrongCount = options.filter(function (o) { return !o.correct; }).length;
-    var state = ctx.load() || { struck: [], draft: "", last: null };
 
-    function reasonFor(key) {
+    function reasonFor(state, key) {
       var entry = state.struck.filter(function (s) { return s.key === key; })[0];
       return entry ? entry.reason : null;
     }
 
-    function render(moveFocus) {
+    function survivorKey() {
+      return options.filter(function (o) { return o.correct; })[0].key;
+    }
+
+    function render(state, moveFocus) {
       var done = state.struck.length >= wrongCount;
       reason.value = state.draft;
       reasonBox.hidden = done;
       feedback.replaceChildren();
       options.forEach(function (option) {
-        var given = reasonFor(option.key);
+        var given = reasonFor(state, option.key);
         option.li.classList.toggle("sc-struck", given !== null);
         option.li.classList.toggle("sc-survivor", done && option.correct);
         option.strike.hidden = given !== null || done;
@@ -436,41 +486,35 @@
       if (moveFocus) feedback.focus();
     }
 
-    function survivorKey() {
-      return options.filter(function (o) { return o.correct; })[0].key;
-    }
+    var widget = track(ctx, {
+      blank: function () { return { struck: [], draft: "", last: null }; },
+      render: render,
+      resetButton: reset,
+      focusAfterReset: function () { return reason; },
+    });
 
     function strikeOut(option) {
+      var state = widget.state;
       var given = state.draft.trim();
       if (!given) return;
       if (option.correct) {
-        state.last = { key: option.key, ok: false };
+        widget.set(Object.assign({}, state, { last: { key: option.key, ok: false } }), true);
       } else {
-        state.struck.push({ key: option.key, reason: given });
-        state.draft = "";
-        state.last = { key: option.key, ok: true };
+        widget.set({
+          struck: state.struck.concat([{ key: option.key, reason: given }]),
+          draft: "",
+          last: { key: option.key, ok: true },
+        }, true);
       }
-      ctx.save(state);
-      render(true);
     }
 
     reason.addEventListener("input", function () {
-      state.draft = reason.value;
-      ctx.save(state);
-      options.forEach(function (option) { option.strike.disabled = !state.draft.trim(); });
+      // Typing redraws nothing but the strike buttons, so focus stays in the box.
+      widget.keep(Object.assign({}, widget.state, { draft: reason.value }));
+      options.forEach(function (option) { option.strike.disabled = !widget.state.draft.trim(); });
     });
     form.addEventListener("submit", function (event) { event.preventDefault(); });
-    function doReset() {
-      state = { struck: [], draft: "", last: null };
-      ctx.clear();
-      render(false);
-    }
-    reset.addEventListener("click", function () {
-      doReset();
-      reason.focus();
-    });
-    render(false);
-    return { reset: doReset };
+    return widget;
   }
 
   /** A text box whose content the reader commits before an answer is shown beside it. */
@@ -481,6 +525,19 @@
     var label = make("label", { for: boxId }, labelText);
     var panel = make("div", { class: "sc-commit" }, label, box);
     return { box: box, reveal: reveal, panel: panel };
+  }
+
+  /** Wire a commit panel: typing keeps a draft, the reveal button commits it. */
+  function wireCommit(commit, widget) {
+    commit.box.addEventListener("input", function () {
+      widget.keep(Object.assign({}, widget.state, { draft: commit.box.value }));
+      commit.reveal.disabled = !widget.state.draft.trim();
+    });
+    commit.reveal.addEventListener("click", function () {
+      var draft = widget.state.draft.trim();
+      if (!draft) return;
+      widget.set(Object.assign({}, widget.state, { committed: draft }), true);
+    });
   }
 
   function comparison(committed, answerBody, yoursTitle) {
@@ -498,13 +555,12 @@
     var answerBody = details.querySelector(".sc-answer-body");
     details.hidden = true; // commit first: the answer is shown only beside a prediction
     var commit = commitPanel(ctx, "prediction", "Your prediction", "Reveal the answer");
-    var reset = button("Reset", { class: "sc-button sc-reset", "aria-label": "Reset this question" });
-    var feedback = make("div", { class: "sc-feedback", "aria-live": "polite", tabindex: "-1" });
+    var reset = resetButton("question");
+    var feedback = feedbackBox();
     var help = make("p", { class: "sc-help" }, "Write it down before you look: the answer opens once you have.");
     details.before(commit.panel, help, make("div", { class: "sc-actions" }, commit.reveal, reset), feedback);
-    var state = ctx.load() || { draft: "", committed: null };
 
-    function render(moveFocus) {
+    function render(state, moveFocus) {
       var revealed = state.committed !== null;
       commit.box.value = state.draft;
       commit.panel.hidden = revealed;
@@ -515,28 +571,14 @@
       if (revealed) feedback.append(comparison(state.committed, answerBody, "Your prediction"));
       if (moveFocus) feedback.focus();
     }
-    commit.box.addEventListener("input", function () {
-      state.draft = commit.box.value;
-      commit.reveal.disabled = !state.draft.trim();
-      ctx.save(state);
+    var widget = track(ctx, {
+      blank: function () { return { draft: "", committed: null }; },
+      render: render,
+      resetButton: reset,
+      focusAfterReset: function () { return commit.box; },
     });
-    commit.reveal.addEventListener("click", function () {
-      if (!state.draft.trim()) return;
-      state.committed = state.draft.trim();
-      ctx.save(state);
-      render(true);
-    });
-    function doReset() {
-      state = { draft: "", committed: null };
-      ctx.clear();
-      render(false);
-    }
-    reset.addEventListener("click", function () {
-      doReset();
-      commit.box.focus();
-    });
-    render(false);
-    return { reset: doReset };
+    wireCommit(commit, widget);
+    return widget;
   }
 
   function setupSort(root, ctx) {
@@ -547,8 +589,8 @@
     var form = make("form", { class: "sc-form", novalidate: true });
     list.replaceWith(form);
     var check = button("Check", { type: "submit", class: "sc-button sc-primary" });
-    var reset = button("Reset", { class: "sc-button sc-reset", "aria-label": "Reset this question" });
-    var feedback = make("div", { class: "sc-feedback", "aria-live": "polite", tabindex: "-1" });
+    var reset = resetButton("question");
+    var feedback = feedbackBox();
     form.append(
       make("p", { class: "sc-instructions" }, "Choose a bucket for each item, then check."),
       list, make("div", { class: "sc-actions" }, check, reset), feedback);
@@ -573,9 +615,8 @@
         note: details.querySelector('.sc-note[data-sc-for="' + key + '"]'),
       };
     });
-    var state = ctx.load() || { assigned: {}, checked: false };
 
-    function render(moveFocus) {
+    function render(state, moveFocus) {
       feedback.replaceChildren();
       var right = 0;
       items.forEach(function (item) {
@@ -606,32 +647,21 @@
       }
       if (moveFocus) feedback.focus();
     }
+    var widget = track(ctx, {
+      blank: function () { return { assigned: {}, checked: false }; },
+      render: render,
+      checkForm: form,
+      resetButton: reset,
+      focusAfterReset: function () { return items[0].inputs[0]; },
+    });
     form.addEventListener("change", function () {
       var assigned = {};
       items.forEach(function (item) {
         item.inputs.forEach(function (input) { if (input.checked) assigned[item.key] = input.value; });
       });
-      state = { assigned: assigned, checked: false };
-      ctx.save(state);
-      render(false);
+      widget.set({ assigned: assigned, checked: false }, false);
     });
-    form.addEventListener("submit", function (event) {
-      event.preventDefault();
-      state.checked = true;
-      ctx.save(state);
-      render(true);
-    });
-    function doReset() {
-      state = { assigned: {}, checked: false };
-      ctx.clear();
-      render(false);
-    }
-    reset.addEventListener("click", function () {
-      doReset();
-      items[0].inputs[0].focus();
-    });
-    render(false);
-    return { reset: doReset };
+    return widget;
   }
 
   function setupSteps(root, ctx) {
@@ -644,15 +674,14 @@
     rows.forEach(function (row) { row.setAttribute("tabindex", "-1"); });
 
     var more = button("Show the next row", { class: "sc-button sc-primary" });
-    var reset = button("Reset", { class: "sc-button sc-reset", "aria-label": "Reset this step-through" });
+    var reset = resetButton("step-through");
     var progress = make("div", { class: "sc-feedback sc-progress", "aria-live": "polite" });
     next.before(make("div", { class: "sc-actions" }, more, reset), progress);
     var commit = commitPanel(ctx, "next-row", "Your next row", "Reveal the answer");
-    var feedback = make("div", { class: "sc-feedback", "aria-live": "polite", tabindex: "-1" });
+    var feedback = feedbackBox();
     details.before(commit.panel, make("div", { class: "sc-actions" }, commit.reveal), feedback);
-    var state = ctx.load() || { shown: 1, draft: "", committed: null };
 
-    function render(focus) {
+    function render(state, focus) {
       var shown = Math.max(1, Math.min(state.shown, rows.length));
       rows.forEach(function (row, index) { row.hidden = index >= shown; });
       var finished = shown >= rows.length;
@@ -668,37 +697,27 @@
       feedback.replaceChildren();
       if (revealed) feedback.append(comparison(state.committed, answerBody, "Your next row"));
       if (focus === "row") rows[shown - 1].focus();
-      if (focus === "feedback") feedback.focus();
+      else if (focus) feedback.focus();
     }
+    var widget = track(ctx, {
+      blank: function () { return { shown: 1, draft: "", committed: null }; },
+      render: render,
+      resetButton: reset,
+      focusAfterReset: function () { return more; },
+    });
     more.addEventListener("click", function () {
-      state.shown = Math.min(state.shown + 1, rows.length);
-      ctx.save(state);
-      render("row");
+      var shown = Math.min(widget.state.shown + 1, rows.length);
+      widget.set(Object.assign({}, widget.state, { shown: shown }), "row");
     });
-    commit.box.addEventListener("input", function () {
-      state.draft = commit.box.value;
-      commit.reveal.disabled = !state.draft.trim();
-      ctx.save(state);
-    });
-    commit.reveal.addEventListener("click", function () {
-      if (!state.draft.trim()) return;
-      state.committed = state.draft.trim();
-      ctx.save(state);
-      render("feedback");
-    });
-    function doReset() {
-      state = { shown: 1, draft: "", committed: null };
-      ctx.clear();
-      render(null);
-    }
-    reset.addEventListener("click", function () {
-      doReset();
-      more.focus();
-    });
-    render(null);
-    return { reset: doReset };
+    wireCommit(commit, widget);
+    return widget;
   }
 
+  /* A refill table is checked in two steps: Check says Match or Differs for
+   * each cell and shows no answer, so a reader can try the cells that differ
+   * again; only "Show the true values", a second and deliberate action, puts
+   * the true value beside each cell. (Without JavaScript each cell's value
+   * sits in its own <details>.) */
   function setupRefill(root, ctx) {
     var tolerance = parseFloat(root.dataset.scTolerance);
     if (!(tolerance >= 0)) tolerance = DEFAULT_TOLERANCE;
@@ -707,11 +726,12 @@
     var form = make("form", { class: "sc-form", novalidate: true });
     container.replaceWith(form);
     var check = button("Check", { type: "submit", class: "sc-button sc-primary" });
-    var reset = button("Reset", { class: "sc-button sc-reset", "aria-label": "Reset this table" });
-    var feedback = make("div", { class: "sc-feedback", "aria-live": "polite", tabindex: "-1" });
+    var reveal = button("Show the true values", { class: "sc-button sc-reveal", hidden: true });
+    var reset = resetButton("table");
+    var feedback = feedbackBox();
     form.append(
       make("p", { class: "sc-instructions" }, "Fill in the empty cells from memory, then check."),
-      container, make("div", { class: "sc-actions" }, check, reset), feedback);
+      container, make("div", { class: "sc-actions" }, check, reveal, reset), feedback);
 
     var cells = Array.prototype.map.call(root.querySelectorAll(".sc-refill-slot"), function (slot, index) {
       var truth = slot.querySelector(".sc-truth");
@@ -724,9 +744,8 @@
       slot.append(input, result);
       return { index: String(index), input: input, result: result, truth: truth, slot: slot };
     });
-    var state = ctx.load() || { values: {}, checked: false };
 
-    function render(moveFocus) {
+    function render(state, moveFocus) {
       var right = 0;
       cells.forEach(function (cell) {
         var given = state.values[cell.index] || "";
@@ -739,76 +758,68 @@
         if (ok) right += 1;
         // A blank cell is not a wrong answer: it gets no tint, only the word "Blank".
         cell.slot.classList.add(ok ? "sc-right" : given.trim() ? "sc-wrong" : "sc-blank");
-        var truth = make("span", { class: "sc-true-value" }, "true: ");
-        truth.append(copyOf(cell.truth));
         cell.result.append(
-          verdict(ok ? "ok" : given.trim() ? "no" : "none", ok ? "Match" : given.trim() ? "Differs" : "Blank"),
-          truth);
+          verdict(ok ? "ok" : given.trim() ? "no" : "none", ok ? "Match" : given.trim() ? "Differs" : "Blank"));
+        if (state.revealed) {
+          var truth = make("span", { class: "sc-true-value" }, "true: ");
+          truth.append(copyOf(cell.truth));
+          cell.result.append(truth);
+        }
       });
+      var allRight = right === cells.length;
+      reveal.hidden = !state.checked || state.revealed || allRight;
       feedback.replaceChildren();
       if (!state.checked) return;
-      if (right === cells.length) {
+      if (allRight) {
         feedback.append(verdict("ok", "Correct.", "All " + cells.length + " cells match."));
+      } else if (state.revealed) {
+        feedback.append(verdict("no", "Not quite.", right + " of " + cells.length +
+          " cells match; the true value is beside each cell."));
       } else {
         feedback.append(verdict("no", "Not quite.", right + " of " + cells.length +
-          " cells match; the true value is beside each one."));
+          " cells match. Try the others again, or show the true values."));
       }
       if (moveFocus) feedback.focus();
     }
+    var widget = track(ctx, {
+      blank: function () { return { values: {}, checked: false, revealed: false }; },
+      render: render,
+      checkForm: form,
+      resetButton: reset,
+      focusAfterReset: function () { return cells.length ? cells[0].input : null; },
+    });
     form.addEventListener("input", function () {
       var values = {};
       cells.forEach(function (cell) { if (cell.input.value) values[cell.index] = cell.input.value; });
-      var wasChecked = state.checked;
-      state = { values: values, checked: false };
-      ctx.save(state);
-      if (wasChecked) render(false);
+      var next = { values: values, checked: false, revealed: false };
+      // Redraw only when there was a verdict to clear: a redraw while typing is not needed.
+      if (widget.state.checked) widget.set(next, false);
+      else widget.keep(next);
     });
-    form.addEventListener("submit", function (event) {
-      event.preventDefault();
-      state.checked = true;
-      ctx.save(state);
-      render(true);
+    reveal.addEventListener("click", function () {
+      widget.set(Object.assign({}, widget.state, { revealed: true }), true);
     });
-    function doReset() {
-      state = { values: {}, checked: false };
-      ctx.clear();
-      render(false);
-    }
-    reset.addEventListener("click", function () {
-      doReset();
-      if (cells.length) cells[0].input.focus();
-    });
-    render(false);
-    return { reset: doReset };
+    return widget;
   }
 
   function setupDiscuss(root, ctx) {
     var boxId = "sc-" + ctx.id + "-notes";
     var box = make("textarea", { id: boxId, class: "sc-text", rows: "4" });
-    var reset = button("Reset", { class: "sc-button sc-reset", "aria-label": "Reset this answer" });
+    var reset = resetButton("answer");
     var panel = make("div", { class: "sc-commit" },
       make("label", { for: boxId }, "Your answer (kept in this browser)"), box);
     var hint = root.querySelector(".sc-hint");
     var actions = make("div", { class: "sc-actions" }, reset);
     if (hint) hint.before(panel, actions);
     else root.append(panel, actions);
-    var state = ctx.load() || { draft: "" };
-    function render() { box.value = state.draft; }
-    box.addEventListener("input", function () {
-      state = { draft: box.value };
-      ctx.save(state);
+    var widget = track(ctx, {
+      blank: function () { return { draft: "" }; },
+      render: function (state) { box.value = state.draft; },
+      resetButton: reset,
+      focusAfterReset: function () { return box; },
     });
-    function doReset() {
-      state = { draft: "" };
-      ctx.clear();
-      render();
-    }
-    reset.addEventListener("click", function () {
-      doReset();
-      box.focus();
-    });
-    render();
-    return { reset: doReset };
+    box.addEventListener("input", function () { widget.keep({ draft: box.value }); });
+    return widget;
   }
 
   var SETUP = {

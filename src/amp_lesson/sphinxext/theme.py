@@ -1,0 +1,280 @@
+"""What the book adds to, and mends in, sphinx-book-theme.
+
+- Templates in ``templates/`` (searched before the theme's): the page loads
+  no FontAwesome script (the theme's CSS already draws every icon from its
+  vendored web font), and the search button's accessible name contains the
+  words it shows.
+- MyST-NB's "Show code cell source" toggle is named by its visible text, not
+  by an ``aria-label`` that says something else.
+- Pages for authors (``amp_lesson_author_pages``) stay off the reading path:
+  no "Next" link leads into them.
+- With JavaScript off the page keeps the theme's colours and the code its
+  syntax colours (see :func:`no_script_css`).
+- A favicon, so no browser asks for a missing ``/favicon.ico``.
+- Maths is set in Noto Sans Math, cut down at build time to the characters
+  the book's maths uses (see :func:`write_math_font`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import html
+import re
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.config import Config
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+HERE = Path(__file__).resolve().parent
+TEMPLATES_DIR = HERE / "templates"
+FONTS_DIR = HERE / "fonts"
+MATH_FONT_SOURCE = FONTS_DIR / "NotoSansMath-Regular.woff"
+MATH_FONT_LICENSE = FONTS_DIR / "OFL.txt"
+MATH_FONT_OUT = "fonts/amp-lesson-math.woff"
+NO_SCRIPT_CSS = "amp_lesson_noscript.css"
+SITE_SCRIPT = "amp_lesson.js"
+FAVICON = "favicon.svg"
+
+
+# -- templates ------------------------------------------------------------------
+
+
+def _add_templates_and_favicon(app: Sphinx, config: Config) -> None:
+    if str(TEMPLATES_DIR) not in map(str, config.templates_path):
+        config.templates_path.append(str(TEMPLATES_DIR))
+    if not config.html_favicon:
+        # Without one the browser asks for /favicon.ico and logs a 404.
+        config.html_favicon = str(HERE / "static" / FAVICON)
+
+
+# -- MyST-NB's hide-input toggle ---------------------------------------------------
+
+
+def _hidden_cell_summary_named_by_its_text(app: Sphinx) -> None:
+    """Drop the ``aria-label`` MyST-NB puts on a hidden cell's ``<summary>``.
+
+    The label ("Toggle hidden content") differs from the words the reader
+    sees ("Show code cell source"), which fails WCAG 2.5.3 (label in name).
+    Without it the summary is named by its visible text.
+    """
+    from myst_nb.sphinx_ import HideCodeCellNode, depart_HideCellInput, visit_HideCellInput
+
+    def visit(self: Any, node: nodes.Element) -> None:
+        start = len(self.body)
+        visit_HideCellInput(self, node)
+        self.body[start:] = [
+            re.sub(r"<summary aria-label=\"[^\"]*\">", "<summary>", part)
+            for part in self.body[start:]
+        ]
+
+    app.add_node(HideCodeCellNode, override=True, html=(visit, depart_HideCellInput))
+
+
+# -- reading path -------------------------------------------------------------------
+
+
+def is_author_page(docname: str, patterns: Iterable[str]) -> bool:
+    """Whether ``docname`` matches one of the glob ``patterns`` of author pages.
+
+    >>> is_author_page("guide/selfchecks", ["guide/*"]), is_author_page("chapter/formats", ["guide/*"])
+    (True, False)
+    """
+    return any(fnmatch.fnmatchcase(docname, pattern) for pattern in patterns)
+
+
+def _keep_author_pages_off_the_reading_path(
+    app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
+    """No "Next" link from a reader's page into the pages for authors."""
+    patterns = app.config.amp_lesson_author_pages
+    relations = getattr(app.builder, "relations", {}) or {}
+    following = relations.get(pagename, [None, None, None])[2]
+    if following and is_author_page(following, patterns) and not is_author_page(pagename, patterns):
+        context["next"] = None
+
+
+# -- no JavaScript ----------------------------------------------------------------
+
+_NO_THEME_RULE = re.compile(r"([^{}]*html:not\(\[data-theme\]\)[^{}]*)\{([^{}]*)\}")
+
+
+def no_script_css(theme_css: str, pygments_css: str) -> str:
+    """CSS for a page whose scripts did not run.
+
+    The theme renders ``<html data-theme="auto">`` and leaves it to a script
+    to pick light or dark; with JavaScript off the attribute stays "auto" and
+    neither the theme's colours nor the code's syntax colours apply (they are
+    written for ``html[data-theme="light"]`` and ``...="dark"``). This returns
+    the theme's own fallback rules (written for a page with no ``data-theme``)
+    and the light syntax colours, both re-aimed at ``data-theme="auto"``.
+
+    >>> print(no_script_css(
+    ...     'a{x:1}html:not([data-theme]){--c:#fff}',
+    ...     'html[data-theme="light"] .highlight .k { color: #00f }\\n'
+    ...     'html[data-theme="dark"] .highlight .k { color: #ff0 }'))
+    html[data-theme="auto"]{--c:#fff}
+    html[data-theme="auto"] .highlight .k { color: #00f }
+    """
+    rules = []
+    for selector, body in _NO_THEME_RULE.findall(theme_css):
+        aimed = selector.strip().replace("html:not([data-theme])", 'html[data-theme="auto"]')
+        rules.append(f"{aimed}{{{body}}}")
+    for line in pygments_css.splitlines():
+        if line.startswith('html[data-theme="light"]'):
+            rules.append(line.replace('html[data-theme="light"]', 'html[data-theme="auto"]', 1))
+    return "\n".join(rules)
+
+
+def _write_no_script_css(app: Sphinx, exception: Exception | None) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    static = Path(app.outdir) / "_static"
+    theme_css = static / "styles" / "pydata-sphinx-theme.css"
+    pygments_css = static / "pygments.css"
+    if not theme_css.is_file() or not pygments_css.is_file():
+        return
+    css = no_script_css(
+        theme_css.read_text(encoding="utf-8"), pygments_css.read_text(encoding="utf-8")
+    )
+    (static / NO_SCRIPT_CSS).write_text(
+        "/* Generated by amp_lesson.sphinxext.theme: colours for a page whose scripts did"
+        " not run. */\n" + css + "\n",
+        encoding="utf-8",
+    )
+
+
+# -- MathML signs ----------------------------------------------------------------------
+
+_SIGN = r"(?:&#x02212;|&#x0002B;|&#x0002D;|[-+\u2212])"
+_CLOSING = r"(?:&#x00029;|&#x0005D;|&#x0007D;|&#x0007C;|&#x02016;|&#x027E9;|&#x00021;|[)\]}|\u2016\u27e9!])"
+_UNARY_SIGN = re.compile(rf"(<mo\b[^>]*>(?!{_CLOSING}</mo>)[^<]*</mo>)<mo>({_SIGN})</mo>")
+
+
+def mark_unary_signs(mathml: str) -> str:
+    """Mark a sign right after an opening bracket or an operator as a prefix.
+
+    latex2mathml writes ``(-1)`` as ``<mo>(</mo><mo>−</mo><mn>1</mn>`` in one
+    row, where MathML takes the minus for a binary operator and puts space on
+    both sides: "( − 1)". ``form="prefix"`` sets it tight, as TeX does.
+
+    >>> mark_unary_signs("<mo>(</mo><mo>&#x02212;</mo><mn>1</mn><mo>)</mo><mo>&#x02212;</mo><mn>2</mn>")
+    '<mo>(</mo><mo form="prefix">&#x02212;</mo><mn>1</mn><mo>)</mo><mo>&#x02212;</mo><mn>2</mn>'
+    """
+    return _UNARY_SIGN.sub(r'\1<mo form="prefix">\2</mo>', mathml)
+
+
+# -- the maths font ------------------------------------------------------------------
+
+_MATH = re.compile(r"<math\b.*?</math>", re.DOTALL)
+_TAG = re.compile(r"<[^>]+>")
+# Chromium draws a one-letter <mi> in mathematical italic (x as U+1D465):
+# the font must hold the italic form of each letter the maths writes.
+_ITALIC_BLOCKS = [
+    ("ABCDEFGHIJKLMNOPQRSTUVWXYZ", 0x1D434),
+    ("abcdefghijklmnopqrstuvwxyz", 0x1D44E),
+    ("ΑΒΓΔΕΖΗΘΙΚΛΜΝΞΟΠΡϴΣΤΥΦΧΨΩ∇", 0x1D6E2),
+    ("αβγδεζηθικλμνξοπρςστυφχψω∂ϵϑϰϕϱϖ", 0x1D6FC),
+]
+_ITALIC_EXCEPTIONS = {"h": 0x210E}  # U+1D455 is unassigned: italic h is the Planck constant
+
+
+def italic_forms(characters: Iterable[int]) -> set[int]:
+    """The mathematical italic code points of the letters among ``characters``.
+
+    >>> [hex(c) for c in sorted(italic_forms(map(ord, "xhβ+")))]
+    ['0x210e', '0x1d465', '0x1d6fd']
+    """
+    forms = set()
+    for char in map(chr, characters):
+        if char in _ITALIC_EXCEPTIONS:
+            forms.add(_ITALIC_EXCEPTIONS[char])
+            continue
+        for letters, first in _ITALIC_BLOCKS:
+            if char in letters:
+                forms.add(first + letters.index(char))
+    return forms
+
+
+def math_characters(pages: Iterable[str]) -> set[int]:
+    """Code points written inside ``<math>`` elements of the given HTML texts.
+
+    >>> sorted(chr(c) for c in math_characters(["<p>a</p><math><mi>x</mi><mo>&#x2212;</mo></math>"]))
+    ['x', '−']
+    """
+    found: set[int] = set()
+    for text in pages:
+        for element in _MATH.findall(text):
+            found.update(ord(ch) for ch in html.unescape(_TAG.sub("", element)) if not ch.isspace())
+    return found
+
+
+def subset_math_font(source: Path, target: Path, characters: Iterable[int]) -> None:
+    """Write the glyphs of ``source`` that ``characters`` need to ``target`` (WOFF).
+
+    The OpenType MATH table (the sizes of big operators, the pieces of
+    stretchy brackets, the spacing) is kept, with every glyph it refers to.
+    """
+    from fontTools import subset
+    from fontTools.ttLib import TTFont
+
+    options = subset.Options()
+    options.layout_features = ["*"]
+    options.notdef_outline = True
+    options.flavor = "woff"
+    font = TTFont(str(source))
+    subsetter = subset.Subsetter(options)
+    wanted = set(characters) | set(range(0x20, 0x7F))
+    wanted |= italic_forms(wanted)
+    subsetter.populate(unicodes=sorted(wanted))
+    subsetter.subset(font)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    font.flavor = "woff"
+    font.save(str(target))
+
+
+def write_math_font(outdir: Path) -> Path | None:
+    """Subset the maths font to the characters of every built page; return its path.
+
+    Skipped when the site holds no maths, and when the characters are those
+    of the last build (a key beside the font records them).
+    """
+    pages = (p.read_text(encoding="utf-8") for p in sorted(outdir.rglob("*.html")))
+    characters = math_characters(pages)
+    if not characters:
+        return None
+    target = outdir / "_static" / MATH_FONT_OUT
+    key_file = target.with_suffix(".key")
+    digest = hashlib.sha256(MATH_FONT_SOURCE.read_bytes())
+    digest.update(",".join(map(str, sorted(characters))).encode())
+    key = digest.hexdigest()
+    if not (target.is_file() and key_file.is_file() and key_file.read_text() == key):
+        subset_math_font(MATH_FONT_SOURCE, target, characters)
+        key_file.write_text(key)
+    shutil.copyfile(MATH_FONT_LICENSE, target.parent / "NotoSansMath-OFL.txt")
+    return target
+
+
+def _write_math_font(app: Sphinx, exception: Exception | None) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    write_math_font(Path(app.outdir))
+
+
+def setup(app: Sphinx) -> None:
+    app.add_config_value("amp_lesson_author_pages", [], "html", types=[list])
+    app.connect("config-inited", _add_templates_and_favicon)
+    _hidden_cell_summary_named_by_its_text(app)
+    app.connect("html-page-context", _keep_author_pages_off_the_reading_path)
+    app.add_css_file(NO_SCRIPT_CSS)
+    app.add_js_file(SITE_SCRIPT, loading_method="defer")
+    # After pydata-sphinx-theme rewrites pygments.css for its light and dark themes.
+    app.connect("build-finished", _write_no_script_css, priority=900)
+    app.connect("build-finished", _write_math_font)

@@ -1,0 +1,172 @@
+"""Finding one's way in a real Chromium: the sidebar drawer and the page's contents on a
+phone, the sidebar toggle on a desktop, and search results that show the pages' words."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from helpers import recording_page
+
+pytestmark = pytest.mark.browser
+
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 900}
+PAGE = "chapter/formats.html"
+
+
+@pytest.fixture
+def make_page(browser: Any, site_url: str) -> Iterator[Any]:
+    """``make_page(**context_options)``: recording pages, closed after the test."""
+    pages: list[Any] = []
+
+    def _make(**context_options: Any) -> Any:
+        pg = recording_page(browser, site_url, **context_options)
+        pages.append(pg)
+        return pg
+
+    yield _make
+    for pg in pages:
+        pg.context.close()
+
+
+def _is_open(pg: Any, dialog_id: str) -> bool:
+    return pg.evaluate(f"document.getElementById('{dialog_id}').open")
+
+
+def test_on_a_phone_the_drawer_opens_and_leads_to_another_page(
+    make_page: Any, site_url: str
+) -> None:
+    pg = make_page(viewport=PHONE, is_mobile=True, has_touch=True)
+    pg.goto(f"{site_url}/{PAGE}")
+    pg.wait_for_load_state("networkidle")
+    sidebar = pg.locator("#pst-primary-sidebar")
+    assert not sidebar.is_visible()  # at phone width the navigation lives in the drawer
+    toggle = pg.locator(".primary-toggle")
+    assert toggle.count() == 1
+    assert toggle.is_visible()
+    assert not _is_open(pg, "pst-primary-sidebar-modal")
+
+    toggle.click()
+    assert _is_open(pg, "pst-primary-sidebar-modal")
+    drawer = pg.locator("#pst-primary-sidebar-modal")
+    link = drawer.get_by_role("link", name="GradScaler", exact=True)
+    assert link.is_visible()
+    assert drawer.get_by_role("link", name="Review", exact=True).is_visible()
+    link.click()
+    pg.wait_for_url(f"{site_url}/chapter/gradscaler.html")
+    assert "GradScaler" in pg.locator("h1").first.inner_text()
+    assert not _is_open(pg, "pst-primary-sidebar-modal")  # a new page starts closed
+
+    # Escape closes the drawer again.
+    pg.locator(".primary-toggle").click()
+    assert _is_open(pg, "pst-primary-sidebar-modal")
+    pg.keyboard.press("Escape")
+    assert not _is_open(pg, "pst-primary-sidebar-modal")
+    assert pg.console_errors == []
+    assert pg.outside_requests == []
+
+
+def test_on_a_phone_the_contents_open_and_take_the_reader_to_a_section(
+    make_page: Any, site_url: str
+) -> None:
+    pg = make_page(viewport=PHONE, is_mobile=True, has_touch=True)
+    pg.goto(f"{site_url}/{PAGE}")
+    pg.wait_for_load_state("networkidle")
+    toggle = pg.locator(".secondary-toggle")
+    assert toggle.count() == 1
+    assert toggle.is_visible()
+    toggle.click()
+    assert _is_open(pg, "pst-secondary-sidebar-modal")
+    contents = pg.locator("#pst-secondary-sidebar-modal")
+    links = contents.locator("nav a.nav-link")
+    assert links.count() >= 4
+    target = links.nth(2)
+    href = target.get_attribute("href")
+    assert href.startswith("#")
+    target.click()
+    pg.wait_for_function(f"location.hash === {href!r}")
+    assert not _is_open(pg, "pst-secondary-sidebar-modal")  # the reader sees the section
+    heading = pg.locator(f"[id='{href[1:]}']")
+    box = heading.bounding_box()
+    assert box is not None
+    assert 0 <= box["y"] < PHONE["height"]
+    assert pg.console_errors == []
+
+
+def test_on_a_desktop_the_sidebar_toggle_hides_and_shows_the_navigation(
+    make_page: Any, site_url: str
+) -> None:
+    pg = make_page(viewport=DESKTOP)
+    pg.goto(f"{site_url}/{PAGE}")
+    pg.wait_for_load_state("networkidle")
+    link = pg.locator("#pst-primary-sidebar").get_by_role("link", name="GradScaler", exact=True)
+    hidden = (
+        "document.getElementById('pst-primary-sidebar').classList.contains('pst-sidebar-hidden')"
+    )
+    assert link.is_visible()
+    pg.locator(".primary-toggle").click()
+    pg.wait_for_function(hidden)
+    link.wait_for(state="hidden", timeout=5000)  # after the theme's slide-out
+    pg.locator(".primary-toggle").click()
+    pg.wait_for_function(f"!({hidden})")
+    link.wait_for(state="visible", timeout=5000)
+    assert not _is_open(pg, "pst-primary-sidebar-modal")  # collapsed in place, no drawer
+    assert pg.console_errors == []
+
+
+# -- search -------------------------------------------------------------------------------
+
+CONTRAST_OF = """
+(el) => {
+  const rgb = (s) => (s.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => {
+    const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  let back = el;
+  for (; back; back = back.parentElement) {
+    const c = rgb(getComputedStyle(back).backgroundColor);
+    if (c.length === 3 || (c.length === 4 && c[3] > 0)) break;
+  }
+  const a = lum(rgb(getComputedStyle(el).color).slice(0, 3));
+  const b = lum(back ? rgb(getComputedStyle(back).backgroundColor).slice(0, 3) : [255, 255, 255]);
+  return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+}
+"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_search_results_show_the_pages_words_with_a_readable_highlight(
+    make_page: Any, site_url: str, scheme: str
+) -> None:
+    pg = make_page(viewport=DESKTOP, color_scheme=scheme)
+    pg.goto(f"{site_url}/search.html?q=mantissa")
+    pg.wait_for_selector("#search-results ul.search li")
+    pg.wait_for_load_state("networkidle")
+    pg.wait_for_function(
+        "document.querySelectorAll('#search-results ul.search li p.context').length > 0"
+    )
+    summaries = pg.locator("#search-results ul.search li p.context")
+    texts = [summaries.nth(i).inner_text() for i in range(summaries.count())]
+    assert any("mantissa" in text.lower() for text in texts)
+    for text in texts:
+        assert "System Settings" not in text, text  # the theme menu's words
+        assert "Light Dark" not in text, text
+        assert "Ctrl+K" not in text.replace(" ", ""), text
+    marks = pg.locator("#search-results span.highlighted")
+    assert marks.count() > 0
+    ratios = [marks.nth(i).evaluate(CONTRAST_OF) for i in range(min(marks.count(), 10))]
+    assert min(ratios) >= 4.5, ratios
+    assert pg.console_errors == []
+    assert pg.outside_requests == []
+
+
+def test_every_page_names_a_favicon_that_is_served(make_page: Any, site_url: str) -> None:
+    pg = make_page(viewport=DESKTOP)
+    pg.goto(f"{site_url}/{PAGE}")
+    href = pg.evaluate("document.querySelector('link[rel~=\"icon\"]').href")
+    response = pg.request.get(href)
+    assert response.status == 200
+    assert "svg" in response.headers["content-type"]

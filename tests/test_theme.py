@@ -1,0 +1,156 @@
+"""amp_lesson.sphinxext.theme: the maths font, colours without JavaScript, signs in MathML,
+and what the built book's HTML must (not) hold: one wired set of sidebar buttons, no
+FontAwesome script, no "Next" into the pages for authors, named toggles."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from bs4 import BeautifulSoup
+from fontTools.ttLib import TTFont
+from helpers import built_pages
+
+from amp_lesson.sphinxext import theme
+
+# -- the maths font ---------------------------------------------------------------------
+
+
+def test_math_characters_come_from_math_elements_only() -> None:
+    pages = [
+        "<p>outside 9 &amp; Q</p><math><mi>x</mi><mo>&#x02212;</mo><mn>1</mn></math>",
+        '<div class="math"><math display="block"><msup><mi>β</mi><mn>2</mn></msup></math></div>',
+    ]
+    assert {chr(c) for c in theme.math_characters(pages)} == {"x", "\u2212", "1", "β", "2"}
+    assert theme.math_characters(["<p>no maths</p>"]) == set()
+
+
+def test_the_subset_font_keeps_the_math_table_and_every_glyph_asked_for(tmp_path: Path) -> None:
+    wanted = {ord(c) for c in "∑∇∈−×‖ℒβσ"}
+    target = tmp_path / "math.woff"
+    theme.subset_math_font(theme.MATH_FONT_SOURCE, target, wanted)
+    font = TTFont(str(target))
+    assert "MATH" in font  # large operators and stretchy brackets need it
+    cmap = set(font.getBestCmap())
+    assert wanted <= cmap
+    assert ord("𝑥") in cmap  # a one-letter <mi> x is drawn as mathematical italic x
+    assert ord("ℎ") in cmap  # ... and h as the Planck constant
+    assert ord("≈") not in cmap  # only what was asked for (and the letters' forms)
+    assert target.stat().st_size < theme.MATH_FONT_SOURCE.stat().st_size / 5
+
+
+def test_write_math_font_writes_the_font_and_its_licence_once(tmp_path: Path) -> None:
+    (tmp_path / "a.html").write_text("<math><mi>y</mi><mo>=</mo><mn>2</mn></math>")
+    font = theme.write_math_font(tmp_path)
+    assert font is not None
+    assert font.is_file()
+    assert (font.parent / "NotoSansMath-OFL.txt").read_text().startswith("Copyright")
+    first = font.stat().st_mtime_ns
+    assert theme.write_math_font(tmp_path) == font
+    assert font.stat().st_mtime_ns == first  # same characters: not written again
+    (tmp_path / "b.html").write_text("<math><mo>∑</mo></math>")
+    theme.write_math_font(tmp_path)
+    assert ord("∑") in TTFont(str(font)).getBestCmap()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert theme.write_math_font(empty) is None  # no maths, no font
+
+
+def test_unary_signs_are_set_tight_and_binary_ones_are_not() -> None:
+    ml = (
+        '<mi>x</mi><mo>&#x0003D;</mo><mo stretchy="false">&#x00028;</mo><mo>&#x02212;</mo>'
+        "<mn>1</mn><mo>&#x00029;</mo><mo>&#x02212;</mo><mn>2</mn><mo>&#x0002B;</mo><mn>3</mn>"
+    )
+    out = theme.mark_unary_signs(ml)
+    assert out.count('form="prefix"') == 1
+    assert '&#x00028;</mo><mo form="prefix">&#x02212;</mo><mn>1' in out
+    assert "<mo>&#x0002B;</mo>" in out  # 2 + 3: binary
+    assert theme.mark_unary_signs("<mo>&#x0003D;</mo><mo>-</mo><mn>4</mn>").count("prefix") == 1
+
+
+# -- colours without JavaScript ---------------------------------------------------------
+
+
+def test_no_script_css_reaims_the_themes_fallback_and_the_light_code_colours() -> None:
+    theme_css = (
+        "html[data-theme=light]{--c:#000}html:not([data-theme]){--c:#111;--d:#222}"
+        "html:not([data-theme]) .only-dark{display:none!important}"
+    )
+    pygments = (
+        'html[data-theme="light"] .highlight .k { color: #0000ff }\n'
+        'html[data-theme="dark"] .highlight .k { color: #ffff00 }\n'
+    )
+    css = theme.no_script_css(theme_css, pygments)
+    assert 'html[data-theme="auto"]{--c:#111;--d:#222}' in css
+    assert 'html[data-theme="auto"] .only-dark{display:none!important}' in css
+    assert 'html[data-theme="auto"] .highlight .k { color: #0000ff }' in css
+    assert "#ffff00" not in css
+    assert "#000}" not in css
+
+
+def test_author_pages_match_by_glob() -> None:
+    assert theme.is_author_page("guide/execution", ["guide/*"])
+    assert not theme.is_author_page("chapter/review", ["guide/*"])
+    assert not theme.is_author_page("guide/execution", [])
+
+
+# -- the built book ------------------------------------------------------------------------
+
+
+def _soup(built_book: Path, rel: str) -> BeautifulSoup:
+    return BeautifulSoup((built_book / rel).read_text(encoding="utf-8"), "html.parser")
+
+
+@pytest.mark.book
+def test_pages_carry_one_set_of_sidebar_buttons_and_no_fontawesome_script(
+    built_book: Path,
+) -> None:
+    for rel in built_pages(built_book):
+        soup = _soup(built_book, rel)
+        assert len(soup.select(".primary-toggle")) == 1, rel
+        assert len(soup.select(".secondary-toggle")) <= 1, rel
+        assert not soup.select('script[src*="fontawesome"]'), rel
+        assert soup.select_one('link[rel="icon"]')["href"].endswith("favicon.svg"), rel
+
+
+@pytest.mark.book
+def test_hidden_cells_and_the_search_button_are_named_by_their_text(built_book: Path) -> None:
+    toggles = 0
+    for rel in built_pages(built_book):
+        soup = _soup(built_book, rel)
+        for summary in soup.select("details.hide > summary"):
+            assert not summary.has_attr("aria-label"), rel
+            toggles += 1
+        for button in soup.select(".search-button-field"):
+            assert not button.has_attr("aria-label"), rel  # named by "Search Ctrl+K"
+    assert toggles > 0  # the book does hide some cells' source
+
+
+@pytest.mark.book
+def test_next_never_leads_from_a_readers_page_into_the_pages_for_authors(
+    built_book: Path,
+) -> None:
+    nexts = {}
+    for rel in built_pages(built_book):
+        link = _soup(built_book, rel).select_one("a.right-next")
+        nexts[rel] = link["href"] if link else None
+    readers = [rel for rel in nexts if not rel.startswith("guide/")]
+    assert [rel for rel in readers if nexts[rel] and "guide/" in nexts[rel]] == []
+    assert nexts["chapter/start.html"]  # the reading path itself is intact
+    assert nexts["guide/execution.html"] == "selfchecks.html"  # author pages link each other
+
+
+@pytest.mark.book
+def test_the_served_maths_font_holds_every_character_of_the_books_maths(
+    built_book: Path,
+) -> None:
+    pages = [p.read_text(encoding="utf-8") for p in built_book.rglob("*.html")]
+    used = theme.math_characters(pages)
+    assert len(used) > 20
+    font = TTFont(str(built_book / "_static" / theme.MATH_FONT_OUT))
+    assert "MATH" in font
+    assert used <= set(font.getBestCmap())
+    assert (built_book / "_static" / "fonts" / "NotoSansMath-OFL.txt").is_file()
+    css = (built_book / "_static" / "amp_lesson.css").read_text(encoding="utf-8")
+    assert re.search(r"math\s*\{\s*font-family:\s*\"Noto Sans Math \(book\)\"", css)
