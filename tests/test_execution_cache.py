@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 from helpers import mini_book, sphinx_build
 
+from amp_lesson.sphinxext import book
 from amp_lesson.sphinxext.book import (
     CACHE_MARKER,
     KEEP_CACHES,
     encrypt_kernel_transport,
     execution_key,
+    extension_key,
     gpu_models,
     is_book_cache,
     prune_caches,
@@ -144,3 +146,30 @@ def test_kernels_encrypt_their_transport() -> None:
 
     assert encrypt_kernel_transport() is True
     assert KernelManager(kernel_name="python3").transport_encryption == "auto"
+
+
+def test_the_extension_is_outside_the_execution_key_and_inside_the_reread_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A style sheet edit re-runs no page; a module edit re-runs them all; an extension edit
+    only makes Sphinx read them again (from the cache)."""
+    package = tmp_path / "amp_lesson"
+    (package / "sphinxext" / "static").mkdir(parents=True)
+    (package / "formats.py").write_text("X = 1\n")
+    (package / "sphinxext" / "book.py").write_text("Y = 1\n")
+    css = package / "sphinxext" / "static" / "book.css"
+    css.write_text("a {}\n")
+    monkeypatch.setattr(book, "PACKAGE_DIR", package)
+
+    def keys() -> tuple[str, str]:
+        return execution_key(gpus=[]), extension_key()
+
+    before = keys()
+    css.write_text("a { color: red }\n")
+    assert keys() == before
+    (package / "sphinxext" / "book.py").write_text("Y = 2\n")
+    after_extension = keys()
+    assert after_extension[0] == before[0]
+    assert after_extension[1] != before[1]
+    (package / "formats.py").write_text("X = 2\n")
+    assert keys()[0] != after_extension[0]

@@ -46,11 +46,18 @@ KEEP_CACHES = 3
 _SKIP_PARTS = {"__pycache__", ".ipynb_checkpoints"}
 
 
-def source_hash(paths: Iterable[Path], extra: Iterable[str] = ()) -> str:
+def source_hash(
+    paths: Iterable[Path],
+    extra: Iterable[str] = (),
+    exclude: Iterable[str] = (),
+    suffixes: Iterable[str] | None = None,
+) -> str:
     """SHA-256 over every file below ``paths`` (names and bytes) and ``extra``.
 
     Byte-compiled files and caches are left out, so the hash changes exactly
     when a source file, a data file or one of the ``extra`` strings changes.
+    Folders named in ``exclude`` are left out too, and with ``suffixes`` only
+    files with one of those suffixes count.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp())
@@ -61,6 +68,8 @@ def source_hash(paths: Iterable[Path], extra: Iterable[str] = ()) -> str:
     False
     """
     digest = hashlib.sha256()
+    excluded = set(exclude)
+    wanted = None if suffixes is None else set(suffixes)
     for root in sorted(Path(p) for p in paths):
         if not root.exists():
             digest.update(f"missing:{root.name}".encode())
@@ -69,7 +78,11 @@ def source_hash(paths: Iterable[Path], extra: Iterable[str] = ()) -> str:
         for path in files:
             if not path.is_file() or path.suffix in {".pyc", ".pyo"}:
                 continue
+            if wanted is not None and path.suffix not in wanted:
+                continue
             if _SKIP_PARTS.intersection(path.parts):
+                continue
+            if excluded.intersection(path.relative_to(root).parts[:-1]):
                 continue
             rel = path.relative_to(root.parent).as_posix()
             digest.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
@@ -124,8 +137,10 @@ def gpu_models(proc_dir: Path = NVIDIA_PROC) -> tuple[str, ...]:
 def execution_key(watch: Iterable[Path] = (), gpus: Iterable[str] | None = None) -> str:
     """The execution-cache key of this build environment.
 
-    It covers the package's source, watched files, the torch version and the
-    device the cells will run on (``AMP_LESSON_DEVICE``, the GPU models
+    It covers the package's source but for the Sphinx extension (no cell
+    imports it, so an edit to the extension's code, scripts or styles need not
+    re-run any page), watched files, the torch version and the device the
+    cells will run on (``AMP_LESSON_DEVICE``, the GPU models
     present, ``gpus`` or :func:`gpu_models`, and ``CUDA_VISIBLE_DEVICES``),
     since each of these changes what the pages print: a book executed on one
     GPU never serves its outputs for another. torch itself is not imported:
@@ -142,7 +157,17 @@ def execution_key(watch: Iterable[Path] = (), gpus: Iterable[str] | None = None)
         f"gpus={'|'.join(models)}",
         f"visible={os.environ.get('CUDA_VISIBLE_DEVICES', '*')}",
     ]
-    return source_hash([PACKAGE_DIR, *watch], extra)
+    return source_hash([PACKAGE_DIR, *watch], extra, exclude=["sphinxext"])
+
+
+def extension_key() -> str:
+    """A hash of the extension's Python code: a change re-reads every page, from the cache.
+
+    The extension's directives and transforms shape each page's doctree, so
+    Sphinx must read every page again when they change; its scripts, styles and
+    templates only shape the written HTML, which Sphinx redoes anyway.
+    """
+    return source_hash([PACKAGE_DIR / "sphinxext"], suffixes=[".py"])
 
 
 CACHE_MARKER = ".amp-lesson-execution-cache"
@@ -196,6 +221,7 @@ def _key_cache_on_sources(app: Sphinx, config: Config) -> None:
     watch = [confdir / p for p in config.amp_lesson_watch]
     key = execution_key(watch)
     config.amp_lesson_source_hash = key
+    config.amp_lesson_extension_hash = extension_key()
     base = Path(
         os.environ.get("AMP_LESSON_CACHE_DIR") or Path(app.outdir).parent / ".jupyter_cache"
     )
@@ -486,6 +512,7 @@ def _add_colab_button(
 def setup(app: Sphinx) -> None:
     app.add_config_value("amp_lesson_watch", [], "env", types=[list])
     app.add_config_value("amp_lesson_source_hash", "", "env", types=[str])
+    app.add_config_value("amp_lesson_extension_hash", "", "env", types=[str])
     app.add_config_value("amp_lesson_repository", "", "html", types=[str])
     app.add_config_value("amp_lesson_branch", "main", "html", types=[str])
     # Before MyST-NB reads nb_execution_cache_path at builder-inited.
