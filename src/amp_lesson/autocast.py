@@ -13,8 +13,7 @@ it saw:
   and weight gradients, ``.grad`` and Adam's ``exp_avg``/``exp_avg_sq``;
 - :func:`train_choice` / :func:`compare_choices` -- the ways to train in
   lower precision (:data:`CHOICES`), each run on a small model, with what
-  happened;
-- :func:`matmul_seconds` -- how long one matrix product takes per dtype.
+  happened.
 
 >>> rows = {r["op"]: r for r in op_dtypes(torch.bfloat16, device="cpu")}
 >>> rows["linear"]["produced"], rows["cross_entropy"]["produced"]
@@ -24,7 +23,6 @@ it saw:
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -34,38 +32,19 @@ from torch import nn
 
 from amp_lesson._checks import check_choice, check_int
 from amp_lesson.device import resolve_device
-from amp_lesson.memory import make_mlp
+from amp_lesson.formats import dtype_name, dtype_of
+from amp_lesson.models import make_mlp
 
 __all__ = [
     "CHOICES",
     "CUDA_RULES",
     "OPS",
     "compare_choices",
-    "dtype_name",
     "make_regression_problem",
-    "matmul_seconds",
     "op_dtypes",
     "step_dtypes",
     "train_choice",
 ]
-
-_LOW = (torch.float16, torch.bfloat16)
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """``torch.float16`` -> ``'float16'``.
-
-    >>> dtype_name(torch.bfloat16)
-    'bfloat16'
-    """
-    return str(dtype).removeprefix("torch.")
-
-
-def _check_low(dtype: Any) -> torch.dtype:
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"dtype must be torch.float16 or torch.bfloat16, got {dtype!r}")
-    return check_choice("dtype", dtype, _LOW)
-
 
 # --------------------------------------------------------------------------- ops
 
@@ -159,7 +138,7 @@ def op_dtypes(
     >>> rows["binary_cross_entropy"]["cuda_rule"]
     'refused'
     """
-    dtype = _check_low(dtype)
+    dtype = dtype_of(dtype)
     device = resolve_device(device)
     inputs = _inputs(device)
     rows = []
@@ -261,7 +240,7 @@ def step_dtypes(
     Adam exp_avg (m)               float32
     Adam exp_avg_sq (v)            float32
     """
-    dtype = _check_low(dtype)
+    dtype = dtype_of(dtype)
     device = resolve_device(device)
     model = make_mlp(16, 32, 2, device=device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -353,7 +332,10 @@ def train_choice(
     scaler = None
     if choice in ("half_scaler", "autocast_fp16"):
         scaler = torch.amp.GradScaler(device.type)
-    autocast = {"autocast_fp16": torch.float16, "autocast_bf16": torch.bfloat16}.get(choice)
+    # "autocast_fp16" -> torch.float16; the other choices run without autocast
+    autocast = (
+        dtype_of(choice.removeprefix("autocast_")) if choice.startswith("autocast_") else None
+    )
 
     losses: list[float] = []
     error = None
@@ -400,54 +382,3 @@ def compare_choices(
     """
     check_int("steps", steps, minimum=1)
     return [train_choice(choice, steps=steps, device=device) for choice in CHOICES]
-
-
-# --------------------------------------------------------------------------- speed
-
-
-def matmul_seconds(
-    n: int = 256,
-    dtype: torch.dtype = torch.float32,
-    device: torch.device | str | None = None,
-    repeats: int = 5,
-) -> float:
-    """Shortest wall time of one ``n x n`` by ``n x n`` matrix product in ``dtype``.
-
-    One untimed product comes first, then ``repeats`` timed ones; on CUDA
-    each timing waits for the GPU (``torch.cuda.synchronize``). On the CPU
-    the products run on one thread (the thread count is restored after), so
-    that other work on a shared machine disturbs them less; the shortest time
-    is the least disturbed. Compare dtypes with it, on one machine, rather
-    than machines.
-
-    >>> matmul_seconds(64, torch.float32, device="cpu") > 0
-    True
-    """
-    check_int("n", n, minimum=1)
-    check_int("repeats", repeats, minimum=1)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
-    device = resolve_device(device)
-    g = torch.Generator().manual_seed(0)
-    a = torch.randn(n, n, generator=g).to(device, dtype)
-    b = torch.randn(n, n, generator=g).to(device, dtype)
-
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-    threads = torch.get_num_threads()
-    if device.type == "cpu":
-        torch.set_num_threads(1)
-    try:
-        a @ b
-        sync()
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            a @ b
-            sync()
-            times.append(time.perf_counter() - start)
-    finally:
-        torch.set_num_threads(threads)
-    return min(times)

@@ -47,6 +47,10 @@ __all__ = [
     "FormatSpec",
     "Stored",
     "add_in",
+    "beyond_range",
+    "dtype_name",
+    "dtype_of",
+    "format_spec",
     "format_table",
     "round_to_tf32",
     "store",
@@ -112,22 +116,34 @@ def _pattern_as(bit_pattern: int, bits: int, dtype: torch.dtype) -> torch.Tensor
     return torch.tensor(bit_pattern, dtype=_UINT_OF_WIDTH[bits]).view(dtype)
 
 
-def _round_fp32_bits(bit_pattern: int, mantissa_bits: int) -> int:
-    """Round an FP32 bit pattern to ``mantissa_bits``, ties to even.
+def _fp32_bits(x: torch.Tensor) -> torch.Tensor:
+    """The FP32 bit patterns of ``x`` (cast to FP32 first) as non-negative int64."""
+    return x.detach().to(torch.float32).view(torch.int32).to(torch.int64) & 0xFFFFFFFF
 
-    Adding half a unit (less one, plus the kept last bit) to the pattern and
+
+def _fp32_from_bits(bits: torch.Tensor) -> torch.Tensor:
+    """The FP32 tensor whose bit patterns are ``bits`` (non-negative int64)."""
+    signed = torch.where(bits >= 1 << 31, bits - (1 << 32), bits)  # int32 is signed
+    return signed.to(torch.int32).view(torch.float32)
+
+
+def _round_fp32_bits(bits: torch.Tensor, mantissa_bits: int) -> torch.Tensor:
+    """Round FP32 bit patterns (:func:`_fp32_bits`) to ``mantissa_bits``, ties to even.
+
+    Adding half a unit (less one, plus the kept last bit) to a pattern and
     clearing the dropped bits is round-to-nearest-even; a carry out of the
-    mantissa bumps the exponent, which is exactly right, up to infinity.
+    mantissa bumps the exponent, which is exactly right, up to infinity. An
+    infinity is kept; a NaN gets its quiet bit set, so it stays a NaN once
+    the dropped bits are cleared.
     """
     dropped = _FP32_MANTISSA_BITS - mantissa_bits
     exponent_ones = (1 << _FP32_EXPONENT_BITS) - 1
-    if (bit_pattern >> _FP32_MANTISSA_BITS) & exponent_ones == exponent_ones:
-        if bit_pattern & ((1 << _FP32_MANTISSA_BITS) - 1):  # NaN: set the quiet bit so
-            bit_pattern |= 1 << (_FP32_MANTISSA_BITS - 1)  # it stays NaN once cleared
-        return bit_pattern & ~((1 << dropped) - 1)
-    kept_lsb = (bit_pattern >> dropped) & 1
-    bit_pattern += (1 << (dropped - 1)) - 1 + kept_lsb
-    return bit_pattern & ~((1 << dropped) - 1)
+    special = (bits >> _FP32_MANTISSA_BITS) & exponent_ones == exponent_ones  # inf or NaN
+    is_nan = special & (bits & ((1 << _FP32_MANTISSA_BITS) - 1) != 0)
+    kept_lsb = (bits >> dropped) & 1
+    rounded = torch.where(special, bits, bits + (1 << (dropped - 1)) - 1 + kept_lsb)
+    rounded = torch.where(is_nan, bits | (1 << (_FP32_MANTISSA_BITS - 1)), rounded)
+    return rounded & ~((1 << dropped) - 1)
 
 
 def _spec(name: str, label: str, dtype: torch.dtype | None) -> FormatSpec:
@@ -150,9 +166,8 @@ def _spec(name: str, label: str, dtype: torch.dtype | None) -> FormatSpec:
         smallest_normal = math.ldexp(1, 1 - emax)
         eps = math.ldexp(1, -mantissa_bits)
         # FP32's max lies beyond TF32's range: does the emulated rounding clamp it?
-        fp32_max = torch.tensor(torch.finfo(torch.float32).max, dtype=torch.float32)
-        fp32_max_bits = fp32_max.view(torch.int32).item() & 0xFFFFFFFF
-        rounded_max = _pattern_as(_round_fp32_bits(fp32_max_bits, mantissa_bits), 32, torch.float32)
+        fp32_max = torch.tensor(torch.finfo(torch.float32).max)
+        rounded_max = _fp32_from_bits(_round_fp32_bits(_fp32_bits(fp32_max), mantissa_bits))
         saturates = math.isfinite(rounded_max.item())
         has_inf = True  # FP32's encoding: all-ones exponent, zero mantissa
     bias = 2 ** (exponent_bits - 1) - 1
@@ -223,8 +238,32 @@ _DEFAULT_COLUMNS = (
 )
 
 
-def _resolve(fmt: Any, name: str = "fmt") -> FormatSpec:
-    """The :class:`FormatSpec` that ``fmt`` (a name, spec or torch dtype) stands for."""
+def format_spec(fmt: str | FormatSpec | torch.dtype, name: str = "fmt") -> FormatSpec:
+    """The :class:`FormatSpec` that ``fmt`` stands for.
+
+    Parameters
+    ----------
+    fmt : str, FormatSpec or torch.dtype
+        A name of :data:`FORMATS`, a spec from it, or a storage dtype
+        (``torch.float16`` is FP16).
+    name : str, default "fmt"
+        The caller's parameter name, for the error message.
+
+    Returns
+    -------
+    FormatSpec
+        The entry of :data:`FORMATS`.
+
+    Raises
+    ------
+    ValueError
+        If ``fmt`` is none of those.
+
+    Examples
+    --------
+    >>> format_spec(torch.bfloat16).name, format_spec("fp8_e5m2").max
+    ('bf16', 57344.0)
+    """
     if isinstance(fmt, str):
         return FORMATS[check_choice(name, fmt, FORMATS)]
     if isinstance(fmt, FormatSpec) and FORMATS.get(fmt.name) == fmt:
@@ -237,6 +276,82 @@ def _resolve(fmt: Any, name: str = "fmt") -> FormatSpec:
         f"{name} must be one of {names}, a FormatSpec from FORMATS, or one of the dtypes "
         f"{dtypes}; got {type(fmt).__name__} {fmt!r}"
     )
+
+
+def dtype_of(
+    fmt: str | FormatSpec | torch.dtype,
+    allowed: Iterable[str] = ("fp16", "bf16"),
+    *,
+    name: str = "dtype",
+) -> torch.dtype:
+    """The torch dtype of a format given by name or dtype, checked against ``allowed``.
+
+    Every function of the package that takes a low-precision dtype reads it
+    through this one, so ``"fp16"`` and ``torch.float16`` mean the same
+    everywhere and a wrong value gets the same message.
+
+    Parameters
+    ----------
+    fmt : str, FormatSpec or torch.dtype
+        A format name of :data:`FORMATS`, its spec, or its storage dtype.
+    allowed : iterable of str, default ("fp16", "bf16")
+        The format names the caller accepts.
+    name : str, default "dtype"
+        The caller's parameter name, for the error message.
+
+    Returns
+    -------
+    torch.dtype
+        The storage dtype of the format.
+
+    Raises
+    ------
+    ValueError
+        If ``fmt`` is not one of ``allowed``, by name or by dtype.
+
+    Examples
+    --------
+    >>> dtype_of("bf16"), dtype_of(torch.float16)
+    (torch.bfloat16, torch.float16)
+    >>> dtype_of("fp32", name="autocast_dtype")
+    Traceback (most recent call last):
+    ...
+    ValueError: autocast_dtype must be one of 'fp16', 'bf16', torch.float16, torch.bfloat16; got 'fp32'
+    """
+    allowed = [FORMATS[check_choice("allowed", a, FORMATS)] for a in allowed]
+    for spec in allowed:
+        if spec.dtype is not None and (fmt in (spec.name, spec.dtype) or fmt is spec):
+            return spec.dtype
+    choices = [repr(s.name) for s in allowed] + [str(s.dtype) for s in allowed if s.dtype]
+    raise ValueError(f"{name} must be one of {', '.join(choices)}; got {fmt!r}")
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """Torch's name of ``dtype`` without the ``torch.`` prefix, as tables show it.
+
+    Parameters
+    ----------
+    dtype : torch.dtype
+        Any torch dtype.
+
+    Returns
+    -------
+    str
+        For example ``"float16"``.
+
+    Raises
+    ------
+    TypeError
+        If ``dtype`` is not a torch dtype.
+
+    Examples
+    --------
+    >>> dtype_name(torch.bfloat16)
+    'bfloat16'
+    """
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype, got {dtype!r}")
+    return str(dtype).removeprefix("torch.")
 
 
 def _check_real(name: str, value: Any) -> float:
@@ -315,27 +430,61 @@ class Stored:
         )
 
 
-def _beyond_range(spec: FormatSpec, magnitude: float) -> bool:
-    """Whether ``magnitude`` rounds past ``spec.max`` with an unbounded exponent.
+def beyond_range(
+    magnitude: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype
+) -> torch.Tensor:
+    """Where ``magnitude`` rounds past the largest value of ``fmt``.
 
-    The next value above ``max`` would be ``max + gap``; the midpoint goes up
-    only if ``max`` has an odd last mantissa bit (ties to even). It does for
-    the IEEE-style formats, but not for E4M3, whose max ``1.110 * 2**8`` is
-    even because ``1.111 * 2**8`` is taken by NaN.
+    That is, where a format with the same mantissa but an unbounded exponent
+    would store something larger than ``max``: what a saturating cast clamps
+    and any other cast turns into infinity (or NaN). The next value above
+    ``max`` would be ``max + gap``; the midpoint between them goes up only if
+    ``max`` has an odd last mantissa bit (ties to even). It does for the
+    IEEE-style formats, but not for E4M3, whose max ``1.110 * 2**8`` is even
+    because ``1.111 * 2**8`` is taken by NaN.
+
+    Parameters
+    ----------
+    magnitude : float or torch.Tensor
+        Non-negative values, compared exactly (in float64).
+    fmt : str, FormatSpec or torch.dtype
+        The format, as :func:`store` accepts it.
+
+    Returns
+    -------
+    torch.Tensor
+        A bool tensor of ``magnitude``'s shape.
+
+    Raises
+    ------
+    ValueError
+        If ``fmt`` is not a known format.
+
+    Examples
+    --------
+    FP16's max is 65504 and the next step would be 65536, so 65520 is the
+    midpoint and rounds up; E4M3's midpoint 464 rounds down to 448:
+
+    >>> beyond_range(torch.tensor([65519.0, 65520.0]), "fp16").tolist()
+    [False, True]
+    >>> beyond_range(464.0, "fp8_e4m3").item(), beyond_range(465.0, "fp8_e4m3").item()
+    (False, True)
     """
+    spec = format_spec(fmt)
+    magnitude = torch.as_tensor(magnitude).to(torch.float64)
     gap = math.ldexp(1.0, math.frexp(spec.max)[1] - 1 - spec.mantissa_bits)
     midpoint = spec.max + gap / 2
-    max_is_odd = int(spec.max / gap) % 2 == 1
-    return magnitude > midpoint or (magnitude == midpoint and max_is_odd)
+    if int(spec.max / gap) % 2 == 1:
+        return magnitude >= midpoint
+    return magnitude > midpoint
 
 
 def _stored_and_pattern(spec: FormatSpec, source: torch.Tensor) -> tuple[float, int]:
     """The stored value and its bit pattern (as a non-negative int of ``spec.bits``)."""
     if spec.dtype is None:  # TF32: round the FP32 pattern, keep its top 19 bits
-        fp32_bits = source.to(torch.float32).view(torch.int32).item() & 0xFFFFFFFF
-        rounded = _round_fp32_bits(fp32_bits, spec.mantissa_bits)
-        stored = _pattern_as(rounded, 32, torch.float32).item()
-        return stored, rounded >> (_FP32_MANTISSA_BITS - spec.mantissa_bits)
+        rounded = _round_fp32_bits(_fp32_bits(source), spec.mantissa_bits)
+        stored = _fp32_from_bits(rounded).item()
+        return stored, int(rounded) >> (_FP32_MANTISSA_BITS - spec.mantissa_bits)
     stored_tensor = source.to(spec.dtype)
     pattern = stored_tensor.view(_UINT_OF_WIDTH[spec.bits]).item() & ((1 << spec.bits) - 1)
     return stored_tensor.item(), pattern
@@ -364,7 +513,7 @@ def store(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) -> S
     >>> store(500.0, torch.float8_e4m3fn).stored, store(500.0, "fp8_e4m3").event
     (448.0, 'saturated')
     """
-    spec = _resolve(fmt)
+    spec = format_spec(fmt)
     source = _as_tensor("value", value)
     original = source.item()
     stored, pattern = _stored_and_pattern(spec, source)
@@ -393,7 +542,7 @@ def store(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) -> S
         event = "overflow"
     elif stored == 0:
         event = "underflow"
-    elif math.isinf(original) or _beyond_range(spec, abs(original)):
+    elif math.isinf(original) or bool(beyond_range(abs(original), spec)):
         event = "saturated"
     else:
         event = "rounded"
@@ -429,18 +578,7 @@ def round_to_tf32(x: torch.Tensor) -> torch.Tensor:
     """
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         raise TypeError(f"x must be a floating-point torch.Tensor, got {x!r}")
-    dropped = _FP32_MANTISSA_BITS - FORMATS["tf32"].mantissa_bits
-    bits = x.detach().to(torch.float32).view(torch.int32).to(torch.int64) & 0xFFFFFFFF
-    exponent_ones = (1 << _FP32_EXPONENT_BITS) - 1
-    special = (bits >> _FP32_MANTISSA_BITS) & exponent_ones == exponent_ones  # inf or NaN
-    is_nan = special & (bits & ((1 << _FP32_MANTISSA_BITS) - 1) != 0)
-    kept_lsb = (bits >> dropped) & 1
-    rounded = bits + (1 << (dropped - 1)) - 1 + kept_lsb  # a carry out may reach inf: right
-    rounded = torch.where(special, bits, rounded)
-    rounded = torch.where(is_nan, bits | (1 << (_FP32_MANTISSA_BITS - 1)), rounded)
-    rounded = rounded & ~((1 << dropped) - 1)
-    signed = torch.where(rounded >= 1 << 31, rounded - (1 << 32), rounded)
-    return signed.to(torch.int32).view(torch.float32)
+    return _fp32_from_bits(_round_fp32_bits(_fp32_bits(x), FORMATS["tf32"].mantissa_bits))
 
 
 def format_table(
@@ -465,7 +603,7 @@ def format_table(
         raise TypeError(
             f"names must be a sequence of format names such as ('fp32', 'fp16'), got {names!r}"
         )
-    specs = [_resolve(fmt, "names") for fmt in names]
+    specs = [format_spec(fmt, "names") for fmt in names]
     if not specs:
         raise ValueError("names must name at least one format, got none")
     if columns is None:
@@ -497,7 +635,7 @@ def ulp(value: float, fmt: str | FormatSpec | torch.dtype) -> float:
     >>> ulp(2048, "fp16"), ulp(256, "bf16"), ulp(1.0, "fp32")
     (2.0, 2.0, 1.1920928955078125e-07)
     """
-    spec = _resolve(fmt)
+    spec = format_spec(fmt)
     magnitude = abs(check_finite("value", value))
     if magnitude > spec.max:
         raise ValueError(
@@ -519,7 +657,7 @@ def add_in(a: float, b: float, fmt: str | FormatSpec | torch.dtype) -> float:
     >>> add_in(2048, 1, "fp16"), add_in(2048, 2, "fp16"), add_in(256, 1, "bf16")
     (2048.0, 2050.0, 256.0)
     """
-    spec = _resolve(fmt)
+    spec = format_spec(fmt)
     addable = ("fp32", "fp16", "bf16")
     if spec.name not in addable:
         raise ValueError(

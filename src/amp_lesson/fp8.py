@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from amp_lesson._checks import check_int, check_positive
-from amp_lesson.formats import FORMATS, FormatSpec
+from amp_lesson.formats import FORMATS, FormatSpec, beyond_range
 
 __all__ = [
     "FP8_FORMATS",
@@ -124,20 +124,6 @@ def quantize(
     return (x * s).to(spec.dtype).float() / s
 
 
-def _beyond_range(spec: FormatSpec, magnitude: torch.Tensor) -> torch.Tensor:
-    """Where ``magnitude`` rounds past ``spec.max`` (as if the exponent were unbounded).
-
-    The midpoint between ``max`` and the next value up rounds up only if
-    ``max`` has an odd last mantissa bit (ties to even): E5M2's does, E4M3's
-    does not (its next pattern up is NaN).
-    """
-    gap = math.ldexp(1.0, math.frexp(spec.max)[1] - 1 - spec.mantissa_bits)
-    midpoint = spec.max + gap / 2
-    if int(spec.max / gap) % 2 == 1:
-        return magnitude >= midpoint
-    return magnitude > midpoint
-
-
 @dataclass(frozen=True)
 class CastReport:
     """What storing a tensor in FP8 with one scale did to its values.
@@ -207,7 +193,7 @@ def cast_report(
         n=x.numel(),
         nonzero=count,
         underflow=share(stored == 0),
-        saturated=share(_beyond_range(spec, scaled.abs())),
+        saturated=share(beyond_range(scaled.abs(), spec)),
         subnormal=share((stored_mag > 0) & (stored_mag < spec.smallest_normal)),
         rel_error=rel_error,
     )

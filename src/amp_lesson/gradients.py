@@ -14,7 +14,7 @@ a cast to FP16 flushes them to zero, and how many a loss scale rescues.
 0.0
 
 The module holds the data (:func:`load_digits_data`), the model
-(:func:`make_digits_mlp`), the step and the loop (:func:`amp_step`,
+(:func:`amp_lesson.models.make_mlp` with :data:`DIGITS_HIDDEN`), the step and the loop (:func:`amp_step`,
 :func:`train_digits`: FP32, or :func:`torch.autocast` with or without a
 :class:`torch.amp.GradScaler`),
 gradient collection (:func:`flat_grads`), the shares (:func:`cast_shares`)
@@ -23,9 +23,8 @@ and the histogram (:func:`log2_histogram`, :func:`plot_gradient_histogram`).
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,9 +33,11 @@ from torch import nn
 
 from amp_lesson._checks import check_int, check_positive
 from amp_lesson.device import resolve_device
-from amp_lesson.formats import FORMATS
+from amp_lesson.formats import dtype_of, format_spec
+from amp_lesson.models import make_mlp
 
 __all__ = [
+    "DIGITS_HIDDEN",
     "CastShares",
     "DigitsData",
     "DigitsRun",
@@ -45,25 +46,14 @@ __all__ = [
     "flat_grads",
     "load_digits_data",
     "log2_histogram",
-    "make_digits_mlp",
     "plot_gradient_histogram",
     "train_digits",
 ]
 
-_HALF_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
-
-
-def _half(dtype: Any) -> torch.dtype:
-    if isinstance(dtype, str) and dtype in _HALF_DTYPES:
-        return _HALF_DTYPES[dtype]
-    if dtype in _HALF_DTYPES.values():
-        return dtype
-    raise ValueError(
-        f"dtype must be one of 'fp16', 'bf16', torch.float16, torch.bfloat16; got {dtype!r}"
-    )
-
-
 # --------------------------------------------------------------------------- data and model
+
+DIGITS_HIDDEN: tuple[int, ...] = (128, 64)
+"""Hidden widths of the digits classifier: ``make_mlp(64, DIGITS_HIDDEN, out_features=10)``."""
 
 
 @dataclass(frozen=True)
@@ -115,36 +105,29 @@ def load_digits_data(
     )
 
 
-def make_digits_mlp(
-    hidden: Sequence[int] = (128, 64), seed: int = 0, device: torch.device | str | None = None
-) -> nn.Sequential:
-    """``64 → hidden... → 10`` with ReLUs, PyTorch's default init seeded locally.
-
-    >>> make_digits_mlp(device="cpu")
-    Sequential(
-      (0): Linear(in_features=64, out_features=128, bias=True)
-      (1): ReLU()
-      (2): Linear(in_features=128, out_features=64, bias=True)
-      (3): ReLU()
-      (4): Linear(in_features=64, out_features=10, bias=True)
-    )
-    """
-    sizes = [64, *(check_int("hidden width", h, minimum=1) for h in hidden), 10]
-    check_int("seed", seed, minimum=0)
-    device = resolve_device(device)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        layers: list[nn.Module] = []
-        for fan_in, fan_out in itertools.pairwise(sizes):
-            layers += [nn.Linear(fan_in, fan_out), nn.ReLU()]
-    return nn.Sequential(*layers[:-1]).to(device)
-
-
 def flat_grads(model: nn.Module) -> torch.Tensor:
-    """Every parameter's ``.grad``, flattened into one float32 CPU tensor (a copy).
+    """Every parameter's ``.grad``, flattened into one CPU tensor (a copy).
 
-    Parameters without a gradient are skipped.
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A model after ``backward()``; parameters without a gradient are skipped.
 
+    Returns
+    -------
+    torch.Tensor
+        One 1-d tensor in the gradients' dtype (float32 under autocast, whose
+        ``.grad`` keeps the parameters' dtype), in ``model.parameters()`` order.
+
+    Raises
+    ------
+    TypeError
+        If ``model`` is not a module.
+    ValueError
+        If no parameter has a gradient.
+
+    Examples
+    --------
     >>> m = nn.Linear(2, 1)
     >>> m(torch.ones(1, 2)).sum().backward()
     >>> flat_grads(m).tolist()
@@ -155,7 +138,7 @@ def flat_grads(model: nn.Module) -> torch.Tensor:
     grads = [p.grad.detach().flatten() for p in model.parameters() if p.grad is not None]
     if not grads:
         raise ValueError("model has no gradients; call backward() first")
-    return torch.cat(grads).to("cpu", torch.float32)
+    return torch.cat(grads).to("cpu", copy=True)
 
 
 # --------------------------------------------------------------------------- shares
@@ -195,7 +178,7 @@ def cast_shares(
     >>> s.underflow, s.subnormal, s.overflow
     (0.0, 0.25, 0.25)
     """
-    low = _half(dtype)
+    low = dtype_of(dtype)
     if not isinstance(values, torch.Tensor) or not values.is_floating_point():
         raise TypeError(f"values must be a floating-point torch.Tensor, got {values!r}")
     if values.numel() == 0:
@@ -205,20 +188,20 @@ def cast_shares(
     stored = (x * torch.tensor(scale, dtype=torch.float32, device=x.device)).to(low).float()
     nonzero = x != 0
     count = int(nonzero.sum())
-    tiny = FORMATS["fp16" if low == torch.float16 else "bf16"].smallest_normal
+    spec = format_spec(low)
 
     def share(mask: torch.Tensor) -> float:
         return int((mask & nonzero).sum()) / count if count else 0.0
 
     mag = stored.abs()
     return CastShares(
-        format="fp16" if low == torch.float16 else "bf16",
+        format=spec.name,
         scale=scale,
         n=x.numel(),
         nonzero=count,
         zero=1 - count / x.numel(),
         underflow=share(stored == 0),
-        subnormal=share((mag > 0) & (mag < tiny)),
+        subnormal=share((mag > 0) & (mag < spec.smallest_normal)),
         overflow=share(torch.isinf(stored)),
     )
 
@@ -272,7 +255,7 @@ def plot_gradient_histogram(
     """
     import matplotlib.pyplot as plt
 
-    spec = FORMATS["bf16" if _half(dtype) is torch.bfloat16 else "fp16"]
+    spec = format_spec(dtype_of(dtype))
     if ax is None:
         _, ax = plt.subplots()
     edges, shares, zero = log2_histogram(values, low, high)
@@ -392,7 +375,7 @@ def train_digits(
     seed: int = 0,
     record_grads_at: Iterable[int] = (),
 ) -> DigitsRun:
-    """Train :func:`make_digits_mlp` on ``data`` with SGD and momentum; return a :class:`DigitsRun`.
+    """Train the digits MLP (:data:`DIGITS_HIDDEN`) on ``data`` with SGD and momentum; return a :class:`DigitsRun`.
 
     Each step is :func:`amp_step`. ``autocast_dtype=None`` trains in FP32;
     ``torch.float16`` or ``torch.bfloat16`` runs the forward pass and the
@@ -411,7 +394,7 @@ def train_digits(
     (46, 0, 17226, True)
     """
     if autocast_dtype is not None:
-        _half(autocast_dtype)
+        autocast_dtype = dtype_of(autocast_dtype, name="autocast_dtype")
     if not isinstance(scaler, bool):
         raise TypeError(f"scaler must be True or False, got {scaler!r}")
     loss_multiplier = check_positive("loss_multiplier", loss_multiplier)
@@ -419,7 +402,7 @@ def train_digits(
     check_int("batch_size", batch_size, minimum=1)
     record = set(record_grads_at)
     device = data.X_train.device
-    model = make_digits_mlp(seed=seed, device=device)
+    model = make_mlp(64, DIGITS_HIDDEN, out_features=10, seed=seed, device=device)
     lr = check_positive("lr", lr) / loss_multiplier
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     grad_scaler = torch.amp.GradScaler(device.type, enabled=scaler)

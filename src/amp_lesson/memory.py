@@ -24,7 +24,6 @@ measured by :func:`measure_activation_memory`.
 
 from __future__ import annotations
 
-import itertools
 import numbers
 from collections import Counter
 from collections.abc import Callable
@@ -35,7 +34,8 @@ import torch
 from torch import nn
 
 from amp_lesson._checks import check_choice, check_int, check_positive
-from amp_lesson.device import place_model, resolve_device
+from amp_lesson.device import place_model
+from amp_lesson.formats import dtype_name, dtype_of
 
 __all__ = [
     "BYTES_PER_PARAM",
@@ -44,7 +44,6 @@ __all__ = [
     "ActivationMemory",
     "BytesPerParam",
     "bytes_per_parameter",
-    "make_mlp",
     "measure_activation_memory",
     "memory_table",
     "total_bytes",
@@ -239,6 +238,7 @@ class ActivationMemory:
     parameters included); ``dtype_counts`` and ``bytes_by_dtype`` cover the
     counted (unique, non-parameter, non-input) storages.
 
+    >>> from amp_lesson.models import make_mlp
     >>> m = measure_activation_memory(make_mlp(4, 8, 2, device="cpu"), torch.ones(16, 4))
     >>> m.method, m.bytes, m.dtype_counts
     ('saved_tensors', 1024, {'float32': 2})
@@ -289,10 +289,6 @@ def _copies_param(tensor: torch.Tensor, param_ids: set[int]) -> bool:
     return False
 
 
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
 def _default_loss(output: torch.Tensor) -> torch.Tensor:
     return output.float().sum()
 
@@ -314,6 +310,7 @@ def measure_activation_memory(
     model and ``x`` are moved there first. See :class:`ActivationMemory` for
     what is counted.
 
+    >>> from amp_lesson.models import make_mlp
     >>> mlp = make_mlp(64, 128, 3, device="cpu")
     >>> x = torch.randn(256, 64)
     >>> fp32 = measure_activation_memory(mlp, x)
@@ -326,12 +323,7 @@ def measure_activation_memory(
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     if autocast_dtype is not None:
-        if not isinstance(autocast_dtype, torch.dtype):
-            raise TypeError(
-                f"autocast_dtype must be None, torch.float16 or torch.bfloat16, "
-                f"got {autocast_dtype!r}"
-            )
-        check_choice("autocast_dtype", autocast_dtype, (torch.float16, torch.bfloat16))
+        autocast_dtype = dtype_of(autocast_dtype, name="autocast_dtype")
     if loss_fn is None:
         loss_fn = _default_loss
     elif not callable(loss_fn):
@@ -381,8 +373,8 @@ def measure_activation_memory(
     counts: Counter[str] = Counter()
     by_dtype: Counter[str] = Counter()
     for nbytes, dtype, _ in seen.values():
-        counts[_dtype_name(dtype)] += 1
-        by_dtype[_dtype_name(dtype)] += nbytes
+        counts[dtype_name(dtype)] += 1
+        by_dtype[dtype_name(dtype)] += nbytes
     return ActivationMemory(
         method="cuda_max_memory_allocated" if on_cuda else "saved_tensors",
         bytes=peak if on_cuda else activation + copies,
@@ -391,49 +383,6 @@ def measure_activation_memory(
         n_saved=n_saved,
         dtype_counts=dict(counts),
         bytes_by_dtype=dict(by_dtype),
-        autocast_dtype=None if autocast_dtype is None else _dtype_name(autocast_dtype),
+        autocast_dtype=None if autocast_dtype is None else dtype_name(autocast_dtype),
         device=str(device),
     )
-
-
-def make_mlp(
-    in_features: int = 64,
-    width: int = 256,
-    depth: int = 3,
-    out_features: int = 1,
-    *,
-    seed: int = 0,
-    dtype: torch.dtype = torch.float32,
-    device: torch.device | str | None = None,
-) -> nn.Sequential:
-    """An MLP of ``depth`` hidden ``Linear(width) + ReLU`` layers and a linear head.
-
-    PyTorch's default initialisation, drawn with ``torch.manual_seed(seed)``
-    inside :func:`torch.random.fork_rng`, so the global RNG is left as it was.
-
-    >>> make_mlp(4, 8, 2, device="cpu")
-    Sequential(
-      (0): Linear(in_features=4, out_features=8, bias=True)
-      (1): ReLU()
-      (2): Linear(in_features=8, out_features=8, bias=True)
-      (3): ReLU()
-      (4): Linear(in_features=8, out_features=1, bias=True)
-    )
-    """
-    check_int("in_features", in_features, minimum=1)
-    check_int("width", width, minimum=1)
-    check_int("depth", depth, minimum=1)
-    check_int("out_features", out_features, minimum=1)
-    check_int("seed", seed, minimum=0)
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"dtype must be a torch.dtype, got {dtype!r}")
-    check_choice("dtype", dtype, (torch.float32, torch.float64, torch.float16, torch.bfloat16))
-    device = resolve_device(device)
-    sizes = [in_features] + [width] * depth
-    with torch.random.fork_rng(devices=[]):  # PyTorch's default init, seeded locally
-        torch.manual_seed(seed)
-        layers: list[nn.Module] = []
-        for fan_in, fan_out in itertools.pairwise(sizes):
-            layers += [nn.Linear(fan_in, fan_out), nn.ReLU()]
-        layers.append(nn.Linear(width, out_features))
-    return nn.Sequential(*layers).to(device=device, dtype=dtype)

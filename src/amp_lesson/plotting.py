@@ -8,8 +8,6 @@ distinction rests on colour alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 # Okabe & Ito's colour-blind-safe palette.
@@ -31,26 +29,23 @@ RC = {
 }
 
 
-@contextmanager
-def book_style() -> Iterator[None]:
-    """Matplotlib settings of the book's figures, as a context manager.
-
-    >>> import matplotlib.pyplot as plt
-    >>> with book_style():
-    ...     plt.rcParams["axes.facecolor"]
-    'white'
-    """
-    import matplotlib as mpl
-    from cycler import cycler
-
-    rc: dict[str, Any] = dict(RC)
-    rc["axes.prop_cycle"] = cycler(color=PALETTE[:4]) + cycler(linestyle=LINESTYLES)
-    with mpl.rc_context(rc):
-        yield
-
-
 def apply_book_style() -> None:
-    """Apply :func:`book_style`'s settings for the rest of the session (a page's first cell)."""
+    """Apply the book's Matplotlib settings for the rest of the session (a page's first cell).
+
+    White background (the book frames figures as a white card in both
+    themes), light grid, no top and right spines, and a property cycle that
+    changes colour (Okabe and Ito's colour-blind-safe :data:`PALETTE`) and
+    line style (:data:`LINESTYLES`) together, so no two lines differ by
+    colour alone.
+
+    Examples
+    --------
+    >>> import matplotlib as mpl
+    >>> with mpl.rc_context():
+    ...     apply_book_style()
+    ...     mpl.rcParams["axes.facecolor"], mpl.rcParams["axes.prop_cycle"].by_key()["linestyle"]
+    ('white', ['-', '--', '-.', ':'])
+    """
     import matplotlib as mpl
     from cycler import cycler
 

@@ -21,6 +21,7 @@ This module holds
   show that the model and PyTorch agree;
 - :func:`follow_gradient` -- one gradient value followed through scaling,
   fp16 storage and unscaling (the book's "loss scaling by hand" table);
+- :func:`step_skipped` -- whether a real ``scaler.step`` skipped the step;
 - :func:`max_safe_scale` -- the largest power-of-two scale that keeps a
   given gradient below the format's largest value.
 """
@@ -37,6 +38,7 @@ import torch
 
 from amp_lesson._checks import check_finite, check_int, check_positive
 from amp_lesson.device import resolve_device
+from amp_lesson.formats import dtype_of, format_spec
 
 __all__ = [
     "GradientRow",
@@ -46,6 +48,7 @@ __all__ = [
     "max_safe_scale",
     "run_torch_scaler",
     "simulate",
+    "step_skipped",
 ]
 
 _FP32_MAX = float(np.finfo(np.float32).max)
@@ -278,6 +281,48 @@ def simulate(
     return trace
 
 
+def step_skipped(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer) -> bool:
+    """Call ``scaler.step(optimizer)`` and say whether it skipped the step.
+
+    ``GradScaler`` does not report a skip; this compares every parameter of
+    ``optimizer`` bit for bit before and after the step. Bits, not values:
+    a NaN weight equals nothing, not even itself, and a step that writes the
+    same value is still a step that ran, but the question asked here is
+    whether the weights moved.
+
+    Parameters
+    ----------
+    scaler : torch.amp.GradScaler
+        The scaler whose ``step`` to call, after ``scaler.scale(loss).backward()``.
+    optimizer : torch.optim.Optimizer
+        The optimizer to step.
+
+    Returns
+    -------
+    bool
+        True if no parameter changed a bit.
+
+    Examples
+    --------
+    An infinite gradient makes the scaler skip:
+
+    >>> w = torch.nn.Parameter(torch.ones(2))
+    >>> opt = torch.optim.SGD([w], lr=0.1)
+    >>> scaler = torch.amp.GradScaler("cpu")
+    >>> scaler.scale((w * torch.tensor([1.0, float("inf")])).sum()).backward()
+    >>> step_skipped(scaler, opt)
+    True
+    """
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    before = [p.detach().clone() for p in params]
+    scaler.step(optimizer)
+    return all(_same_bits(a, p.detach()) for a, p in zip(before, params, strict=True))
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
+
+
 def run_torch_scaler(
     found_inf_sequence: Iterable[bool],
     device: torch.device | str | None = None,
@@ -342,9 +387,7 @@ def run_torch_scaler(
         scale_used = scaler.get_scale()
         grad = w.grad if w.grad is not None else torch.zeros_like(w)
         found_inf = not bool(torch.isfinite(grad).all())
-        before = w.detach().clone()
-        scaler.step(opt)
-        skipped = torch.equal(before.view(torch.int32), w.detach().view(torch.int32))
+        skipped = step_skipped(scaler, opt)
         scaler.update()
         trace.append(
             ScaleStep(
@@ -357,20 +400,6 @@ def run_torch_scaler(
             )
         )
     return trace
-
-
-_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
-_DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
-
-
-def _resolve_dtype(dtype: Any) -> torch.dtype:
-    if isinstance(dtype, torch.dtype) and dtype in _DTYPE_NAMES:
-        return dtype
-    if isinstance(dtype, str) and dtype in _DTYPES:
-        return _DTYPES[dtype]
-    raise ValueError(
-        f"dtype must be one of 'fp16', 'bf16', torch.float16, torch.bfloat16; got {dtype!r}"
-    )
 
 
 def _check_f32_value(name: str, value: Any) -> float:
@@ -440,8 +469,8 @@ def follow_gradient(
     """
     grad = _check_f32_value("grad", grad)
     scale = _check_f32_positive("scale", scale)
-    low = _resolve_dtype(dtype)
-    name = _DTYPE_NAMES[low]
+    low = dtype_of(dtype)
+    name = format_spec(low).name
 
     g32 = torch.tensor(grad, dtype=torch.float32)
     s32 = torch.tensor(scale, dtype=torch.float32)
@@ -483,7 +512,7 @@ def max_safe_scale(max_abs_grad: float, dtype: str | torch.dtype = "fp16") -> fl
     True
     """
     m = check_positive("max_abs_grad", max_abs_grad)
-    limit = float(torch.finfo(_resolve_dtype(dtype)).max)
+    limit = float(torch.finfo(dtype_of(dtype)).max)
     k = math.floor(math.log2(limit) - math.log2(m))
     # log2 may be off by one near powers of two; settle k exactly.
     while math.ldexp(m, k) >= limit:
