@@ -501,7 +501,7 @@ def test_bad_recordings_raise_naming_file_and_field(tmp_path: Path, change, matc
 def test_validate_refuses_what_json_cannot_hold() -> None:
     data = fake_recording()
     data["rows"][0]["speedup"] = float("inf")
-    with pytest.raises(RecordingError, match="x.json: is not plain finite JSON"):
+    with pytest.raises(RecordingError, match=r"x\.json: is not plain finite JSON"):
         validate_recording(data, "x.json")
 
 
