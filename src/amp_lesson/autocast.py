@@ -125,13 +125,30 @@ def _cuda_dtype(rule: str, dtype: torch.dtype) -> str:
 def op_dtypes(
     dtype: torch.dtype = torch.float16, device: torch.device | str | None = None
 ) -> list[dict[str, Any]]:
-    """Run each op of :data:`OPS` under autocast to ``dtype`` on ``device``.
+    """Run each op of :data:`OPS` under autocast to ``dtype`` on ``device``, and record its output dtype.
 
-    One row per op: ``op``; ``produced``, the output's dtype name, or
-    ``"refused"`` if autocast raised (``error`` then holds the message, else
-    ``None``); ``cuda_rule``, the dtype CUDA autocast gives per the AMP docs
-    (:data:`CUDA_RULES`); and ``same_as_cuda``, whether the two agree.
+    Parameters
+    ----------
+    dtype : {"fp16", "bf16"} or torch.dtype, default torch.float16
+        The autocast dtype.
+    device : torch.device or str, optional
+        Where to run (CPU and CUDA autocast use different op lists).
 
+    Returns
+    -------
+    list of dict
+        One row per op: ``op``; ``produced``, the output's dtype name, or
+        ``"refused"`` if autocast raised (``error`` then holds the message,
+        else ``None``); ``cuda_rule``, the dtype CUDA autocast gives per the
+        AMP docs (:data:`CUDA_RULES`); and ``same_as_cuda``, whether the two agree.
+
+    Raises
+    ------
+    ValueError
+        If ``dtype`` is not a half format.
+
+    Examples
+    --------
     >>> rows = {r["op"]: r for r in op_dtypes(torch.float16, device="cpu")}
     >>> rows["matmul"]["produced"], rows["mse_loss"]["produced"]
     ('float16', 'float32')
@@ -172,10 +189,33 @@ def make_regression_problem(
     seed: int = 0,
     device: torch.device | str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A small regression task: ``X ~ N(0, 1)``, ``y = tanh(X @ w)`` for a random ``w``.
+    """Return a small regression task: ``X ~ N(0, 1)``, ``y = tanh(X @ w)`` for a random ``w``.
 
-    Drawn from a private generator, so the global RNG is left alone.
+    Parameters
+    ----------
+    n_samples : int, default 256
+        Rows.
+    n_features : int, default 16
+        Columns of ``X``.
+    seed : int, default 0
+        Seed of a private generator; the global RNG is left alone.
+    device : torch.device or str, optional
+        Where to put the data.
 
+    Returns
+    -------
+    X : torch.Tensor
+        Shape ``(n_samples, n_features)``.
+    y : torch.Tensor
+        Shape ``(n_samples, 1)``, in ``[-1, 1]``.
+
+    Raises
+    ------
+    ValueError
+        If a count is below 1 or ``seed`` is negative.
+
+    Examples
+    --------
     >>> X, y = make_regression_problem(device="cpu")
     >>> tuple(X.shape), tuple(y.shape), bool(y.abs().max() <= 1)
     ((256, 16), (256, 1), True)
@@ -220,15 +260,34 @@ def _names(dtypes: Any) -> str:
 def step_dtypes(
     dtype: torch.dtype = torch.float16, device: torch.device | str | None = None
 ) -> list[dict[str, str]]:
-    """The dtype of each kind of tensor in one mixed-precision Adam step.
+    """Return the dtype of each kind of tensor in one mixed-precision Adam step.
 
     The step is the book's loop on a small MLP: forward and loss (MSE) under
     ``torch.autocast(device.type, dtype=dtype)``, then
     ``scaler.scale(loss).backward()``, ``scaler.step(optimizer)`` and
     ``scaler.update()`` with ``torch.amp.GradScaler(device.type)`` (disabled
-    for BF16, which needs no scaling). One row per tensor: ``tensor``,
-    ``when`` (the phase it lives in) and ``dtype`` (the dtype names seen).
+    for BF16, which needs no scaling).
 
+    Parameters
+    ----------
+    dtype : {"fp16", "bf16"} or torch.dtype, default torch.float16
+        The autocast dtype.
+    device : torch.device or str, optional
+        Where to run.
+
+    Returns
+    -------
+    list of dict
+        One row per tensor: ``tensor``, ``when`` (the phase it lives in) and
+        ``dtype`` (the dtype names seen).
+
+    Raises
+    ------
+    ValueError
+        If ``dtype`` is not a half format.
+
+    Examples
+    --------
     >>> for row in step_dtypes(torch.float16, device="cpu"):
     ...     print(f"{row['tensor']:<30} {row['dtype']}")
     parameters (weights, biases)   float32
@@ -302,20 +361,40 @@ def train_choice(
 ) -> dict[str, Any]:
     """Train a small MLP with Adam on :func:`make_regression_problem` one way.
 
-    ``choice`` is a key of :data:`CHOICES`: ``"fp32"`` (no autocast);
-    ``"half"`` (``model.half()`` and FP16 data, plain ``optimizer.step()``);
-    ``"half_scaler"`` (the same with ``torch.amp.GradScaler``);
-    ``"autocast_fp16"`` (autocast FP16 with a GradScaler); ``"autocast_bf16"``
-    (autocast BF16, no scaler). Every choice starts from the same weights.
+    Every choice starts from the same weights.
 
-    Returns a row: ``choice`` (its label), ``params`` (the parameters'
-    dtype), ``scaler`` (whether a GradScaler was used), ``first_loss`` and
-    ``final_loss`` (the loss of the first and last step, ``None`` if none
-    finished), ``steps_done``, ``nonfinite_at`` (the first step whose loss
-    was inf or NaN, else ``None``), ``error`` (``"Type: message"`` of an
-    exception, else ``None``) and ``trained`` (the final loss is finite and
-    below half the first).
+    Parameters
+    ----------
+    choice : str
+        A key of :data:`CHOICES`: ``"fp32"`` (no autocast); ``"half"``
+        (``model.half()`` and FP16 data, plain ``optimizer.step()``);
+        ``"half_scaler"`` (the same with ``torch.amp.GradScaler``);
+        ``"autocast_fp16"`` (autocast FP16 with a GradScaler);
+        ``"autocast_bf16"`` (autocast BF16, no scaler).
+    steps : int, default 60
+        Optimizer steps.
+    lr : float, default 1e-3
+        Adam's learning rate.
+    device : torch.device or str, optional
+        Where to train.
 
+    Returns
+    -------
+    dict
+        ``choice`` (its label), ``params`` (the parameters' dtype), ``scaler``
+        (whether a GradScaler was used), ``first_loss`` and ``final_loss``
+        (``None`` if no step finished), ``steps_done``, ``nonfinite_at`` (the
+        first step whose loss was inf or NaN, else ``None``), ``error``
+        (``"Type: message"`` of an exception, else ``None``) and ``trained``
+        (the final loss is finite and below half the first).
+
+    Raises
+    ------
+    ValueError
+        If ``choice`` is unknown or ``steps`` below 1.
+
+    Examples
+    --------
     >>> row = train_choice("half_scaler", steps=2, device="cpu")
     >>> row["error"], row["trained"]
     ('ValueError: Attempting to unscale FP16 gradients.', False)
@@ -375,8 +454,27 @@ def train_choice(
 def compare_choices(
     steps: int = 60, device: torch.device | str | None = None
 ) -> list[dict[str, Any]]:
-    """:func:`train_choice` for every key of :data:`CHOICES`, in order.
+    """Run :func:`train_choice` for every key of :data:`CHOICES`, in order.
 
+    Parameters
+    ----------
+    steps : int, default 60
+        Optimizer steps of each run.
+    device : torch.device or str, optional
+        Where to train.
+
+    Returns
+    -------
+    list of dict
+        One :func:`train_choice` row per choice.
+
+    Raises
+    ------
+    ValueError
+        If ``steps`` is below 1.
+
+    Examples
+    --------
     >>> [r["trained"] for r in compare_choices(steps=40, device="cpu")]
     [True, False, False, True, True]
     """

@@ -63,12 +63,37 @@ class FormatSpec:
     """The layout and limits of one floating-point format.
 
     All limits are Python floats, derived from :func:`torch.finfo` and the
-    bit layout. ``dtype`` is ``None`` for TF32, which is a compute mode
-    with no storage dtype. ``has_inf`` is False for FP8 E4M3 (the ``fn`` in
-    ``float8_e4m3fn`` means "finite and NaN only"), and ``saturates`` says
-    whether torch's cast clamps a value beyond ``max`` to ``max`` instead of
-    rounding it to infinity.
+    bit layout, never typed in.
 
+    Parameters
+    ----------
+    name : str
+        The key in :data:`FORMATS`, e.g. ``"fp16"``.
+    label : str
+        How tables name it, e.g. ``"FP16"``.
+    bits, sign_bits, exponent_bits, mantissa_bits : int
+        The widths of the whole and of its fields.
+    bias : int
+        The exponent bias, ``2**(exponent_bits - 1) - 1``.
+    max : float
+        The largest finite value.
+    smallest_normal : float
+        The smallest positive normal value.
+    smallest_subnormal : float
+        The smallest positive value, ``2**(1 - bias - mantissa_bits)``.
+    eps : float
+        The gap between 1 and the next value.
+    dtype : torch.dtype or None
+        The storage dtype; ``None`` for TF32, a compute mode with none.
+    has_inf : bool
+        False for FP8 E4M3 (the ``fn`` in ``float8_e4m3fn`` means "finite and
+        NaN only").
+    saturates : bool
+        Whether torch's cast clamps a value beyond ``max`` to ``max`` instead
+        of rounding it to infinity.
+
+    Examples
+    --------
     >>> fp16 = FORMATS["fp16"]
     >>> fp16.exponent_bits, fp16.mantissa_bits, fp16.bias, fp16.max
     (5, 10, 15, 65504.0)
@@ -379,24 +404,34 @@ def _as_tensor(name: str, value: Any) -> torch.Tensor:
 class Stored:
     """What a format stores for one value, and what happened on the way in.
 
-    ``sign``, ``exponent`` and ``mantissa`` are the bit strings of the stored
-    pattern. ``kind`` is ``"zero"``, ``"subnormal"``, ``"normal"``,
-    ``"inf"`` or ``"nan"`` (of the stored value). ``event`` is
+    Parameters
+    ----------
+    value : float
+        The value asked for.
+    format : str
+        The format's name in :data:`FORMATS`.
+    stored : float
+        The value the format holds.
+    sign, exponent, mantissa : str
+        The bit strings of the stored pattern.
+    kind : {"zero", "subnormal", "normal", "inf", "nan"}
+        What the stored value is.
+    event : {"exact", "rounded", "underflow", "overflow", "saturated"}
+        ``"exact"``: stored unchanged (a NaN stored as a NaN and an infinity
+        stored as the same infinity count as exact); ``"rounded"``: stored as a
+        nearby finite non-zero number; ``"underflow"``: a non-zero value stored
+        as zero; ``"overflow"``: a value stored as infinity (or as NaN, for a
+        format without infinity that does not saturate); ``"saturated"``: a
+        value beyond the range (one that rounds past ``max``), or an infinity,
+        clamped to ``±max``.
+    rel_error : float
+        ``|stored - value| / |value|`` in IEEE arithmetic, except that it is
+        ``0.0`` whenever ``event == "exact"``: so an underflow gives ``1.0``,
+        an overflow ``inf``, and an infinity saturated to ``max`` gives ``nan``
+        (the ratio ``inf/inf`` is undefined).
 
-    - ``"exact"``: stored unchanged (a NaN stored as a NaN and an infinity
-      stored as the same infinity count as exact);
-    - ``"rounded"``: stored as a nearby finite non-zero number;
-    - ``"underflow"``: a non-zero value stored as zero;
-    - ``"overflow"``: a value stored as infinity (or as NaN, for a format
-      without infinity that does not saturate);
-    - ``"saturated"``: a value beyond the range (one that rounds past
-      ``max``), or an infinity, clamped to ``±max``.
-
-    ``rel_error`` is ``|stored - value| / |value|`` in IEEE arithmetic, except
-    that it is ``0.0`` whenever ``event == "exact"``: so an underflow gives
-    ``1.0``, an overflow ``inf``, and an infinity saturated to ``max`` gives
-    ``nan`` (the ratio ``inf/inf`` is undefined).
-
+    Examples
+    --------
     >>> s = store(65520, "fp16")   # one half-gap above FP16's max
     >>> s.stored, s.event, s.kind, s.bits
     (inf, 'overflow', 'inf', '0111110000000000')
@@ -491,14 +526,33 @@ def _stored_and_pattern(spec: FormatSpec, source: torch.Tensor) -> tuple[float, 
 
 
 def store(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) -> Stored:
-    """What format ``fmt`` stores for ``value``, with its bits and what happened.
+    """Return what format ``fmt`` stores for ``value``, with its bits and what happened.
 
-    ``value`` is a real number (a Python float is a float64) or a 0-dim
-    floating-point tensor; it is cast to ``fmt`` exactly as torch casts a
-    tensor of its dtype (for TF32, rounded to 10 mantissa bits after FP32).
-    ``fmt`` is a name in :data:`FORMATS`, a :class:`FormatSpec`, or a torch
-    dtype. See :class:`Stored` for the fields.
+    The value is cast to ``fmt`` exactly as torch casts a tensor of its dtype
+    (for TF32, rounded to 10 mantissa bits after FP32), and the bits are read
+    from the stored tensor, so the answer is torch's, not a model of it.
 
+    Parameters
+    ----------
+    value : float or torch.Tensor
+        A real number (a Python float is a float64) or a 0-dim floating-point tensor.
+    fmt : str, FormatSpec or torch.dtype
+        A name in :data:`FORMATS`, a :class:`FormatSpec`, or a torch dtype.
+
+    Returns
+    -------
+    Stored
+        The stored value, its bit fields, its kind and the event.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not a real number or a floating-point tensor.
+    ValueError
+        If ``fmt`` is not a known format or ``value`` is not 0-dim.
+
+    Examples
+    --------
     0.1 has no finite binary expansion, so every format rounds it; FP16's
     ten mantissa bits keep about three decimal digits:
 
@@ -564,13 +618,30 @@ def store(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) -> S
 
 
 def round_to_tf32(x: torch.Tensor) -> torch.Tensor:
-    """Every element of ``x`` rounded to TF32, as an FP32 tensor (TF32's emulation).
+    """Round every element of ``x`` to TF32 and return it as an FP32 tensor (TF32's emulation).
 
-    The same rounding :func:`store` applies to one value (FP32 bit pattern
-    rounded to 10 mantissa bits, ties to even), done on a whole tensor, so a
-    matmul can be run on TF32-rounded inputs with FP32 accumulation, which is
-    what a tensor core in TF32 mode computes (up to the order of the sums).
+    The same rounding :func:`store` applies to one value (the FP32 bit
+    pattern rounded to 10 mantissa bits, ties to even), so a matmul can be
+    run on TF32-rounded inputs with FP32 accumulation, which is what a tensor
+    core in TF32 mode computes (up to the order of the sums).
 
+    Parameters
+    ----------
+    x : torch.Tensor
+        A floating-point tensor; cast to FP32 first.
+
+    Returns
+    -------
+    torch.Tensor
+        FP32, of ``x``'s shape, each value representable in TF32.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not a floating-point tensor.
+
+    Examples
+    --------
     >>> round_to_tf32(torch.tensor([1 + 2**-11, 1 + 3 * 2**-11, 1e-30, -0.1])).tolist()
     [1.0, 1.001953125, 9.999428271258529e-31, -0.0999755859375]
     >>> all(round_to_tf32(torch.tensor(v)).item() == store(v, "tf32").stored for v in (0.1, 3e38))
@@ -585,13 +656,30 @@ def format_table(
     names: Iterable[str | FormatSpec | torch.dtype] = ("fp32", "fp16"),
     columns: Iterable[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per format, as plain Python values, for the book's comparison table.
+    """Return one row per format, as plain Python values, for the book's comparison table.
 
-    ``names`` are formats as :func:`store` accepts them. ``columns`` are
-    :class:`FormatSpec` field names (default: label, the bit counts, bias and
-    the limits); ``dtype`` is given as a string, ``None`` for TF32.
-    :data:`COLUMN_TITLES` has a heading for each.
+    Parameters
+    ----------
+    names : iterable of str, FormatSpec or torch.dtype, default ("fp32", "fp16")
+        Formats as :func:`store` accepts them.
+    columns : iterable of str, optional
+        :class:`FormatSpec` field names (default: label, the bit counts, bias
+        and the limits); :data:`COLUMN_TITLES` has a heading for each.
 
+    Returns
+    -------
+    list of dict
+        One dict per format; ``dtype`` is given as a string, ``None`` for TF32.
+
+    Raises
+    ------
+    TypeError
+        If ``names`` or ``columns`` is a string or not iterable.
+    ValueError
+        If a format or column is unknown, or ``names`` is empty.
+
+    Examples
+    --------
     FP16 and BF16 spend the same 16 bits, one on range and one on precision:
 
     >>> for row in format_table(["fp16", "bf16"], ["label", "exponent_bits", "max", "eps"]):
@@ -625,13 +713,33 @@ def format_table(
 
 
 def ulp(value: float, fmt: str | FormatSpec | torch.dtype) -> float:
-    """The gap between adjacent numbers of ``fmt`` at ``value``.
+    """Return the gap between adjacent numbers of ``fmt`` at ``value``.
 
     That is the spacing of the binade ``[2**k, 2**(k+1))`` holding
     ``|value|`` (at a power of two, the gap above it), or the subnormal
-    spacing below ``smallest_normal``. ``value`` must be finite and within
-    ``±max``. Adding less than half of it to a stored number changes nothing:
+    spacing below ``smallest_normal``. Adding less than half of it to a
+    stored number changes nothing.
 
+    Parameters
+    ----------
+    value : float
+        A finite value within ``±max`` of the format.
+    fmt : str, FormatSpec or torch.dtype
+        The format, as :func:`store` accepts it.
+
+    Returns
+    -------
+    float
+        The gap, a power of two.
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not finite or lies beyond the format's range, or
+        ``fmt`` is unknown.
+
+    Examples
+    --------
     >>> ulp(2048, "fp16"), ulp(256, "bf16"), ulp(1.0, "fp32")
     (2.0, 2.0, 1.1920928955078125e-07)
     """
@@ -647,10 +755,30 @@ def ulp(value: float, fmt: str | FormatSpec | torch.dtype) -> float:
 
 
 def add_in(a: float, b: float, fmt: str | FormatSpec | torch.dtype) -> float:
-    """``a + b`` with both stored in ``fmt`` and added by torch in that dtype.
+    """Return ``a + b`` with both stored in ``fmt`` and added by torch in that dtype.
 
     Only formats torch can add elementwise are allowed: FP32, FP16 and BF16
     (TF32 is a matmul mode; FP8 tensors have no elementwise arithmetic).
+
+    Parameters
+    ----------
+    a, b : float
+        The addends, each stored in ``fmt`` first.
+    fmt : str, FormatSpec or torch.dtype
+        ``"fp32"``, ``"fp16"`` or ``"bf16"`` (or their dtypes).
+
+    Returns
+    -------
+    float
+        The sum as ``fmt`` holds it.
+
+    Raises
+    ------
+    ValueError
+        If ``fmt`` is a format torch cannot add in.
+
+    Examples
+    --------
     Above 2048, FP16's gap is 2, so adding 1 is a tie that rounds to even;
     BF16 reaches the same point at 256:
 

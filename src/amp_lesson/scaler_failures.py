@@ -176,14 +176,40 @@ def clipping_rows(
     init_scales: Sequence[float] = (2.0**16, 2.0**-4),
     device: torch.device | str | None = None,
 ) -> list[dict[str, Any]]:
-    """One fp16 AMP step on the toy problem with gradient clipping, right and wrong.
+    """Run one fp16 AMP step on the toy problem with gradient clipping, right and wrong.
 
-    For each initial scale, the correct loop (``unscale_`` then clip) and the
-    mistake ``"clip_before_unscale"`` of
-    :func:`~amp_lesson.accumulation.train_amp_mistake`. The model starts at
-    zero and SGD has ``lr = 0.1``, so the gradient the step applied is
-    ``|w| / lr``; after a correct clip it is ``min(true norm, clip_norm)``.
+    Between ``backward()`` and ``scaler.step()`` the gradients are
+    multiplied by the scale, so a clip before ``unscale_`` compares the wrong
+    norm: it clips far too hard for a scale above 1 and not at all below.
+    For each initial scale this runs the correct loop (``unscale_`` then
+    clip, :func:`~amp_lesson.accumulation.train_amp`) and the mistake
+    ``"clip_before_unscale"`` of :func:`~amp_lesson.accumulation.train_amp_mistake`.
+    The model starts at zero and SGD has ``lr = 0.1``, so the gradient the
+    step applied is ``|w| / lr``.
 
+    Parameters
+    ----------
+    clip_norm : float, default 0.1
+        The clipping threshold.
+    init_scales : sequence of float, default (2.0**16, 2.0**-4)
+        The GradScaler's initial scales to try.
+    device : torch.device or str, optional
+        Where to run.
+
+    Returns
+    -------
+    list of dict
+        Per scale and loop: ``"loop"``, ``"scale"``, ``"true grad norm"``,
+        ``"clip_norm"``, ``"applied grad norm"`` and ``"should apply"``
+        (``min(true norm, clip_norm)``, what a correct clip applies).
+
+    Raises
+    ------
+    ValueError
+        If ``clip_norm`` is not a positive number.
+
+    Examples
+    --------
     >>> rows = clipping_rows(device="cpu")
     >>> [(r["loop"], r["scale"]) for r in rows][:2]
     [('unscale_, then clip', 65536.0), ('clip, then step (no unscale_)', 65536.0)]
@@ -243,14 +269,29 @@ class _CallCounter(TorchFunctionMode):
 def scaler_extra_calls(
     dtype: torch.dtype = torch.bfloat16, device: torch.device | str | None = None
 ) -> tuple[dict[str, int], bool]:
-    """The torch calls a GradScaler adds to one AMP step, and whether it changed the result.
+    """Count the torch calls a GradScaler adds to one AMP step, and whether it changed the result.
 
     Runs two steps of the toy problem under ``autocast(dtype)`` with an
-    enabled and a disabled ``GradScaler(device.type)``, counts the torch
-    calls of the second step (the first creates the scaler's tensors) and
-    returns the calls only the enabled scaler made, with whether the two
-    runs' weights are bitwise equal.
+    enabled and a disabled ``GradScaler(device.type)`` and counts the torch
+    calls of the second step (the first creates the scaler's tensors). Under
+    bf16 the scaler has nothing to rescue, yet it still runs.
 
+    Parameters
+    ----------
+    dtype : torch.dtype, default torch.bfloat16
+        The autocast dtype.
+    device : torch.device or str, optional
+        Where to run.
+
+    Returns
+    -------
+    extra : dict of str to int
+        The calls only the enabled scaler made, by name, with their counts.
+    same : bool
+        Whether the two runs' weights are bitwise equal.
+
+    Examples
+    --------
     >>> extra, same = scaler_extra_calls(device="cpu")
     >>> same, "_amp_foreach_non_finite_check_and_unscale_" in extra, extra["item"]
     (True, True, 1)
@@ -278,13 +319,25 @@ def scaler_extra_calls(
 
 
 def scaler_on_bf16_params(device: torch.device | str | None = None) -> dict[str, Any]:
-    """GradScaler on a model whose parameters (and so gradients) are bf16.
+    """Run GradScaler on a model whose parameters (and so gradients) are bf16.
 
-    Returns ``{"device", "ok", "error", "weights changed"}``: on the CPU the
-    unscale kernel accepts bf16 gradients and the step runs; on CUDA
-    ``scaler.step`` raises ``NotImplementedError`` (its kernel covers only
-    float32, float64 and float16), whose message is returned in ``"error"``.
+    On the CPU the unscale kernel accepts bf16 gradients and the step runs;
+    on CUDA ``scaler.step`` raises ``NotImplementedError`` (its kernel covers
+    only float32, float64 and float16).
 
+    Parameters
+    ----------
+    device : torch.device or str, optional
+        Where to run.
+
+    Returns
+    -------
+    dict
+        ``"device"``, ``"ok"`` (the step ran), ``"error"`` (the message of the
+        ``NotImplementedError``, else ``None``) and ``"weights changed"``.
+
+    Examples
+    --------
     >>> scaler_on_bf16_params("cpu")["ok"]
     True
     """
@@ -308,16 +361,40 @@ def scaler_on_bf16_params(device: torch.device | str | None = None) -> dict[str,
 def scheduler_after_skipped_step(
     guard: bool, steps: int = 4, device: torch.device | str | None = None
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """An AMP loop with ``ExponentialLR(gamma=0.5)`` whose first step GradScaler skips.
+    """Run an AMP loop with ``ExponentialLR(gamma=0.5)`` whose first step GradScaler skips.
 
-    ``init_scale=2**18`` makes the toy problem's scaled fp16 gradients overflow on
-    step 1 (and only there), so GradScaler skips it and halves the scale. With
-    ``guard=False`` the scheduler steps every iteration; with ``guard=True``
-    only when the scale did not drop in ``update()`` (i.e. the optimizer
-    really stepped), the test Accelerate uses. Returns one row per step
-    (scale, skipped, learning rate the step used and the one after) and the
-    warnings raised.
+    ``init_scale=2**18`` makes the toy problem's scaled fp16 gradients
+    overflow on step 1 (and only there), so GradScaler skips it and halves
+    the scale. An unguarded scheduler advances anyway, and PyTorch warns.
 
+    Parameters
+    ----------
+    guard : bool
+        ``False``: the scheduler steps every iteration. ``True``: only when
+        the scale did not drop in ``update()`` (i.e. the optimizer really
+        stepped), the test Accelerate uses.
+    steps : int, default 4
+        Iterations.
+    device : torch.device or str, optional
+        Where to run.
+
+    Returns
+    -------
+    rows : list of dict
+        Per step: ``"step"``, ``"scale"``, ``"skipped"``, ``"lr used"`` and
+        ``"lr after"``.
+    warnings : list of str
+        The warnings raised.
+
+    Raises
+    ------
+    TypeError
+        If ``guard`` is not a bool.
+    ValueError
+        If ``steps`` is below 1.
+
+    Examples
+    --------
     >>> rows, warned = scheduler_after_skipped_step(guard=False, device="cpu")
     >>> [(r["skipped"], r["lr after"]) for r in rows], len(warned)
     ([(True, 0.05), (False, 0.025), (False, 0.0125), (False, 0.00625)], 1)
