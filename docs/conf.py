@@ -20,6 +20,8 @@ release = version = amp_lesson.__version__
 extensions = [
     "myst_nb",
     "sphinx_design",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
     "amp_lesson.sphinxext",
 ]
 
@@ -72,6 +74,25 @@ amp_lesson_watch = ["_data"]
 nitpicky = True
 # Figures are numbered per page part ("Fig. 3"), so prose can point at one with {numref}.
 numfig = True
+
+# -- API reference (docs/api/): autodoc reads amp_lesson's numpydoc docstrings ------------
+napoleon_google_docstring = False
+napoleon_numpy_docstring = True
+# Types stay the docstrings' words ("torch.device or str, optional"), set as text: turned into
+# cross-references they would point at torch and Python, whose inventories a build cannot
+# fetch (no network on the build machines), and -n would fail on every one.
+napoleon_use_param = False
+napoleon_use_rtype = False
+autodoc_typehints = "none"
+autodoc_member_order = "bysource"
+autodoc_class_signature = "separated"
+# Roles in the docstrings' prose that name another project's objects (:class:`torch.amp.GradScaler`,
+# :func:`time.perf_counter`) cannot resolve offline either; they render as code. Only these
+# outside namespaces are let through: a reference to a name of amp_lesson that does not exist
+# still fails the build.
+nitpick_ignore_regex = [
+    (r"py:.*", r"(torch|numpy|matplotlib|jsonschema|sklearn|time|datetime|pathlib|typing)(\..+)?"),
+]
 
 # The theme logs a console error for an empty mode; follow the reader's system setting.
 html_context = {"default_mode": "auto"}

@@ -58,9 +58,7 @@ MODULES = public_modules()
 
 
 def test_the_package_is_all_there() -> None:
-    assert {"amp_lesson.formats", "amp_lesson.bench.recording", "amp_lesson.timing"} <= set(
-        MODULES
-    )
+    assert {"amp_lesson.formats", "amp_lesson.bench.recording", "amp_lesson.timing"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("module_name", MODULES)

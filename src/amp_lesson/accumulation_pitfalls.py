@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 IGNORE_INDEX = -100
-"""The label of a padding position: ``cross_entropy`` skips it (its default ``ignore_index``)."""
+"""The label of a padding position, which ``cross_entropy`` skips (its default ``ignore_index``)."""
 
 
 # --------------------------------------------------------------------------- BatchNorm

@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 ENV_VAR = "AMP_LESSON_DEVICE"
-"""Environment variable that overrides the device: ``auto``, ``cpu`` or ``cuda``."""
+"""The environment variable that overrides the device (``auto``, ``cpu`` or ``cuda``)."""
 
 _CHOICES = ("auto", "cpu", "cuda")
 

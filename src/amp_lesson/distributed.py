@@ -423,7 +423,7 @@ def run_ddp_accumulation(
     poison_rank : int, optional
         Then each rank also runs one fp16 AMP step (accumulation with
         ``no_sync``, its own ``GradScaler("cpu")``) in which only that rank's
-        data holds a NaN; :attr:`DDPRun.scaler_check` says what each rank saw.
+        data holds a NaN; ``DDPRun.scaler_check`` says what each rank saw.
     start_method : {"spawn", "forkserver"}, default "spawn"
         ``"spawn"`` works in a Jupyter kernel, since the worker is importable
         from this module. ``"fork"`` is refused: forking a parent that already

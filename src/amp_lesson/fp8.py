@@ -213,7 +213,7 @@ class CastReport:
 
     @property
     def lost(self) -> float:
-        """Share of the non-zero values flushed to zero or beyond range: ``underflow + saturated``."""
+        """The share of the non-zero values flushed to zero or beyond range, ``underflow + saturated``."""
         return self.underflow + self.saturated
 
 

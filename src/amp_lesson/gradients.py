@@ -53,7 +53,7 @@ __all__ = [
 # --------------------------------------------------------------------------- data and model
 
 DIGITS_HIDDEN: tuple[int, ...] = (128, 64)
-"""Hidden widths of the digits classifier: ``make_mlp(64, DIGITS_HIDDEN, out_features=10)``."""
+"""The hidden widths of the digits classifier, ``make_mlp(64, DIGITS_HIDDEN, out_features=10)``."""
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,12 @@ __all__ = ["LINESTYLES", "PALETTE", "RC", "apply_book_style", "concept_map"]
 
 # Okabe & Ito's colour-blind-safe palette.
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
-LINESTYLES = ("-", "--", "-.", ":")
+"""Okabe and Ito's colour-blind-safe palette, in the order lines take it."""
 
-RC = {
+LINESTYLES = ("-", "--", "-.", ":")
+"""Line styles that change with the colour, so no two lines differ by colour alone."""
+
+RC: dict[str, object] = {
     "figure.facecolor": "white",
     "axes.facecolor": "white",
     "savefig.facecolor": "white",
@@ -29,6 +32,7 @@ RC = {
     "font.size": 10,
     "legend.frameon": False,
 }
+"""The Matplotlib settings of the book's figures (applied by :func:`apply_book_style`)."""
 
 
 def apply_book_style() -> None:

@@ -57,17 +57,17 @@ class Timing:
 
     @property
     def median(self) -> float:
-        """The median time (ms): the book's headline figure, robust to a few slow runs."""
+        """The median time in ms, the book's headline figure (robust to a few slow runs)."""
         return statistics.median(self.times_ms)
 
     @property
     def min(self) -> float:
-        """The fastest time (ms): the run least disturbed by other work on the machine."""
+        """The fastest time in ms, the run least disturbed by other work on the machine."""
         return min(self.times_ms)
 
     @property
     def max(self) -> float:
-        """The slowest time (ms)."""
+        """The slowest time in ms."""
         return max(self.times_ms)
 
 

@@ -89,7 +89,7 @@ def bench_table(
     Raises
     ------
     TypeError
-        If ``rows`` is not a sequence of :class:`BenchRow`, or ``columns`` a
+        If ``rows`` is not a sequence of :class:`~amp_lesson.bench.measure.BenchRow`, or ``columns`` a
         string, or ``drop_empty`` not a bool.
     ValueError
         If a column is unknown.

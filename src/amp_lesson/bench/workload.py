@@ -113,14 +113,14 @@ class BenchSizes:
 # saved for backward (batch x width per layer) outweigh the half-precision
 # weight copies autocast keeps (width x width per layer), as in real training.
 CPU_SIZES = BenchSizes()
-"""The CPU's sizes: a step of about 0.4 GFLOP, so even FP16 autocast (slow on
+"""The CPU's sizes, a step of about 0.4 GFLOP, so that even FP16 autocast (slow on
 CPUs without FP16 arithmetic) keeps the page's execution within seconds."""
 
 CUDA_SIZES = BenchSizes(
     batch=16384, width=2048, depth=8, tf_batch=16, seq_len=512, d_model=1024,
     n_heads=16, ff=4096, warmup=5, repeats=20,
 )  # fmt: skip
-"""The GPU's sizes: GEMMs big enough that the matrix units, not kernel launches, set the time."""
+"""The GPU's sizes, with GEMMs big enough that the matrix units, not kernel launches, set the time."""
 
 
 def bench_sizes(device: torch.device | str | None = None) -> BenchSizes:
