@@ -15,6 +15,10 @@ small enough to run in a second, and the fix beside it:
 - :func:`lr_trajectory` -- a scheduler stepped per micro-batch.
 
 How GradScaler fails is the other page's subject (:mod:`amp_lesson.scaler_failures`).
+
+Why this module is long: about half of it is docstrings (every public function's
+parameters, errors and examples, which run as tests); the code is the one idea above,
+and splitting it would scatter that idea over files.
 """
 
 from __future__ import annotations

@@ -19,6 +19,10 @@ The module holds the data (:func:`load_digits_data`), the model
 :class:`torch.amp.GradScaler`),
 gradient collection (:func:`flat_grads`), the shares (:func:`cast_shares`)
 and the histogram (:func:`log2_histogram`, :func:`plot_gradient_histogram`).
+
+Why this module is long: about half of it is docstrings (every public function's
+parameters, errors and examples, which run as tests); the code is the one idea above,
+and splitting it would scatter that idea over files.
 """
 
 from __future__ import annotations

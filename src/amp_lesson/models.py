@@ -25,7 +25,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from amp_lesson._checks import check_choice, check_int
+from amp_lesson._checks import check_choice, check_dtype, check_int
 from amp_lesson.device import resolve_device
 
 __all__ = ["make_mlp", "make_transformer_block", "seeded"]
@@ -152,9 +152,7 @@ def make_mlp(
         check_choice("norm", norm, _NORMS)
     if vocab is not None:
         check_int("vocab", vocab, minimum=1)
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"dtype must be a torch.dtype, got {dtype!r}")
-    check_choice("dtype", dtype, _PARAM_DTYPES)
+    check_dtype("dtype", dtype, _PARAM_DTYPES)
     device = resolve_device(device)
     sizes = [in_features, *widths]
     with seeded(seed):

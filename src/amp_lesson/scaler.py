@@ -24,6 +24,10 @@ This module holds
 - :func:`step_skipped` -- whether a real ``scaler.step`` skipped the step;
 - :func:`max_safe_scale` -- the largest power-of-two scale that keeps a
   given gradient below the format's largest value.
+
+Why this module is long: about half of it is docstrings (every public function's
+parameters, errors and examples, which run as tests); the code is the one idea above,
+and splitting it would scatter that idea over files.
 """
 
 from __future__ import annotations
