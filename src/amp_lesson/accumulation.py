@@ -1058,7 +1058,7 @@ def first_step_bound(
     (Higham's bound for a sum). All of these are relative to
     ``A_j = sum_i |d_i X_ij|``, not to ``|g_j|``: the terms have both signs, and
     where they cancel, ``|g_j|`` is far smaller than the error they carry.
-    So, to first order in ``u``,
+    So, to first order in ``u``::
 
         |w_amp_j - w_fp32_j| <= lr (3u + gamma) A_j  +  FP32 rounding,
 
