@@ -30,9 +30,8 @@ cannot be found by the child process. Children send back lists and floats
 (No ``from __future__ import annotations`` here: DDP checks a hook's
 annotations at registration and rejects them as strings.)
 
-Why this module is long: about half of it is docstrings (every public function's
-parameters, errors and examples, which run as tests); the code is the one idea above,
-and splitting it would scatter that idea over files.
+Why this module is long: the spawn start method pickles workers by name, so the rank's
+loop, the worker and the launcher must share one importable module; half of it is docstrings.
 """
 
 import json

@@ -27,9 +27,8 @@ rounding gives ``1 + 2**-10``). :func:`store` casts from float64 exactly as
 torch does, so it reports what a tensor built from that Python float holds;
 for any value that is already a float32 the two roads agree.
 
-Why this module is long: about half of it is docstrings (every public function's
-parameters, errors and examples, which run as tests); the code is the one idea above,
-and splitting it would scatter that idea over files.
+Why this module is long: every fact about a format derives from one table of specs, and
+store, ulp and the dtype resolver read it; more than half of its lines are docstrings.
 """
 
 from __future__ import annotations

@@ -20,9 +20,8 @@ in them, so :func:`quantize` does its arithmetic in FP32 and uses FP8 only to
 store. :class:`DelayedScaler` chooses the scale the way Transformer Engine's
 ``DelayedScaling`` recipe does, from the absolute maxima of earlier steps.
 
-Why this module is long: about half of it is docstrings (every public function's
-parameters, errors and examples, which run as tests); the code is the one idea above,
-and splitting it would scatter that idea over files.
+Why this module is long: casting, counting and delayed scaling all read the same FP8
+specs; more than half of its lines are docstrings whose examples run as tests.
 """
 
 from __future__ import annotations
