@@ -62,6 +62,9 @@ html_theme_options = {
     "use_fullscreen_button": False,
     "show_toc_level": 2,
     "navigation_with_keys": False,
+    # Top-level entries only: the API reference's module pages are reached from its index
+    # page, so the sidebar needs no expand toggles (the theme's toggle has no accessible name).
+    "max_navbar_depth": 1,
 }
 
 # Where the repository lives, for the "Open in Colab" button. Read the Docs
@@ -86,6 +89,8 @@ napoleon_use_rtype = False
 autodoc_typehints = "none"
 autodoc_member_order = "bysource"
 autodoc_class_signature = "separated"
+html_static_path = ["_static"]
+html_css_files = ["api.css"]
 # Roles in the docstrings' prose that name another project's objects (:class:`torch.amp.GradScaler`,
 # :func:`time.perf_counter`) cannot resolve offline either; they render as code. Only these
 # outside namespaces are let through: a reference to a name of amp_lesson that does not exist
