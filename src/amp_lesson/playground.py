@@ -26,6 +26,9 @@ casts a float64 tensor, through float32 for the narrower formats:
 1.0
 >>> store(read_number("0x3f801000"), "fp16").stored  # the FP32 pattern of 1 + 2**-11
 1.0
+
+Why this module is long: the bit explorer and the GradScaler playground read one set
+of facts with their Python references beside them; half of its lines are docstrings.
 """
 
 from __future__ import annotations
