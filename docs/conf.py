@@ -21,6 +21,8 @@ extensions = [
     "myst_nb",
     "sphinx_design",
     "sphinx_copybutton",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
     "amp_lesson.sphinxext",
 ]
 
@@ -66,6 +68,9 @@ html_theme_options = {
     # visible buttons of sphinx-book-theme did nothing. No navbar, no copies
     # (sphinx-book-theme 1.4 pins pydata-sphinx-theme 0.20, so no pin avoids it).
     "navbar_persistent": [],
+    # Top-level entries only: the API reference's module pages are reached from its index
+    # page, so the sidebar needs no expand toggles (the theme's toggle has no accessible name).
+    "max_navbar_depth": 1,
 }
 
 # Pages for authors, kept off the reader's path: no "Next" link leads into them.
@@ -88,6 +93,27 @@ amp_lesson_watch = ["_data"]
 nitpicky = True
 # Figures are numbered per page part ("Fig. 3"), so prose can point at one with {numref}.
 numfig = True
+
+# -- API reference (docs/api/): autodoc reads amp_lesson's numpydoc docstrings ------------
+napoleon_google_docstring = False
+napoleon_numpy_docstring = True
+# Types stay the docstrings' words ("torch.device or str, optional"), set as text: turned into
+# cross-references they would point at torch and Python, whose inventories a build cannot
+# fetch (no network on the build machines), and -n would fail on every one.
+napoleon_use_param = False
+napoleon_use_rtype = False
+autodoc_typehints = "none"
+autodoc_member_order = "bysource"
+autodoc_class_signature = "separated"
+html_static_path = ["_static"]
+html_css_files = ["api.css"]
+# Roles in the docstrings' prose that name another project's objects (:class:`torch.amp.GradScaler`,
+# :func:`time.perf_counter`) cannot resolve offline either; they render as code. Only these
+# outside namespaces are let through: a reference to a name of amp_lesson that does not exist
+# still fails the build.
+nitpick_ignore_regex = [
+    (r"py:.*", r"(torch|numpy|matplotlib|jsonschema|sklearn|time|datetime|pathlib|typing)(\..+)?"),
+]
 
 # The theme logs a console error for an empty mode; follow the reader's system setting.
 html_context = {"default_mode": "auto"}

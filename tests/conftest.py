@@ -8,6 +8,7 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -85,7 +86,7 @@ def browser() -> Iterator[object]:
 
 
 @pytest.fixture
-def page(browser, site_url: str):  # type: ignore[no-untyped-def]
+def page(browser: Any, site_url: str) -> Iterator[Any]:
     """A fresh page that records console errors and requests leaving 127.0.0.1.
 
     ``page.console_errors`` and ``page.outside_requests`` are lists the test

@@ -103,8 +103,23 @@ def ulps_apart(a: torch.Tensor, b: torch.Tensor) -> list[int]:
     return (a.view(torch.int32).long() - b.view(torch.int32).long()).abs().flatten().tolist()
 
 
-def test_toy_float32_accumulation_is_not_bitwise_equal() -> None:
-    """Observed: 4 x 32 and 128 differ in float32, by one ulp of the gradient's w[0]."""
+def test_toy_float32_accumulation_agrees_within_the_summation_bound() -> None:
+    """4 x 32 and 128 sum the same terms in another order: equal up to float32 rounding."""
+    X, y = toy()
+    full = train_full_batch(*fresh(), X, y, LOSS)
+    accum = train_accumulated(*fresh(), X, y, LOSS, 4)
+    cmp = compare_params(full, accum)
+    assert cmp.max_abs_diff <= fp32_sum_bound(X, full.weight, 4, LR)
+    assert [round(w, 5) for w in accum.weight.flatten().tolist()] == [0.03085, 0.02717]
+
+
+@pytest.mark.observation
+def test_toy_float32_accumulation_bits_on_this_build() -> None:
+    """Observed with torch 2.13 on this CPU: the two orders differ by one ulp of w[0]'s gradient.
+
+    Which bits differ depends on how the BLAS kernel orders its sums (device,
+    library version, batch size); the book's page shows what its own build saw.
+    """
     X, y = toy()
     full = train_full_batch(*fresh(), X, y, LOSS)
     accum = train_accumulated(*fresh(), X, y, LOSS, 4)
@@ -116,8 +131,6 @@ def test_toy_float32_accumulation_is_not_bitwise_equal() -> None:
     g_full = grad_after_backward(model, X, y, LOSS, 1)["weight"]
     g_accum = grad_after_backward(model, X, y, LOSS, 4)["weight"]
     assert ulps_apart(g_full, g_accum) == [1, 0]
-    assert cmp.max_abs_diff <= fp32_sum_bound(X, full.weight, 4, LR)
-    assert [round(w, 5) for w in accum.weight.flatten().tolist()] == [0.03085, 0.02717]
 
 
 def test_toy_float64_accumulation_is_bitwise_equal() -> None:
@@ -474,8 +487,12 @@ def test_amp_loops_reject_bad_amp_arguments(loop) -> None:
     extra = (4,) if loop is train_amp_accumulated else ()
     with pytest.raises(ValueError, match=r"dtype must be one of"):
         loop(*fresh(), X, y, LOSS, *extra, dtype=torch.float32)
-    with pytest.raises(TypeError, match=r"dtype must be a torch.dtype"):
+    with pytest.raises(ValueError, match=r"dtype must be one of 'fp16', 'bf16'"):
         loop(*fresh(), X, y, LOSS, *extra, dtype="float16")
+    by_name = loop(*fresh(), X, y, LOSS, *extra, dtype="bf16")  # a format name works too
+    assert torch.equal(
+        by_name.weight, loop(*fresh(), X, y, LOSS, *extra, dtype=torch.bfloat16).weight
+    )
     with pytest.raises(ValueError, match=r"clip_norm must be a finite number > 0"):
         loop(*fresh(), X, y, LOSS, *extra, clip_norm=-1.0)
     with pytest.raises(ValueError, match=r"scaler_kwargs key must be one of"):

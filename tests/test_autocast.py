@@ -12,13 +12,12 @@ from amp_lesson.autocast import (
     CUDA_RULES,
     OPS,
     compare_choices,
-    dtype_name,
     make_regression_problem,
-    matmul_seconds,
     op_dtypes,
     step_dtypes,
     train_choice,
 )
+from amp_lesson.formats import dtype_name
 
 LOW = [torch.float16, torch.bfloat16]
 
@@ -57,11 +56,12 @@ def test_op_dtypes_on_cuda_follow_the_docs() -> None:
     assert "unsafe to autocast" in bce["error"]
 
 
-def test_op_dtypes_rejects_fp32() -> None:
-    with pytest.raises(ValueError, match="dtype must be one of"):
+def test_op_dtypes_rejects_fp32_and_takes_format_names() -> None:
+    with pytest.raises(ValueError, match="dtype must be one of 'fp16', 'bf16'"):
         op_dtypes(torch.float32, device="cpu")
-    with pytest.raises(TypeError, match="dtype must be"):
-        op_dtypes("fp16", device="cpu")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        op_dtypes("fp32", device="cpu")
+    assert op_dtypes("fp16", device="cpu") == op_dtypes(torch.float16, device="cpu")
 
 
 @pytest.mark.parametrize("dtype", LOW, ids=dtype_name)
@@ -119,15 +119,3 @@ def test_train_choice_checks_its_arguments() -> None:
         train_choice("fp8", device="cpu")
     with pytest.raises(ValueError, match="steps must be an integer >= 1"):
         train_choice("fp32", steps=0, device="cpu")
-
-
-def test_matmul_seconds() -> None:
-    threads = torch.get_num_threads()
-    for dtype in (torch.float32, torch.bfloat16):
-        seconds = matmul_seconds(32, dtype, device="cpu", repeats=3)
-        assert 0 < seconds < 5
-    assert torch.get_num_threads() == threads  # restored after the one-thread timing
-    with pytest.raises(TypeError, match="floating-point"):
-        matmul_seconds(32, torch.int32, device="cpu")
-    with pytest.raises(ValueError, match="repeats must be an integer >= 1"):
-        matmul_seconds(32, repeats=0, device="cpu")

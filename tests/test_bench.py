@@ -31,9 +31,8 @@ from amp_lesson.bench import (
     bench_table,
     linear_stack_flops,
     load_recordings,
-    make_linear_stack,
     make_train_step,
-    make_transformer_block,
+    measure,
     measure_step,
     peak_tflops,
     record,
@@ -42,10 +41,19 @@ from amp_lesson.bench import (
     step_flops,
     transformer_flops,
     validate_recording,
+    workload,
     write_recording,
 )
+from amp_lesson.models import make_mlp, make_transformer_block
 
 CPU = torch.device("cpu")
+
+
+def make_linear_stack(width: int, depth: int, device: torch.device = CPU) -> torch.nn.Sequential:
+    """The benchmark's Linear stack: depth layers of width, ReLU in between."""
+    return make_mlp(width, width, depth - 1, width, device=device)
+
+
 # Tiny, but with batch several times the width, as in the book's sizes.
 TINY = BenchSizes(
     batch=64, width=16, depth=4, tf_batch=2, seq_len=16, d_model=16, n_heads=2, ff=32,
@@ -172,7 +180,7 @@ def test_peak_tflops_rejects_a_non_string() -> None:
 
 
 def test_book_sizes_are_multiples_of_eight_with_batch_above_width() -> None:
-    for sizes in (bench_sizes(CPU), bench._CUDA_SIZES):
+    for sizes in (bench_sizes(CPU), bench.CUDA_SIZES):
         for name in ("batch", "width", "seq_len", "d_model", "ff"):
             assert getattr(sizes, name) % 8 == 0
         assert sizes.batch >= 4 * sizes.width
@@ -283,7 +291,7 @@ def test_tf32_flags_are_restored_even_after_an_error() -> None:
     inside = []
 
     def fail() -> None:
-        with bench._tf32(not matmul):
+        with measure._tf32(not matmul):
             inside.append(torch.backends.cuda.matmul.allow_tf32)
             raise RuntimeError("boom")
 
@@ -383,7 +391,7 @@ def fake_recording(**changes) -> dict:
             "python_version": "3.12.3",
             "date": "2026-11-20",
         },
-        "sizes": bench._CUDA_SIZES.as_dict(),
+        "sizes": bench.CUDA_SIZES.as_dict(),
         "peak_source": bench.PEAK_SOURCE,
         "rows": rows,
     }
@@ -399,7 +407,7 @@ def test_a_recording_round_trips_through_a_file(tmp_path: Path) -> None:
     assert isinstance(loaded, Recording)
     assert loaded.path == path
     assert loaded.gpu_name == "NVIDIA H200"
-    assert loaded.sizes == bench._CUDA_SIZES
+    assert loaded.sizes == bench.CUDA_SIZES
     assert [r.as_dict() for r in loaded.rows] == data["rows"]
     assert loaded.describe() == (
         "NVIDIA H200 — driver 580.159.03, CUDA 13.0, torch 2.11.0+cu130, recorded 2026-11-20 "
@@ -452,28 +460,32 @@ DELETE = object()
 @pytest.mark.parametrize(
     ("change", "match"),
     [
-        (_set("schema", "amp_lesson.bench/0"), "schema must be 'amp_lesson.bench/1'"),
-        (_set("provenance", []), "provenance must be an object"),
-        (_set("provenance.gpu_name", ""), "provenance.gpu_name must be a non-empty string"),
-        (_set("provenance.torch_version", DELETE), "provenance.torch_version must be"),
-        (_set("provenance.date", "yesterday"), "provenance.date must be an ISO date"),
-        (_set("provenance.driver_version", 580), "provenance.driver_version must be a string"),
-        (_set("sizes.width", 12), "sizes are invalid: width must be a multiple of 8"),
-        (_set("sizes.extra", 1), "sizes must have exactly the keys"),
-        (_set("rows", []), "rows must be a non-empty list"),
-        (_set("rows.0", "fp32"), r"rows\[0\] must be an object"),
-        (_set("rows.0.model", "resnet"), r"rows\[0\].model must be one of"),
-        (_set("rows.1.regime", "fp8"), r"rows\[1\].regime must be one of"),
-        (_set("rows.0.device_type", "cpu"), r"rows\[0\].device_type must be 'cuda'"),
-        (_set("rows.0.available", "yes"), r"rows\[0\].available must be true or false"),
-        (_set("rows.2.step_ms", -1.0), r"rows\[2\].step_ms must be a finite number > 0"),
-        (_set("rows.2.tflops", float("nan")), r"rows\[2\].tflops must be a finite number"),
-        (_set("rows.3.saved_bytes", 1.5), r"rows\[3\].saved_bytes must be an integer"),
-        (_set("rows.0.step_ms", None), r"rows\[0\].step_ms must be set on a measured"),
-        (_set("rows.0.model", DELETE), r"rows\[0\] lacks 'model'"),
-        (_set("rows.0.gflops", 3.0), r"rows\[0\] has unknown keys \['gflops'\]"),
-        (_set("rows.0.available", False), r"rows\[0\].note must say why"),
-        (_set("peak_source", 3), "peak_source must be a string or null"),
+        (_set("schema", "amp_lesson.bench/0"), r"\$\.schema: 'amp_lesson\.bench/1' was expected"),
+        (_set("provenance", []), r"\$\.provenance: \[\] is not of type 'object'"),
+        (_set("provenance.gpu_name", ""), r"\$\.provenance\.gpu_name: .* \(a non-empty string\)"),
+        (_set("provenance.torch_version", DELETE), "'torch_version' is a required property"),
+        (
+            _set("provenance.date", "yesterday"),
+            r"\$\.provenance\.date: 'yesterday' is not a 'date'",
+        ),
+        (_set("provenance.driver_version", 580), r"\$\.provenance\.driver_version: 580 is not"),
+        (_set("sizes.width", 12), r"\$\.sizes\.width: 12 is not a multiple of 8"),
+        (_set("sizes.extra", 1), r"\$\.sizes: Additional properties are not allowed \('extra'"),
+        (_set("sizes.n_heads", 5), r"\$\.sizes: d_model \(1024\) must be divisible by n_heads"),
+        (_set("rows", []), r"\$\.rows: \[\] should be non-empty"),
+        (_set("rows.0", "fp32"), r"\$\.rows\[0\]: 'fp32' is not of type 'object'"),
+        (_set("rows.0.model", "resnet"), r"\$\.rows\[0\]\.model: 'resnet' is not one of"),
+        (_set("rows.1.regime", "fp8"), r"\$\.rows\[1\]\.regime: 'fp8' is not one of"),
+        (_set("rows.0.device_type", "cpu"), r"\$\.rows\[0\]\.device_type: .*GPU numbers only"),
+        (_set("rows.0.available", "yes"), r"\$\.rows\[0\]\.available: 'yes' is not of type"),
+        (_set("rows.2.step_ms", -1.0), r"\$\.rows\[2\]\.step_ms: -1\.0 is less than or equal"),
+        (_set("rows.2.tflops", float("nan")), r"not valid JSON \(NaN is not a JSON number"),
+        (_set("rows.3.saved_bytes", 1.5), r"\$\.rows\[3\]\.saved_bytes: 1\.5 is not of type"),
+        (_set("rows.0.step_ms", None), r"\$\.rows\[0\]\.step_ms: .*holds its step time"),
+        (_set("rows.0.model", DELETE), r"\$\.rows\[0\]: 'model' is a required property"),
+        (_set("rows.0.gflops", 3.0), r"\$\.rows\[0\]: Additional properties .*'gflops'"),
+        (_set("rows.0.available", False), r"\$\.rows\[0\]\..*holds no measurements"),
+        (_set("peak_source", 3), r"\$\.peak_source: 3 is not of type"),
     ],
 )
 def test_bad_recordings_raise_naming_file_and_field(tmp_path: Path, change, match) -> None:
@@ -486,22 +498,38 @@ def test_bad_recordings_raise_naming_file_and_field(tmp_path: Path, change, matc
     assert isinstance(info.value, ValueError)
 
 
+def test_validate_refuses_what_json_cannot_hold() -> None:
+    data = fake_recording()
+    data["rows"][0]["speedup"] = float("inf")
+    with pytest.raises(RecordingError, match=r"x\.json: is not plain finite JSON"):
+        validate_recording(data, "x.json")
+
+
 def test_unavailable_rows_must_not_hold_measurements() -> None:
     data = fake_recording()
     data["rows"][1].update(available=False, note="not available")
-    with pytest.raises(RecordingError, match=r"rows\[1\] is marked unavailable but holds"):
+    with pytest.raises(RecordingError, match=r"rows\[1\].*holds no measurements"):
         validate_recording(data, "x.json")
     for key in ("step_ms", "step_ms_min", "step_ms_max", "tflops", "saved_bytes", "peak_bytes"):
         data["rows"][1][key] = None
     assert not validate_recording(data, "x.json").rows[1].available
+    data["rows"][1]["note"] = " "
+    with pytest.raises(RecordingError, match=r"rows\[1\]\.note: .*says why in its note"):
+        validate_recording(data, "x.json")
 
 
 def test_invalid_json_names_the_file(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(RecordingError, match=r"bad\.json: not valid JSON"):
         load_recordings(tmp_path)
-    with pytest.raises(RecordingError, match="the file must hold a JSON object"):
+    with pytest.raises(RecordingError, match=r"list\.json: \$: \[1, 2\] is not of type 'object'"):
         validate_recording([1, 2], "list.json")
+    (tmp_path / "bad.json").unlink()
+    (tmp_path / "nan.json").write_text('{"schema": NaN}')
+    with pytest.raises(
+        RecordingError, match=r"nan\.json: not valid JSON \(NaN is not a JSON number"
+    ):
+        load_recordings(tmp_path)
 
 
 def test_load_recordings_rejects_a_missing_folder_and_a_bad_type(tmp_path: Path) -> None:
@@ -512,18 +540,23 @@ def test_load_recordings_rejects_a_missing_folder_and_a_bad_type(tmp_path: Path)
 
 
 def test_write_recording_refuses_invalid_data(tmp_path: Path) -> None:
-    with pytest.raises(RecordingError, match="<recording to write>: schema"):
+    with pytest.raises(RecordingError, match=r"<recording to write>: \$\.schema"):
         write_recording(fake_recording(schema="x"), tmp_path / "x.json")
     assert not (tmp_path / "x.json").exists()
 
 
-def test_recordings_view_says_when_there_is_none() -> None:
-    view = RecordingsView([])
-    assert str(view).startswith("No GPU recording yet.")
+def test_recordings_view_without_a_recording_speaks_to_the_reader() -> None:
+    view = RecordingsView([], measured_on="CPU (x86_64, 2 cores)")
+    text = str(view)
+    assert "every number on this page was measured on CPU (x86_64, 2 cores)" in text
+    assert "On a GPU" in text
     html = view._repr_html_()
-    assert "No GPU recording yet" in html
-    assert "<code>python -m amp_lesson.bench --record</code>" in html
+    assert "CPU (x86_64, 2 cores)" in html
     assert "<table" not in html
+    # nothing addressed to the book's maintainers
+    for instruction in ("--record", "commit", "docs/_data", "Run `", "recording(s)"):
+        assert instruction not in text
+        assert instruction not in html
 
 
 def test_recordings_view_shows_provenance_and_table(tmp_path: Path) -> None:
@@ -582,7 +615,7 @@ def test_cli_out_needs_record(monkeypatch, capsys) -> None:
 
 def test_cli_prints_the_live_table(monkeypatch, capsys) -> None:
     monkeypatch.setenv("AMP_LESSON_DEVICE", "cpu")
-    monkeypatch.setattr(bench, "_CPU_SIZES", TINY)
+    monkeypatch.setattr(workload, "CPU_SIZES", TINY)
     assert bench.main([]) == 0
     out = capsys.readouterr().out
     assert out.startswith("CPU (")
@@ -631,10 +664,13 @@ def test_plot_rows_draws_a_bar_per_measured_row(cpu_rows: list[BenchRow]) -> Non
 
 def test_matmul_rows_times_each_format() -> None:
     rows = bench.matmul_rows(32, CPU, repeats=2)
-    assert [r["format"] for r in rows] == ["FP32", "BF16", "FP16"]
-    assert all(r["32×32 matmul, ms"] > 0 for r in rows)
-    assert rows[0]["time vs FP32"] == 1.0
-    assert rows[2]["time vs FP32"] == rows[2]["32×32 matmul, ms"] / rows[0]["32×32 matmul, ms"]
+    assert [r.dtype for r in rows] == [torch.float32, torch.bfloat16, torch.float16]
+    assert all(r.n == 32 and r.ms > 0 for r in rows)
+    assert rows[0].vs_fp32 == 1.0
+    assert rows[2].vs_fp32 == rows[2].ms / rows[0].ms
+    table = bench.matmul_table(rows).text_rows()
+    assert table[0] == ["format", "32×32 matmul, ms", "time vs FP32"]
+    assert [r[0] for r in table[1:]] == ["FP32", "BF16", "FP16"]
     with pytest.raises(ValueError, match="n must be an integer >= 1"):
         bench.matmul_rows(0, CPU)
     with pytest.raises(ValueError, match="repeats must be an integer >= 1"):
@@ -661,4 +697,4 @@ def test_cuda_style_speedups_are_filled_from_the_medians() -> None:
         BenchRow("linear_stack", "fp16", "cuda", step_ms=2.0),
         BenchRow("linear_stack", "tf32", "cuda", available=False, note="n/a"),
     ]
-    assert [r.speedup for r in bench._with_speedups(rows)] == [1.0, 4.0, None]
+    assert [r.speedup for r in measure._with_speedups(rows)] == [1.0, 4.0, None]

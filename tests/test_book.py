@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import DOCS, mini_book, sphinx_build
@@ -19,7 +20,7 @@ import amp_lesson
 pytestmark = pytest.mark.book
 
 
-def _toctree_docs(env) -> list[str]:  # type: ignore[no-untyped-def]
+def _toctree_docs(env: Any) -> list[str]:
     """Every document reachable from the root toctree."""
     seen, todo = [], ["index"]
     while todo:
@@ -31,7 +32,7 @@ def _toctree_docs(env) -> list[str]:  # type: ignore[no-untyped-def]
     return seen
 
 
-def _env(html: Path):  # type: ignore[no-untyped-def]
+def _env(html: Path) -> Any:
     with open(html / ".doctrees" / "environment.pickle", "rb") as f:
         return pickle.load(f)
 

@@ -550,7 +550,7 @@ def test_bad_value(value: object, error: type[Exception], match: str) -> None:
 
 def test_format_table_bad_arguments() -> None:
     with pytest.raises(TypeError, match="names must be a sequence"):
-        format_table("fp16")  # type: ignore[arg-type]
+        format_table("fp16")  # a str is iterable, but of characters, not formats
     with pytest.raises(ValueError, match="names must be one of"):
         format_table(["fp16", "fp64"])
     with pytest.raises(ValueError, match="names must name at least one format"):
@@ -558,7 +558,7 @@ def test_format_table_bad_arguments() -> None:
     with pytest.raises(ValueError, match="columns must be one of"):
         format_table(columns=["colour"])
     with pytest.raises(TypeError, match="columns must be a sequence"):
-        format_table(columns="max")  # type: ignore[arg-type]
+        format_table(columns="max")
 
 
 # --- round_to_tf32 -------------------------------------------------------------------

@@ -14,15 +14,16 @@ from hypothesis import strategies as st
 
 from amp_lesson.formats import FORMATS
 from amp_lesson.gradients import (
+    DIGITS_HIDDEN,
     amp_step,
     cast_shares,
     flat_grads,
     load_digits_data,
     log2_histogram,
-    make_digits_mlp,
     plot_gradient_histogram,
     train_digits,
 )
+from amp_lesson.models import make_mlp
 
 FP16 = FORMATS["fp16"]
 
@@ -46,17 +47,8 @@ def test_digits_split_is_a_partition_and_deterministic(data) -> None:
         load_digits_data(n_test=1797, device="cpu")
 
 
-def test_mlp_is_seeded_locally() -> None:
-    state = torch.random.get_rng_state()
-    a, b = make_digits_mlp(seed=3, device="cpu"), make_digits_mlp(seed=3, device="cpu")
-    assert torch.equal(torch.random.get_rng_state(), state)
-    for p, q in zip(a.parameters(), b.parameters(), strict=True):
-        assert torch.equal(p, q)
-    assert sum(p.numel() for p in a.parameters()) == 64 * 128 + 128 + 128 * 64 + 64 + 64 * 10 + 10
-
-
 def test_flat_grads_order_and_errors() -> None:
-    model = make_digits_mlp(device="cpu")
+    model = make_mlp(64, DIGITS_HIDDEN, out_features=10, device="cpu")
     with pytest.raises(ValueError, match="backward"):
         flat_grads(model)
     model(torch.ones(2, 64)).sum().backward()
@@ -168,7 +160,7 @@ def test_bf16_is_unchanged_by_a_power_of_two_loss_multiplier(data) -> None:
 
 
 def test_amp_step_reports_a_skipped_step_on_overflow(data) -> None:
-    model = make_digits_mlp(device="cpu")
+    model = make_mlp(64, DIGITS_HIDDEN, out_features=10, device="cpu")
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
     before = [p.detach().clone() for p in model.parameters()]

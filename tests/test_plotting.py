@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import matplotlib as mpl
 import matplotlib.pyplot as plt
 import pytest
 
-from amp_lesson.plotting import PALETTE, book_style, concept_map
+from amp_lesson.plotting import LINESTYLES, PALETTE, apply_book_style, concept_map
 
 BOXES = {
     "a": (0.2, 0.8, "FP16 and FP32: what they can hold"),
@@ -53,5 +54,9 @@ def test_concept_map_rejects_bad_input(boxes, arrows, message) -> None:
 
 def test_book_style_palette_is_colour_blind_safe_okabe_ito() -> None:
     assert PALETTE[:3] == ("#0072B2", "#D55E00", "#009E73")
-    with book_style():
+    with mpl.rc_context():
+        apply_book_style()
         assert plt.rcParams["figure.facecolor"] == "white"
+        cycle = plt.rcParams["axes.prop_cycle"].by_key()
+        # colour and line style change together: no two lines differ by colour alone
+        assert len(set(zip(cycle["color"], cycle["linestyle"], strict=True))) == len(LINESTYLES)

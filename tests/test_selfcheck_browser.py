@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from helpers import built_pages, recording_page
 from install_axe import axe_script
+from PIL import Image
 
 pytestmark = pytest.mark.browser
 
@@ -553,6 +554,16 @@ def test_axe_finds_nothing_serious_on_any_page(
 # -- screenshots for a person to look at -----------------------------------------------
 
 
+# The widgets _show_feedback answers and checks, so each shows its feedback.
+SHOWN_FEEDBACK = (
+    "fp16-underflow",
+    "fp32-copies",
+    "accumulation-backward",
+    "dtype-sort",
+    "format-bits",
+)
+
+
 def _show_feedback(pg: Any) -> None:
     """Put each widget in a state that shows its feedback."""
     _answer_some(pg)
@@ -595,8 +606,21 @@ def test_screenshots_of_every_widget(make_page: Any, site_url: str, scheme: str,
     )
     pg.evaluate("document.activeElement && document.activeElement.blur()")
     ids = pg.eval_on_selector_all(".sc[data-sc-kind]", "nodes => nodes.map(n => n.dataset.scId)")
+    assert len(ids) >= len(SHOWN_FEEDBACK)
+    width = (DESKTOP if size == "desktop" else PHONE)["width"]
     for widget_id in ids:
+        widget = _widget(pg, widget_id)
         path = SHOTS / f"{widget_id}-{scheme}-{size}.png"
-        _widget(pg, widget_id).screenshot(path=str(path))
-        assert path.stat().st_size > 0
+        widget.screenshot(path=str(path))
+        # What a person looks for in the picture: the whole widget inside the page's width,
+        # nothing inside it cut off at its right edge, and feedback where an answer was given.
+        box = widget.bounding_box()
+        assert box is not None, widget_id
+        assert box["x"] >= 0, (widget_id, box)
+        assert box["x"] + box["width"] <= width, (widget_id, box)
+        assert widget.evaluate("el => el.scrollWidth <= el.clientWidth + 1"), widget_id
+        if widget_id in SHOWN_FEEDBACK:
+            assert _feedback(widget).inner_text().strip(), widget_id
+        with Image.open(path) as shot:
+            assert shot.getcolors(maxcolors=1) is None, f"{path} is a blank image"
     _assert_clean(pg)

@@ -42,7 +42,7 @@ run_all() {
       "GPU", torch.cuda.get_device_name() if torch.cuda.is_available() else None)'
 
   echo "== tests (cuda-marked, bench)"
-  "$PY" -m pytest tests/test_gpu.py tests/test_bench.py src/amp_lesson/bench.py \
+  "$PY" -m pytest tests/test_gpu.py tests/test_bench.py tests/test_timing.py src/amp_lesson/bench src/amp_lesson/timing.py \
     -q -p no:cacheprovider -rs || status=$?
 
   echo "== recording"

@@ -14,8 +14,11 @@ the book is built. One module per idea:
   tensor of a step, and the ways to train in lower precision.
 - :mod:`amp_lesson.fp8` -- scaling tensors into FP8: casts, losses, delayed scaling.
 - :mod:`amp_lesson.gradients` -- real gradients (digits MLP) and what FP16 keeps of them.
-- :mod:`amp_lesson.pitfalls` -- where accumulation is not the full batch, and
-  how GradScaler fails.
+- :mod:`amp_lesson.accumulation_pitfalls` -- where accumulation is not the
+  full batch.
+- :mod:`amp_lesson.scaler_failures` -- how GradScaler fails.
+- :mod:`amp_lesson.models` -- the small seeded models every page builds.
+- :mod:`amp_lesson.timing` -- the one timer, and the matrix-product benchmark.
 - :mod:`amp_lesson.distributed` -- accumulation with DistributedDataParallel.
 - :mod:`amp_lesson.bench` -- what mixed precision buys: step time, memory,
   TFLOP/s, and recorded GPU results.
@@ -23,7 +26,7 @@ the book is built. One module per idea:
 - :mod:`amp_lesson.playground` -- what the in-page bit explorer and GradScaler
   playground share with Python: their input language, the formats' parameters.
 - :mod:`amp_lesson.plotting` -- figures that read in light and dark themes.
-- :mod:`amp_lesson.sphinxext` -- the Sphinx extension (imported by Sphinx only).
+- ``amp_lesson.sphinxext`` -- the Sphinx extension (imported by Sphinx only).
 """
 
 __version__ = "0.1.0"

@@ -74,3 +74,20 @@ def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:
         names = ", ".join(repr(a) for a in allowed)
         raise ValueError(f"{name} must be one of {names}; got {value!r}")
     return value
+
+
+def check_dtype(name: str, value: Any, allowed: Iterable[Any]) -> Any:
+    """Return ``value`` if it is a torch dtype among ``allowed``.
+
+    >>> import torch
+    >>> check_dtype("dtype", "float32", [torch.float32])
+    Traceback (most recent call last):
+    ...
+    TypeError: dtype must be a torch.dtype, one of [torch.float32]; got 'float32'
+    """
+    import torch
+
+    allowed = list(allowed)
+    if not isinstance(value, torch.dtype):
+        raise TypeError(f"{name} must be a torch.dtype, one of {allowed}; got {value!r}")
+    return check_choice(name, value, allowed)

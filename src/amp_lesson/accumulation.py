@@ -35,12 +35,16 @@ This module holds
 Every loop records one :class:`StepLog` per optimizer step and returns a
 :class:`TrainResult`. The loops run on the device the model's parameters are
 on (pass ``device=`` to move model and data first), on CPU and CUDA alike.
+
+Why this module is long: the toy problem, the loops that must stand side by side (so
+that each mistake is visibly one branch of the correct loop) and the bound they are tested
+against; more than half of its lines are docstrings, whose examples run as tests.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,8 +52,9 @@ import torch
 from torch import nn
 from torch.nn.utils import clip_grad_norm_
 
-from amp_lesson._checks import check_choice, check_finite, check_int, check_positive
+from amp_lesson._checks import check_choice, check_dtype, check_finite, check_int, check_positive
 from amp_lesson.device import place_model, resolve_device
+from amp_lesson.formats import dtype_of
 
 __all__ = [
     "MISTAKES",
@@ -98,7 +103,6 @@ MISTAKES: tuple[str, ...] = (
   gradients, so the threshold is compared with ``scale`` times the true norm.
 """
 
-_AUTOCAST_DTYPES = (torch.float16, torch.bfloat16)
 _SCALER_KEYS = ("init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled")
 
 
@@ -109,16 +113,30 @@ _SCALER_KEYS = ("init_scale", "growth_factor", "backoff_factor", "growth_interva
 class StepLog:
     """What one optimizer step did.
 
-    ``loss`` is the loss of the whole effective batch (the value a full-batch
-    loop would report), before any loss scaling. ``micro_losses`` are the
-    per-micro-batch values that were back-propagated, i.e. ``loss / n_accum``
-    (the lesson's "scaled_loss" column; loss scaling by the GradScaler is *not*
-    included). ``scale`` is the GradScaler's scale during this step's backward
-    passes (``None`` without a scaler). ``found_inf`` says the gradient held an
-    ``inf`` or ``NaN``; ``skipped`` says the optimizer step was not applied
-    (GradScaler skips exactly the steps with ``found_inf``). ``grad_norm`` is
-    the 2-norm of the unscaled gradient before any clipping.
+    Parameters
+    ----------
+    step : int
+        The optimizer step, from 1.
+    loss : float
+        The loss of the whole effective batch (the value a full-batch loop
+        would report), before any loss scaling.
+    micro_losses : tuple of float
+        The per-micro-batch values that were back-propagated, i.e.
+        ``loss / n_accum`` (the lesson's "scaled_loss" column; loss scaling by
+        the GradScaler is *not* included).
+    scale : float or None
+        The GradScaler's scale during this step's backward passes (``None``
+        without a scaler).
+    found_inf : bool
+        Whether the gradient held an ``inf`` or ``NaN``.
+    skipped : bool
+        Whether the optimizer step was not applied (GradScaler skips exactly
+        the steps with ``found_inf``).
+    grad_norm : float
+        The 2-norm of the unscaled gradient before any clipping.
 
+    Examples
+    --------
     >>> log = StepLog(step=1, loss=0.69, micro_losses=(0.69,), scale=None,
     ...               found_inf=False, skipped=False, grad_norm=0.3)
     >>> log.step, log.skipped
@@ -136,8 +154,19 @@ class StepLog:
 
 @dataclass(frozen=True)
 class TrainResult:
-    """Final parameters (detached CPU copies) and the per-step log of a loop.
+    """Final parameters and the per-step log of a loop.
 
+    Parameters
+    ----------
+    params : dict of str to torch.Tensor
+        The final parameters by name (detached CPU copies).
+    log : list of StepLog
+        One entry per optimizer step.
+    final_scale : float, optional
+        The GradScaler's scale at the end (``None`` without a scaler).
+
+    Examples
+    --------
     >>> X, y = make_toy_problem(device="cpu")
     >>> model = make_toy_model(device="cpu")
     >>> result = train_full_batch(model, make_toy_optimizer(model), X, y, nn.BCEWithLogitsLoss())
@@ -170,10 +199,16 @@ class TrainResult:
 class ParamComparison:
     """How far apart two sets of parameters are.
 
-    ``max_abs_diff`` is the largest absolute difference over all parameters
-    (``nan`` if either side holds a ``NaN``); ``bitwise_equal`` is
-    ``torch.equal`` on every parameter.
+    Parameters
+    ----------
+    max_abs_diff : float
+        The largest absolute difference over all parameters (``nan`` if
+        either side holds a ``NaN``).
+    bitwise_equal : bool
+        ``torch.equal`` on every parameter.
 
+    Examples
+    --------
     >>> a = {"w": torch.tensor([1.0, 2.0])}
     >>> compare_params(a, {"w": torch.tensor([1.0, 2.5])})
     ParamComparison(max_abs_diff=0.5, bitwise_equal=False)
@@ -186,12 +221,6 @@ class ParamComparison:
 # --------------------------------------------------------------------------- the toy problem
 
 
-def _check_dtype(name: str, dtype: Any, allowed: Sequence[torch.dtype]) -> torch.dtype:
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"{name} must be a torch.dtype, one of {list(allowed)}; got {dtype!r}")
-    return check_choice(name, dtype, allowed)
-
-
 def make_toy_problem(
     seed: int = 42,
     n_samples: int = 128,
@@ -199,14 +228,43 @@ def make_toy_problem(
     dtype: torch.dtype = torch.float32,
     device: torch.device | str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The lesson's toy data: ``X ~ N(0, 1)`` and the label ``y = (sum of the features > 0)``.
+    """Return the lesson's toy data: ``X ~ N(0, 1)`` and the label ``y = (sum of the features > 0)``.
 
     The numbers are those of ``torch.manual_seed(seed); X = torch.randn(n, f)``
     (drawn from a private generator, so the global RNG is left alone), drawn
     in float32 and then converted to ``dtype``, so the float64 problem holds
-    the same samples. ``y`` has shape ``(n_samples, 1)``, like the model's
-    output, so ``loss_fn(model(X), y)`` needs no reshaping.
+    the same samples.
 
+    Parameters
+    ----------
+    seed : int, default 42
+        The seed.
+    n_samples : int, default 128
+        Rows.
+    n_features : int, default 2
+        Features per row.
+    dtype : torch.dtype, default torch.float32
+        float32 or float64.
+    device : torch.device or str, optional
+        Where to put the data.
+
+    Returns
+    -------
+    X : torch.Tensor
+        Shape ``(n_samples, n_features)``.
+    y : torch.Tensor
+        Shape ``(n_samples, 1)``, like the model's output, so
+        ``loss_fn(model(X), y)`` needs no reshaping.
+
+    Raises
+    ------
+    TypeError
+        If ``dtype`` is not a torch dtype.
+    ValueError
+        If a count is out of range or ``dtype`` is neither float32 nor float64.
+
+    Examples
+    --------
     >>> X, y = make_toy_problem(device="cpu")
     >>> tuple(X.shape), tuple(y.shape), y.sum().item()
     ((128, 2), (128, 1), 69.0)
@@ -214,7 +272,7 @@ def make_toy_problem(
     check_int("seed", seed, minimum=0)
     check_int("n_samples", n_samples, minimum=1)
     check_int("n_features", n_features, minimum=1)
-    _check_dtype("dtype", dtype, (torch.float32, torch.float64))
+    check_dtype("dtype", dtype, (torch.float32, torch.float64))
     device = resolve_device(device)
     generator = torch.Generator().manual_seed(seed)
     X = torch.randn(n_samples, n_features, generator=generator)
@@ -227,14 +285,40 @@ def make_toy_model(
     dtype: torch.dtype = torch.float32,
     device: torch.device | str | None = None,
 ) -> nn.Linear:
-    """The toy problem's model: ``Linear(n_features, 1, bias=False)`` with a zero weight.
+    """Return the toy problem's model: ``Linear(n_features, 1, bias=False)`` with a zero weight.
 
+    A zero start makes the first step's weights a scaled gradient, which the
+    lesson's tables read off directly.
+
+    Parameters
+    ----------
+    n_features : int, default 2
+        Inputs.
+    dtype : torch.dtype, default torch.float32
+        float32 or float64.
+    device : torch.device or str, optional
+        Where the model lives.
+
+    Returns
+    -------
+    torch.nn.Linear
+        The model.
+
+    Raises
+    ------
+    TypeError
+        If ``dtype`` is not a torch dtype.
+    ValueError
+        If ``n_features`` is below 1 or ``dtype`` is neither float32 nor float64.
+
+    Examples
+    --------
     >>> make_toy_model(device="cpu").weight
     Parameter containing:
     tensor([[0., 0.]], requires_grad=True)
     """
     check_int("n_features", n_features, minimum=1)
-    _check_dtype("dtype", dtype, (torch.float32, torch.float64))
+    check_dtype("dtype", dtype, (torch.float32, torch.float64))
     model = nn.Linear(n_features, 1, bias=False, device=resolve_device(device), dtype=dtype)
     with torch.no_grad():
         model.weight.zero_()
@@ -242,8 +326,29 @@ def make_toy_model(
 
 
 def make_toy_optimizer(model: nn.Module, lr: float = 0.1) -> torch.optim.SGD:
-    """The toy problem's optimizer: plain SGD with learning rate ``lr``.
+    """Return the toy problem's optimizer: plain SGD with learning rate ``lr``.
 
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model whose parameters to optimise.
+    lr : float, default 0.1
+        The learning rate.
+
+    Returns
+    -------
+    torch.optim.SGD
+        The optimizer.
+
+    Raises
+    ------
+    TypeError
+        If ``model`` is not a module.
+    ValueError
+        If ``lr`` is not a positive finite number.
+
+    Examples
+    --------
     >>> make_toy_optimizer(make_toy_model(device="cpu")).param_groups[0]["lr"]
     0.1
     >>> make_toy_optimizer(make_toy_model(device="cpu"), lr=float("nan"))
@@ -330,10 +435,10 @@ def _make_scaler(device: torch.device, scaler_kwargs: Any) -> torch.amp.GradScal
     return torch.amp.GradScaler(device.type, **scaler_kwargs)
 
 
-def _check_amp_args(dtype: Any, clip_norm: Any) -> None:
-    _check_dtype("dtype", dtype, _AUTOCAST_DTYPES)
+def _check_amp_args(dtype: Any, clip_norm: Any) -> torch.dtype:
     if clip_norm is not None:
         check_positive("clip_norm", clip_norm)
+    return dtype_of(dtype)
 
 
 def _record(
@@ -383,8 +488,35 @@ def train_full_batch(
     steps: int = 1,
     device: torch.device | str | None = None,
 ) -> TrainResult:
-    """Plain FP32 training: one forward, backward and step on the whole batch per step.
+    """Train in plain FP32: one forward, backward and step on the whole batch per step.
 
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model.
+    optimizer : torch.optim.Optimizer
+        Its optimizer.
+    X, y : torch.Tensor
+        The batch and its targets.
+    loss_fn : callable
+        ``loss_fn(output, target)``, a mean loss.
+    steps : int, default 1
+        Optimizer steps.
+    device : torch.device or str, optional
+        Move model and data there first (default: the model's device).
+
+    Returns
+    -------
+    TrainResult
+        The final parameters and one :class:`StepLog` per step.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If an argument is of the wrong kind or out of range (the message names it).
+
+    Examples
+    --------
     >>> X, y = make_toy_problem(device="cpu")
     >>> model = make_toy_model(device="cpu")
     >>> r = train_full_batch(model, make_toy_optimizer(model), X, y, nn.BCEWithLogitsLoss())
@@ -415,19 +547,48 @@ def train_accumulated(
     weight_by_samples: bool = False,
     device: torch.device | str | None = None,
 ) -> TrainResult:
-    """FP32 gradient accumulation: ``n_accum`` micro-batches per optimizer step.
+    """Train in FP32 with gradient accumulation: ``n_accum`` micro-batches per optimizer step.
 
     The batch is cut into ``n_accum`` contiguous micro-batches
     (``tensor_split``; the same as ``chunk`` when ``n_accum`` divides the batch
     size). Each micro-batch's loss is divided by ``n_accum`` and
-    back-propagated; the optimizer steps once the last one is done.
+    back-propagated; ``backward()`` adds into ``.grad``, so the optimizer,
+    stepping once the last one is done, sees the full batch's gradient.
 
-    If ``n_accum`` does not divide the batch size this raises ``ValueError``,
-    unless ``weight_by_samples=True``: then each micro-batch's loss is divided
-    by ``batch_size / micro_batch_size`` instead, i.e. weighted by its share
-    of the samples, which again gives the full batch's mean loss (for a loss
-    with ``reduction="mean"``).
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model.
+    optimizer : torch.optim.Optimizer
+        Its optimizer.
+    X, y : torch.Tensor
+        The batch and its targets.
+    loss_fn : callable
+        ``loss_fn(output, target)``, a mean loss.
+    n_accum : int
+        Micro-batches per optimizer step.
+    steps : int, default 1
+        Optimizer steps.
+    weight_by_samples : bool, default False
+        If ``n_accum`` does not divide the batch size this function raises,
+        unless this is true: then each micro-batch's loss is divided by
+        ``batch_size / micro_batch_size`` instead, i.e. weighted by its share of
+        the samples, which again gives the full batch's mean loss.
+    device : torch.device or str, optional
+        Move model and data there first (default: the model's device).
 
+    Returns
+    -------
+    TrainResult
+        The final parameters and one :class:`StepLog` per step.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If an argument is of the wrong kind or out of range (the message names it).
+
+    Examples
+    --------
     >>> X, y = make_toy_problem(device="cpu")
     >>> model = make_toy_model(device="cpu")
     >>> r = train_accumulated(model, make_toy_optimizer(model), X, y, nn.BCEWithLogitsLoss(), 4)
@@ -468,15 +629,47 @@ def train_amp(
     clip_norm: float | None = None,
     device: torch.device | str | None = None,
 ) -> TrainResult:
-    """Mixed precision on the whole batch: autocast + ``torch.amp.GradScaler``.
+    """Train in mixed precision on the whole batch: autocast and ``torch.amp.GradScaler``.
 
     The same loop as :func:`train_amp_accumulated` with one micro-batch per
-    step. Only the forward pass and the loss run under autocast; ``backward`` runs
-    outside it. With ``clip_norm`` the gradients are unscaled first, so the
-    threshold applies to the true gradient. ``scaler_kwargs`` go to
-    ``GradScaler(device.type, **scaler_kwargs)`` (``init_scale``,
-    ``growth_factor``, ``backoff_factor``, ``growth_interval``, ``enabled``).
+    step. Only the forward pass and the loss run under autocast; ``backward``
+    runs outside it.
 
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model (FP32 parameters).
+    optimizer : torch.optim.Optimizer
+        Its optimizer.
+    X, y : torch.Tensor
+        The batch and its targets.
+    loss_fn : callable
+        ``loss_fn(output, target)``, a mean loss.
+    steps : int, default 1
+        Optimizer steps.
+    scaler_kwargs : dict, optional
+        Passed to ``GradScaler(device.type, **scaler_kwargs)``: ``init_scale``,
+        ``growth_factor``, ``backoff_factor``, ``growth_interval``, ``enabled``.
+    dtype : {"fp16", "bf16"} or torch.dtype, default torch.float16
+        The autocast dtype.
+    clip_norm : float, optional
+        Clip the gradient's 2-norm to it, after unscaling, so the threshold
+        applies to the true gradient.
+    device : torch.device or str, optional
+        Move model and data there first (default: the model's device).
+
+    Returns
+    -------
+    TrainResult
+        The final parameters, one :class:`StepLog` per step and the final scale.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If an argument is of the wrong kind or out of range (the message names it).
+
+    Examples
+    --------
     >>> X, y = make_toy_problem(device="cpu")
     >>> model = make_toy_model(device="cpu")
     >>> r = train_amp(model, make_toy_optimizer(model), X, y, nn.BCEWithLogitsLoss())
@@ -503,13 +696,49 @@ def train_amp_accumulated(
     clip_norm: float | None = None,
     device: torch.device | str | None = None,
 ) -> TrainResult:
-    """Mixed precision with gradient accumulation: the canonical recipe.
+    """Train in mixed precision with gradient accumulation: the canonical recipe.
 
     Each micro-batch: forward and ``loss / n_accum`` under autocast, then
     ``scaler.scale(loss).backward()``. At the boundary: [``unscale_`` + clip],
     ``scaler.step``, ``scaler.update``, ``zero_grad`` -- once per optimizer
-    step, never per micro-batch. ``n_accum`` must divide the batch size.
+    step, never per micro-batch, because the scaler's inf check and its scale
+    belong to the whole accumulated gradient.
 
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model (FP32 parameters).
+    optimizer : torch.optim.Optimizer
+        Its optimizer.
+    X, y : torch.Tensor
+        The batch and its targets.
+    loss_fn : callable
+        ``loss_fn(output, target)``, a mean loss.
+    n_accum : int
+        Micro-batches per optimizer step; it must divide the batch size.
+    steps : int, default 1
+        Optimizer steps.
+    scaler_kwargs : dict, optional
+        Passed to ``GradScaler(device.type, **scaler_kwargs)``.
+    dtype : {"fp16", "bf16"} or torch.dtype, default torch.float16
+        The autocast dtype.
+    clip_norm : float, optional
+        Clip the gradient's 2-norm to it, after unscaling.
+    device : torch.device or str, optional
+        Move model and data there first (default: the model's device).
+
+    Returns
+    -------
+    TrainResult
+        The final parameters, one :class:`StepLog` per step and the final scale.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If an argument is of the wrong kind or out of range (the message names it).
+
+    Examples
+    --------
     >>> X, y = make_toy_problem(device="cpu")
     >>> model = make_toy_model(device="cpu")
     >>> r = train_amp_accumulated(model, make_toy_optimizer(model), X, y,
@@ -517,7 +746,7 @@ def train_amp_accumulated(
     >>> len(r.log[0].micro_losses), r.final_scale
     (4, 65536.0)
     """
-    _check_amp_args(dtype, clip_norm)
+    dtype = _check_amp_args(dtype, clip_norm)
     X, y, device = _prepare(
         model, optimizer, X, y, loss_fn, steps=steps, n_accum=n_accum, device=device
     )
@@ -556,14 +785,53 @@ def train_amp_mistake(
     clip_norm: float | None = None,
     device: torch.device | str | None = None,
 ) -> TrainResult:
-    """:func:`train_amp_accumulated` with one deliberate mistake (see :data:`MISTAKES`).
+    """Run :func:`train_amp_accumulated` with one deliberate mistake (see :data:`MISTAKES`).
 
     Each mistake is one ``if mistake ...`` branch, commented with what it
     leaves out or replaces; everything else is the correct recipe.
-    ``"clip_before_unscale"`` needs ``clip_norm``; ``"raw_loss"`` only shows with ``n_accum > 1``. ``StepLog.skipped`` is
-    ``False`` on an overflowing step under ``"optimizer_step"``, because the
-    step is applied anyway (``found_inf`` is still ``True``).
+    ``StepLog.skipped`` is ``False`` on an overflowing step under
+    ``"optimizer_step"``, because the step is applied anyway (``found_inf`` is
+    still ``True``).
 
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model (FP32 parameters).
+    optimizer : torch.optim.Optimizer
+        Its optimizer.
+    X, y : torch.Tensor
+        The batch and its targets.
+    loss_fn : callable
+        ``loss_fn(output, target)``, a mean loss.
+    mistake : str
+        One of :data:`MISTAKES`.
+    n_accum : int, default 1
+        Micro-batches per step; ``"raw_loss"`` only shows with ``n_accum > 1``.
+    steps : int, default 1
+        Optimizer steps.
+    scaler_kwargs : dict, optional
+        Passed to ``GradScaler(device.type, **scaler_kwargs)``.
+    dtype : {"fp16", "bf16"} or torch.dtype, default torch.float16
+        The autocast dtype.
+    clip_norm : float, optional
+        Clip threshold; ``"clip_before_unscale"`` needs it.
+    device : torch.device or str, optional
+        Move model and data there first (default: the model's device).
+
+    Returns
+    -------
+    TrainResult
+        The final parameters, one :class:`StepLog` per step and the final scale.
+
+    Raises
+    ------
+    RuntimeError
+        From GradScaler itself under ``"no_update"``, on the second step.
+    TypeError, ValueError
+        If an argument is of the wrong kind or out of range (the message names it).
+
+    Examples
+    --------
     >>> X, y = make_toy_problem(device="cpu")
     >>> model = make_toy_model(device="cpu")
     >>> r = train_amp_mistake(model, make_toy_optimizer(model), X, y, nn.BCEWithLogitsLoss(),
@@ -578,7 +846,7 @@ def train_amp_mistake(
     RuntimeError: step() has already been called since the last update().
     """
     check_choice("mistake", mistake, MISTAKES)
-    _check_amp_args(dtype, clip_norm)
+    dtype = _check_amp_args(dtype, clip_norm)
     if mistake == "clip_before_unscale" and clip_norm is None:
         raise ValueError("mistake='clip_before_unscale' needs clip_norm (a number > 0), got None")
     X, y, device = _prepare(
@@ -627,13 +895,36 @@ def grad_after_backward(
     n_accum: int,
     divide: bool = True,
 ) -> dict[str, torch.Tensor]:
-    """The gradient one accumulation cycle leaves in ``.grad`` (FP32, no step).
+    """Return the gradient one accumulation cycle leaves in ``.grad`` (FP32, no step).
 
-    Runs ``n_accum`` micro-batch backward passes, dividing each loss by
-    ``n_accum`` when ``divide`` is true, and returns detached CPU copies of
-    the accumulated gradients by parameter name. The model's parameters are
-    not changed; its ``.grad`` is reset to ``None`` before and after.
+    The model's parameters are not changed; its ``.grad`` is reset to ``None``
+    before and after.
 
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model.
+    X, y : torch.Tensor
+        The batch and its targets.
+    loss_fn : callable
+        ``loss_fn(output, target)``, a mean loss.
+    n_accum : int
+        Micro-batch backward passes.
+    divide : bool, default True
+        Divide each micro-batch's loss by ``n_accum`` (the correct loop).
+
+    Returns
+    -------
+    dict of str to torch.Tensor
+        Detached CPU copies of the accumulated gradients, by parameter name.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If an argument is of the wrong kind or out of range (the message names it).
+
+    Examples
+    --------
     >>> X, y = make_toy_problem(device="cpu")
     >>> model = make_toy_model(device="cpu")
     >>> good = grad_after_backward(model, X, y, nn.BCEWithLogitsLoss(), 4)
@@ -669,8 +960,27 @@ def _as_params(name: str, value: Any) -> Mapping[str, torch.Tensor]:
 def compare_params(
     a: TrainResult | Mapping[str, torch.Tensor], b: TrainResult | Mapping[str, torch.Tensor]
 ) -> ParamComparison:
-    """Max absolute difference of two runs' parameters, and whether they are bitwise equal.
+    """Return the largest absolute difference of two runs' parameters, and whether they are bitwise equal.
 
+    Parameters
+    ----------
+    a, b : TrainResult or dict of str to torch.Tensor
+        The two runs, or their parameters by name; the names and shapes must match.
+
+    Returns
+    -------
+    ParamComparison
+        The difference and the bitwise verdict.
+
+    Raises
+    ------
+    TypeError
+        If ``a`` or ``b`` is neither.
+    ValueError
+        If their parameter names or shapes differ.
+
+    Examples
+    --------
     >>> X, y = make_toy_problem(device="cpu")
     >>> loss_fn = nn.BCEWithLogitsLoss()
     >>> m1, m2 = make_toy_model(device="cpu"), make_toy_model(device="cpu")
@@ -701,8 +1011,20 @@ def compare_params(
 def max_abs_diff(
     a: TrainResult | Mapping[str, torch.Tensor], b: TrainResult | Mapping[str, torch.Tensor]
 ) -> float:
-    """The largest absolute difference between two runs' parameters.
+    """Return the largest absolute difference between two runs' parameters.
 
+    Parameters
+    ----------
+    a, b : TrainResult or dict of str to torch.Tensor
+        The two runs, as :func:`compare_params` takes them.
+
+    Returns
+    -------
+    float
+        ``compare_params(a, b).max_abs_diff``.
+
+    Examples
+    --------
     >>> max_abs_diff({"w": torch.tensor([1.0])}, {"w": torch.tensor([0.75])})
     0.25
     """
@@ -736,7 +1058,7 @@ def first_step_bound(
     (Higham's bound for a sum). All of these are relative to
     ``A_j = sum_i |d_i X_ij|``, not to ``|g_j|``: the terms have both signs, and
     where they cancel, ``|g_j|`` is far smaller than the error they carry.
-    So, to first order in ``u``,
+    So, to first order in ``u``::
 
         |w_amp_j - w_fp32_j| <= lr (3u + gamma) A_j  +  FP32 rounding,
 

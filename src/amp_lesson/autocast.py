@@ -13,8 +13,7 @@ it saw:
   and weight gradients, ``.grad`` and Adam's ``exp_avg``/``exp_avg_sq``;
 - :func:`train_choice` / :func:`compare_choices` -- the ways to train in
   lower precision (:data:`CHOICES`), each run on a small model, with what
-  happened;
-- :func:`matmul_seconds` -- how long one matrix product takes per dtype.
+  happened.
 
 >>> rows = {r["op"]: r for r in op_dtypes(torch.bfloat16, device="cpu")}
 >>> rows["linear"]["produced"], rows["cross_entropy"]["produced"]
@@ -24,7 +23,6 @@ it saw:
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -34,38 +32,19 @@ from torch import nn
 
 from amp_lesson._checks import check_choice, check_int
 from amp_lesson.device import resolve_device
-from amp_lesson.memory import make_mlp
+from amp_lesson.formats import dtype_name, dtype_of
+from amp_lesson.models import make_mlp
 
 __all__ = [
     "CHOICES",
     "CUDA_RULES",
     "OPS",
     "compare_choices",
-    "dtype_name",
     "make_regression_problem",
-    "matmul_seconds",
     "op_dtypes",
     "step_dtypes",
     "train_choice",
 ]
-
-_LOW = (torch.float16, torch.bfloat16)
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """``torch.float16`` -> ``'float16'``.
-
-    >>> dtype_name(torch.bfloat16)
-    'bfloat16'
-    """
-    return str(dtype).removeprefix("torch.")
-
-
-def _check_low(dtype: Any) -> torch.dtype:
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"dtype must be torch.float16 or torch.bfloat16, got {dtype!r}")
-    return check_choice("dtype", dtype, _LOW)
-
 
 # --------------------------------------------------------------------------- ops
 
@@ -146,20 +125,37 @@ def _cuda_dtype(rule: str, dtype: torch.dtype) -> str:
 def op_dtypes(
     dtype: torch.dtype = torch.float16, device: torch.device | str | None = None
 ) -> list[dict[str, Any]]:
-    """Run each op of :data:`OPS` under autocast to ``dtype`` on ``device``.
+    """Run each op of :data:`OPS` under autocast to ``dtype`` on ``device``, and record its output dtype.
 
-    One row per op: ``op``; ``produced``, the output's dtype name, or
-    ``"refused"`` if autocast raised (``error`` then holds the message, else
-    ``None``); ``cuda_rule``, the dtype CUDA autocast gives per the AMP docs
-    (:data:`CUDA_RULES`); and ``same_as_cuda``, whether the two agree.
+    Parameters
+    ----------
+    dtype : {"fp16", "bf16"} or torch.dtype, default torch.float16
+        The autocast dtype.
+    device : torch.device or str, optional
+        Where to run (CPU and CUDA autocast use different op lists).
 
+    Returns
+    -------
+    list of dict
+        One row per op: ``op``; ``produced``, the output's dtype name, or
+        ``"refused"`` if autocast raised (``error`` then holds the message,
+        else ``None``); ``cuda_rule``, the dtype CUDA autocast gives per the
+        AMP docs (:data:`CUDA_RULES`); and ``same_as_cuda``, whether the two agree.
+
+    Raises
+    ------
+    ValueError
+        If ``dtype`` is not a half format.
+
+    Examples
+    --------
     >>> rows = {r["op"]: r for r in op_dtypes(torch.float16, device="cpu")}
     >>> rows["matmul"]["produced"], rows["mse_loss"]["produced"]
     ('float16', 'float32')
     >>> rows["binary_cross_entropy"]["cuda_rule"]
     'refused'
     """
-    dtype = _check_low(dtype)
+    dtype = dtype_of(dtype)
     device = resolve_device(device)
     inputs = _inputs(device)
     rows = []
@@ -193,10 +189,33 @@ def make_regression_problem(
     seed: int = 0,
     device: torch.device | str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A small regression task: ``X ~ N(0, 1)``, ``y = tanh(X @ w)`` for a random ``w``.
+    """Return a small regression task: ``X ~ N(0, 1)``, ``y = tanh(X @ w)`` for a random ``w``.
 
-    Drawn from a private generator, so the global RNG is left alone.
+    Parameters
+    ----------
+    n_samples : int, default 256
+        Rows.
+    n_features : int, default 16
+        Columns of ``X``.
+    seed : int, default 0
+        Seed of a private generator; the global RNG is left alone.
+    device : torch.device or str, optional
+        Where to put the data.
 
+    Returns
+    -------
+    X : torch.Tensor
+        Shape ``(n_samples, n_features)``.
+    y : torch.Tensor
+        Shape ``(n_samples, 1)``, in ``[-1, 1]``.
+
+    Raises
+    ------
+    ValueError
+        If a count is below 1 or ``seed`` is negative.
+
+    Examples
+    --------
     >>> X, y = make_regression_problem(device="cpu")
     >>> tuple(X.shape), tuple(y.shape), bool(y.abs().max() <= 1)
     ((256, 16), (256, 1), True)
@@ -241,15 +260,34 @@ def _names(dtypes: Any) -> str:
 def step_dtypes(
     dtype: torch.dtype = torch.float16, device: torch.device | str | None = None
 ) -> list[dict[str, str]]:
-    """The dtype of each kind of tensor in one mixed-precision Adam step.
+    """Return the dtype of each kind of tensor in one mixed-precision Adam step.
 
     The step is the book's loop on a small MLP: forward and loss (MSE) under
     ``torch.autocast(device.type, dtype=dtype)``, then
     ``scaler.scale(loss).backward()``, ``scaler.step(optimizer)`` and
     ``scaler.update()`` with ``torch.amp.GradScaler(device.type)`` (disabled
-    for BF16, which needs no scaling). One row per tensor: ``tensor``,
-    ``when`` (the phase it lives in) and ``dtype`` (the dtype names seen).
+    for BF16, which needs no scaling).
 
+    Parameters
+    ----------
+    dtype : {"fp16", "bf16"} or torch.dtype, default torch.float16
+        The autocast dtype.
+    device : torch.device or str, optional
+        Where to run.
+
+    Returns
+    -------
+    list of dict
+        One row per tensor: ``tensor``, ``when`` (the phase it lives in) and
+        ``dtype`` (the dtype names seen).
+
+    Raises
+    ------
+    ValueError
+        If ``dtype`` is not a half format.
+
+    Examples
+    --------
     >>> for row in step_dtypes(torch.float16, device="cpu"):
     ...     print(f"{row['tensor']:<30} {row['dtype']}")
     parameters (weights, biases)   float32
@@ -261,7 +299,7 @@ def step_dtypes(
     Adam exp_avg (m)               float32
     Adam exp_avg_sq (v)            float32
     """
-    dtype = _check_low(dtype)
+    dtype = dtype_of(dtype)
     device = resolve_device(device)
     model = make_mlp(16, 32, 2, device=device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -323,20 +361,40 @@ def train_choice(
 ) -> dict[str, Any]:
     """Train a small MLP with Adam on :func:`make_regression_problem` one way.
 
-    ``choice`` is a key of :data:`CHOICES`: ``"fp32"`` (no autocast);
-    ``"half"`` (``model.half()`` and FP16 data, plain ``optimizer.step()``);
-    ``"half_scaler"`` (the same with ``torch.amp.GradScaler``);
-    ``"autocast_fp16"`` (autocast FP16 with a GradScaler); ``"autocast_bf16"``
-    (autocast BF16, no scaler). Every choice starts from the same weights.
+    Every choice starts from the same weights.
 
-    Returns a row: ``choice`` (its label), ``params`` (the parameters'
-    dtype), ``scaler`` (whether a GradScaler was used), ``first_loss`` and
-    ``final_loss`` (the loss of the first and last step, ``None`` if none
-    finished), ``steps_done``, ``nonfinite_at`` (the first step whose loss
-    was inf or NaN, else ``None``), ``error`` (``"Type: message"`` of an
-    exception, else ``None``) and ``trained`` (the final loss is finite and
-    below half the first).
+    Parameters
+    ----------
+    choice : str
+        A key of :data:`CHOICES`: ``"fp32"`` (no autocast); ``"half"``
+        (``model.half()`` and FP16 data, plain ``optimizer.step()``);
+        ``"half_scaler"`` (the same with ``torch.amp.GradScaler``);
+        ``"autocast_fp16"`` (autocast FP16 with a GradScaler);
+        ``"autocast_bf16"`` (autocast BF16, no scaler).
+    steps : int, default 60
+        Optimizer steps.
+    lr : float, default 1e-3
+        Adam's learning rate.
+    device : torch.device or str, optional
+        Where to train.
 
+    Returns
+    -------
+    dict
+        ``choice`` (its label), ``params`` (the parameters' dtype), ``scaler``
+        (whether a GradScaler was used), ``first_loss`` and ``final_loss``
+        (``None`` if no step finished), ``steps_done``, ``nonfinite_at`` (the
+        first step whose loss was inf or NaN, else ``None``), ``error``
+        (``"Type: message"`` of an exception, else ``None``) and ``trained``
+        (the final loss is finite and below half the first).
+
+    Raises
+    ------
+    ValueError
+        If ``choice`` is unknown or ``steps`` below 1.
+
+    Examples
+    --------
     >>> row = train_choice("half_scaler", steps=2, device="cpu")
     >>> row["error"], row["trained"]
     ('ValueError: Attempting to unscale FP16 gradients.', False)
@@ -353,7 +411,10 @@ def train_choice(
     scaler = None
     if choice in ("half_scaler", "autocast_fp16"):
         scaler = torch.amp.GradScaler(device.type)
-    autocast = {"autocast_fp16": torch.float16, "autocast_bf16": torch.bfloat16}.get(choice)
+    # "autocast_fp16" -> torch.float16; the other choices run without autocast
+    autocast = (
+        dtype_of(choice.removeprefix("autocast_")) if choice.startswith("autocast_") else None
+    )
 
     losses: list[float] = []
     error = None
@@ -393,61 +454,29 @@ def train_choice(
 def compare_choices(
     steps: int = 60, device: torch.device | str | None = None
 ) -> list[dict[str, Any]]:
-    """:func:`train_choice` for every key of :data:`CHOICES`, in order.
+    """Run :func:`train_choice` for every key of :data:`CHOICES`, in order.
 
+    Parameters
+    ----------
+    steps : int, default 60
+        Optimizer steps of each run.
+    device : torch.device or str, optional
+        Where to train.
+
+    Returns
+    -------
+    list of dict
+        One :func:`train_choice` row per choice.
+
+    Raises
+    ------
+    ValueError
+        If ``steps`` is below 1.
+
+    Examples
+    --------
     >>> [r["trained"] for r in compare_choices(steps=40, device="cpu")]
     [True, False, False, True, True]
     """
     check_int("steps", steps, minimum=1)
     return [train_choice(choice, steps=steps, device=device) for choice in CHOICES]
-
-
-# --------------------------------------------------------------------------- speed
-
-
-def matmul_seconds(
-    n: int = 256,
-    dtype: torch.dtype = torch.float32,
-    device: torch.device | str | None = None,
-    repeats: int = 5,
-) -> float:
-    """Shortest wall time of one ``n x n`` by ``n x n`` matrix product in ``dtype``.
-
-    One untimed product comes first, then ``repeats`` timed ones; on CUDA
-    each timing waits for the GPU (``torch.cuda.synchronize``). On the CPU
-    the products run on one thread (the thread count is restored after), so
-    that other work on a shared machine disturbs them less; the shortest time
-    is the least disturbed. Compare dtypes with it, on one machine, rather
-    than machines.
-
-    >>> matmul_seconds(64, torch.float32, device="cpu") > 0
-    True
-    """
-    check_int("n", n, minimum=1)
-    check_int("repeats", repeats, minimum=1)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
-    device = resolve_device(device)
-    g = torch.Generator().manual_seed(0)
-    a = torch.randn(n, n, generator=g).to(device, dtype)
-    b = torch.randn(n, n, generator=g).to(device, dtype)
-
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-    threads = torch.get_num_threads()
-    if device.type == "cpu":
-        torch.set_num_threads(1)
-    try:
-        a @ b
-        sync()
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            a @ b
-            sync()
-            times.append(time.perf_counter() - start)
-    finally:
-        torch.set_num_threads(threads)
-    return min(times)

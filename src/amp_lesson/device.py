@@ -18,8 +18,18 @@ import torch
 
 from amp_lesson._checks import check_choice
 
+__all__ = [
+    "ENV_VAR",
+    "Provenance",
+    "device_name",
+    "get_device",
+    "place_model",
+    "provenance",
+    "resolve_device",
+]
+
 ENV_VAR = "AMP_LESSON_DEVICE"
-"""Environment variable that overrides the device: ``auto``, ``cpu`` or ``cuda``."""
+"""The environment variable that overrides the device (``auto``, ``cpu`` or ``cuda``)."""
 
 _CHOICES = ("auto", "cpu", "cuda")
 
@@ -27,12 +37,29 @@ _CHOICES = ("auto", "cpu", "cuda")
 def get_device(preference: str | None = None) -> torch.device:
     """Return the device the book's cells run on.
 
-    ``preference`` is ``"auto"``, ``"cpu"`` or ``"cuda"``; ``None`` reads
-    :data:`ENV_VAR` (default ``"auto"``). ``"auto"`` picks CUDA when
-    ``torch.cuda.is_available()``, else the CPU. Asking for ``"cuda"`` on a
-    machine without it is an error rather than a silent fall-back, because a
-    page that says "GPU" must have run on one.
+    ``"auto"`` picks CUDA when ``torch.cuda.is_available()``, else the CPU.
+    Asking for ``"cuda"`` on a machine without it is an error rather than a
+    silent fall-back, because a page that says "GPU" must have run on one.
 
+    Parameters
+    ----------
+    preference : {"auto", "cpu", "cuda"}, optional
+        The device to use; ``None`` reads :data:`ENV_VAR` (default ``"auto"``).
+
+    Returns
+    -------
+    torch.device
+        ``device(type='cuda')`` or ``device(type='cpu')``.
+
+    Raises
+    ------
+    ValueError
+        If the preference is none of the three.
+    RuntimeError
+        If CUDA is asked for and torch sees none.
+
+    Examples
+    --------
     >>> get_device("cpu")
     device(type='cpu')
     >>> get_device("tpu")
@@ -56,12 +83,30 @@ def get_device(preference: str | None = None) -> torch.device:
 
 
 def resolve_device(device: torch.device | str | None = None) -> torch.device:
-    """A ``device`` argument of the package's functions, checked and resolved.
+    """Check and resolve the ``device`` argument of the package's functions.
 
-    ``None`` or ``"auto"`` means :func:`get_device`; otherwise ``"cpu"``,
-    ``"cuda"``, ``"cuda:N"`` or a :class:`torch.device` of those types. CUDA on
-    a machine without it is an error, not a silent fall-back to the CPU.
+    Parameters
+    ----------
+    device : torch.device or str, optional
+        ``None`` or ``"auto"`` means :func:`get_device`; otherwise ``"cpu"``,
+        ``"cuda"``, ``"cuda:N"`` or a :class:`torch.device` of those types.
 
+    Returns
+    -------
+    torch.device
+        The device to run on.
+
+    Raises
+    ------
+    TypeError
+        If ``device`` is not a str, torch.device or None.
+    ValueError
+        If it names another device type.
+    RuntimeError
+        If it names CUDA on a machine without it (no silent fall-back to the CPU).
+
+    Examples
+    --------
     >>> resolve_device("cpu")
     device(type='cpu')
     >>> resolve_device("mps")
@@ -88,8 +133,27 @@ def resolve_device(device: torch.device | str | None = None) -> torch.device:
 
 
 def place_model(model: torch.nn.Module, device: torch.device | str | None = None) -> torch.device:
-    """The device ``model`` runs on: its own when ``device`` is None, else ``device`` (moved there).
+    """Return the device ``model`` runs on: its own when ``device`` is None, else ``device``.
 
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model; moved to ``device`` when one is given.
+    device : torch.device or str, optional
+        Where to put the model (see :func:`resolve_device`).
+
+    Returns
+    -------
+    torch.device
+        The device the model's parameters are on now.
+
+    Raises
+    ------
+    ValueError
+        If the model sits on a device other than a CPU or CUDA.
+
+    Examples
+    --------
     >>> place_model(torch.nn.Linear(2, 1))
     device(type='cpu')
     """
@@ -105,8 +169,20 @@ def place_model(model: torch.nn.Module, device: torch.device | str | None = None
 
 
 def device_name(device: torch.device | str | None = None) -> str:
-    """Human-readable name of ``device`` (the GPU's name, or the CPU's).
+    """Return a human-readable name of ``device``: the GPU's name, or the CPU's.
 
+    Parameters
+    ----------
+    device : torch.device or str, optional
+        The device (default: :func:`get_device`).
+
+    Returns
+    -------
+    str
+        For example ``"NVIDIA H100 80GB HBM3"`` or ``"CPU (x86_64, 2 cores)"``.
+
+    Examples
+    --------
     >>> device_name("cpu").startswith("CPU")
     True
     """
@@ -119,7 +195,25 @@ def device_name(device: torch.device | str | None = None) -> str:
 
 @dataclass(frozen=True)
 class Provenance:
-    """Where and when a page's cells ran."""
+    """Where and when a page's cells ran; displays as the line every page shows.
+
+    Parameters
+    ----------
+    device_type : str
+        ``"cpu"`` or ``"cuda"``.
+    device_name : str
+        :func:`device_name` of the device.
+    torch_version : str
+        ``torch.__version__``.
+    cuda_version : str or None
+        ``torch.version.cuda`` (``None`` for a CPU build of torch).
+    python_version : str
+        The Python version.
+    executed_on : str
+        The date (ISO, UTC).
+    package_version : str
+        ``amp_lesson.__version__``.
+    """
 
     device_type: str
     device_name: str
@@ -145,11 +239,23 @@ class Provenance:
 
 
 def provenance(device: torch.device | str | None = None) -> Provenance:
-    """The provenance of this run: device, torch version and today's date (UTC).
+    """Return the provenance of this run: device, versions and today's date (UTC).
 
     Displaying the result in a notebook shows one line, which every page of
     the book does in its first cell.
 
+    Parameters
+    ----------
+    device : torch.device or str, optional
+        The device the page runs on (default: :func:`get_device`).
+
+    Returns
+    -------
+    Provenance
+        The record; ``str()`` of it is the line.
+
+    Examples
+    --------
     >>> p = provenance("cpu")
     >>> p.device_type, p.torch_version == torch.__version__
     ('cpu', True)

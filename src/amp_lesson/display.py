@@ -14,12 +14,27 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+__all__ = ["Table", "fmt_num"]
+
 
 def fmt_num(x: Any, digits: int = 4) -> str:
     """Format a number for prose and tables: plain when moderate, else scientific.
 
-    Integers print as integers; ``digits`` is the count of significant digits.
+    Parameters
+    ----------
+    x : int, float or None
+        The number; ``None`` is shown as a dash (not measured, or not known).
+    digits : int, default 4
+        Significant digits.
 
+    Returns
+    -------
+    str
+        Integers as integers, moderate values with ``digits`` significant
+        digits, very large or small ones in scientific notation.
+
+    Examples
+    --------
     >>> fmt_num(65504.0), fmt_num(6.103515625e-05), fmt_num(0.1), fmt_num(3)
     ('65504', '6.104e-05', '0.1', '3')
     >>> fmt_num(float("inf")), fmt_num(-0.0), fmt_num(None)
@@ -47,12 +62,29 @@ def fmt_num(x: Any, digits: int = 4) -> str:
 
 @dataclass
 class Table:
-    """Rows (mappings) shown as a table.
+    """Rows (mappings) shown as a table: HTML in the book, aligned text elsewhere.
 
-    ``columns`` picks and orders the keys (default: the first row's keys);
-    ``formats`` maps a column to a function that turns a value into text
-    (default :func:`fmt_num` for numbers, ``str`` otherwise).
+    Parameters
+    ----------
+    rows : sequence of mapping
+        The rows, computed by a cell, never typed in.
+    columns : sequence of str, optional
+        The keys to show, in order (default: the first row's keys).
+    formats : mapping of str to callable, optional
+        For a column, a function that turns a value into text (default
+        :func:`fmt_num` for numbers, ``str`` otherwise).
+    caption : str, optional
+        The table's caption.
 
+    Raises
+    ------
+    TypeError
+        If ``rows`` is not a sequence of mappings.
+    ValueError
+        If a column is not a key of the rows.
+
+    Examples
+    --------
     >>> t = Table([{"format": "fp16", "max": 65504.0}, {"format": "bf16", "max": 3.39e38}])
     >>> print(t)
     format  max
@@ -85,7 +117,13 @@ class Table:
         return "—" if value is None else str(value)
 
     def text_rows(self) -> list[list[str]]:
-        """The header and each row as lists of strings."""
+        """The header and each row as lists of strings.
+
+        Returns
+        -------
+        list of list of str
+            The header first.
+        """
         cols = list(self.columns or [])
         return [cols] + [[self._cell(c, row.get(c)) for c in cols] for row in self.rows]
 

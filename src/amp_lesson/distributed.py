@@ -29,6 +29,9 @@ cannot be found by the child process. Children send back lists and floats
 
 (No ``from __future__ import annotations`` here: DDP checks a hook's
 annotations at registration and rejects them as strings.)
+
+Why this module is long: the spawn start method pickles workers by name, so the rank's
+loop, the worker and the launcher must share one importable module; half of it is docstrings.
 """
 
 import json
@@ -47,7 +50,8 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 
 from amp_lesson._checks import check_choice, check_int, check_positive
 from amp_lesson.accumulation import make_toy_problem, train_full_batch
-from amp_lesson.memory import make_mlp
+from amp_lesson.models import make_mlp
+from amp_lesson.scaler import step_skipped
 
 __all__ = [
     "SYNC_MODES",
@@ -86,8 +90,15 @@ SYNC_MODES: tuple[str, ...] = (
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (for ``init_method``).
+    """Return a TCP port on 127.0.0.1 that was free a moment ago (for ``init_method``).
 
+    Returns
+    -------
+    int
+        The port number.
+
+    Examples
+    --------
     >>> 0 < free_port() < 65536
     True
     """
@@ -100,10 +111,15 @@ def free_port() -> int:
 class CallCounter:
     """The state of :func:`counting_allreduce_hook`: one entry per all-reduce call.
 
-    ``calls`` holds the index of the gradient bucket each call reduced;
-    ``process_group`` is passed on to ``allreduce_hook`` (``None``: the
-    default group).
+    Parameters
+    ----------
+    process_group : object, optional
+        Passed on to ``allreduce_hook`` (``None``: the default group).
+    calls : list of int
+        The index of the gradient bucket each call reduced.
 
+    Examples
+    --------
     >>> c = CallCounter()
     >>> c.calls.extend([0, 1, 0, 1]); len(c.calls), c.buckets
     (4, 2)
@@ -127,6 +143,18 @@ def counting_allreduce_hook(
     counting_allreduce_hook)``. DDP calls it once per gradient bucket each
     time it synchronizes; ``allreduce_hook`` divides the bucket by the world
     size and all-reduces it, which is what DDP does without a hook.
+
+    Parameters
+    ----------
+    state : CallCounter
+        Where the call is counted.
+    bucket : torch.distributed.GradBucket
+        The bucket DDP hands over.
+
+    Returns
+    -------
+    torch.futures.Future
+        The all-reduced bucket, as ``allreduce_hook`` returns it.
     """
     state.calls.append(bucket.index())  # one call per bucket and sync
     return allreduce_hook(state.process_group, bucket)
@@ -146,13 +174,34 @@ def train_ddp_accumulated(
     steps: int = 1,
     sync: str = "no_sync",
 ) -> None:
-    """Gradient accumulation on one DDP rank, over its shard ``X, y``.
+    """Run gradient accumulation on one DDP rank, over its shard ``X, y``.
 
     Every rank runs this on its own shard of the global batch, cut into
-    ``n_accum`` micro-batches. Each
-    micro-batch's loss is divided by ``n_accum``; DDP's all-reduce averages
-    over the ranks, so the synchronized gradient is that of the global mean
-    loss. ``sync`` is one of :data:`SYNC_MODES`.
+    ``n_accum`` micro-batches. Each micro-batch's loss is divided by
+    ``n_accum``; DDP's all-reduce averages over the ranks, so the
+    synchronized gradient is that of the global mean loss.
+
+    Parameters
+    ----------
+    model : torch.nn.parallel.DistributedDataParallel
+        The wrapped model.
+    optimizer : torch.optim.Optimizer
+        Its optimizer.
+    X, y : torch.Tensor
+        This rank's shard.
+    loss_fn : callable
+        A mean loss, ``loss_fn(output, target)``.
+    n_accum : int
+        Micro-batches per optimizer step.
+    steps : int, default 1
+        Optimizer steps.
+    sync : str, default "no_sync"
+        One of :data:`SYNC_MODES`.
+
+    Raises
+    ------
+    ValueError
+        If ``sync`` is unknown.
     """
     check_choice("sync", sync, SYNC_MODES)
     optimizer.zero_grad()
@@ -183,10 +232,18 @@ def train_ddp_accumulated(
 class ModeResult:
     """What one sync mode did on rank 0, as plain Python values.
 
-    ``calls_per_step`` counts the all-reduce calls (one per bucket per
-    synchronization) in each optimizer step; ``buckets`` is how many gradient
-    buckets DDP made; ``params`` the final parameters as nested lists;
-    ``ranks_agree`` whether every rank ended with bitwise the same parameters.
+    Parameters
+    ----------
+    mode : str
+        One of :data:`SYNC_MODES`.
+    calls_per_step : tuple of int
+        All-reduce calls (one per bucket per synchronization) in each optimizer step.
+    buckets : int
+        Gradient buckets DDP made.
+    params : dict
+        The final parameters as nested lists.
+    ranks_agree : bool
+        Whether every rank ended with bitwise the same parameters.
     """
 
     mode: str
@@ -196,13 +253,35 @@ class ModeResult:
     ranks_agree: bool
 
     def tensors(self) -> dict[str, torch.Tensor]:
-        """The final parameters as float32 tensors (for :func:`~amp_lesson.accumulation.compare_params`)."""
+        """Return the final parameters as float32 tensors.
+
+        Returns
+        -------
+        dict of str to torch.Tensor
+            By parameter name, for :func:`~amp_lesson.accumulation.compare_params`.
+        """
         return {name: torch.tensor(v, dtype=torch.float32) for name, v in self.params.items()}
 
 
 @dataclass(frozen=True)
 class DDPRun:
-    """The results of :func:`run_ddp_accumulation`, one :class:`ModeResult` per mode."""
+    """The results of :func:`run_ddp_accumulation`.
+
+    Parameters
+    ----------
+    world_size : int
+        Processes.
+    n_accum : int
+        Micro-batches per rank and step.
+    steps : int
+        Optimizer steps.
+    micro_batch_size : int
+        Samples per micro-batch.
+    results : dict of str to ModeResult
+        One per sync mode.
+    scaler_check : list of dict, optional
+        With ``poison_rank``: per rank, what it saw in the AMP step.
+    """
 
     world_size: int
     n_accum: int
@@ -250,19 +329,14 @@ def _poisoned_amp_step(
             scaler.scale(loss).backward()
         losses_finite = losses_finite and bool(torch.isfinite(loss.detach()))
     grads_finite = all(bool(torch.isfinite(p.grad).all()) for p in model.parameters())
-    before = [p.detach().clone() for p in model.parameters()]
-    scaler.step(optimizer)
+    skipped = step_skipped(scaler, optimizer)
     scaler.update()
-    unchanged = all(
-        torch.equal(a.view(torch.int32), p.detach().view(torch.int32))
-        for a, p in zip(before, model.parameters(), strict=True)
-    )
     return {
         "rank": rank,
         "NaN in this rank's data": rank == config["poison_rank"],
         "own loss finite": losses_finite,
         "gradients finite after the all-reduce": grads_finite,
-        "step skipped": unchanged,
+        "step skipped": skipped,
         "scale after": scaler.get_scale(),
     }
 
@@ -326,23 +400,49 @@ def run_ddp_accumulation(
 ) -> DDPRun:
     """Train a small MLP on the toy problem with DDP: ``world_size`` CPU processes, gloo.
 
-    The toy problem's 128 samples are split into ``world_size`` contiguous shards,
-    and each rank cuts its shard into ``n_accum`` micro-batches. Every mode
-    in ``modes`` trains a fresh model for ``steps`` optimizer steps (SGD,
-    ``lr``) with :func:`train_ddp_accumulated`, counting all-reduce calls
-    with :func:`counting_allreduce_hook`. One launch runs all modes, because
-    starting the processes is the slow part (seconds: each imports torch).
+    The toy problem's 128 samples are split into ``world_size`` contiguous
+    shards, and each rank cuts its shard into ``n_accum`` micro-batches. Every
+    mode trains a fresh model with :func:`train_ddp_accumulated`, counting
+    all-reduce calls with :func:`counting_allreduce_hook`. One launch runs all
+    modes, because starting the processes is the slow part (seconds: each
+    imports torch).
 
-    With ``poison_rank`` set, each rank then also runs one fp16 AMP step
-    (accumulation with ``no_sync``, its own ``GradScaler("cpu")``) in which
-    only that rank's data holds a NaN; :attr:`DDPRun.scaler_check` holds one
-    row per rank saying what it saw.
+    Parameters
+    ----------
+    world_size : int, default 2
+        Processes.
+    n_accum : int, default 4
+        Micro-batches per rank and step.
+    steps : int, default 2
+        Optimizer steps (SGD).
+    modes : sequence of str, default SYNC_MODES
+        The sync modes to run.
+    lr : float, default 0.1
+        Learning rate.
+    seed : int, default 0
+        Seed of the model.
+    bucket_cap_mb : float, optional
+        DDP's bucket size (default DDP's).
+    poison_rank : int, optional
+        Then each rank also runs one fp16 AMP step (accumulation with
+        ``no_sync``, its own ``GradScaler("cpu")``) in which only that rank's
+        data holds a NaN; ``DDPRun.scaler_check`` says what each rank saw.
+    start_method : {"spawn", "forkserver"}, default "spawn"
+        ``"spawn"`` works in a Jupyter kernel, since the worker is importable
+        from this module. ``"fork"`` is refused: forking a parent that already
+        runs threads (a Jupyter kernel, torch's intra-op pool, a test runner)
+        can deadlock, and did in this project's tests.
 
-    ``start_method`` is ``"spawn"`` (works in a Jupyter kernel, since the
-    worker is importable from this module) or ``"forkserver"``. ``"fork"`` is
-    refused: forking a parent that already runs threads (a Jupyter kernel,
-    torch's intra-op pool, a test runner) can deadlock, and did in this
-    project's tests.
+    Returns
+    -------
+    DDPRun
+        Rank 0's results per mode.
+
+    Raises
+    ------
+    ValueError
+        If a setting is out of range, a mode unknown, or a rank would hold
+        fewer samples than ``n_accum``.
     """
     check_int("world_size", world_size, minimum=1)
     check_int("n_accum", n_accum, minimum=1)
@@ -407,8 +507,24 @@ def run_ddp_accumulation(
 
 
 def reference_full_batch(steps: int = 2, lr: float = 0.1, seed: int = 0) -> dict[str, torch.Tensor]:
-    """The single-process run DDP must reproduce: full batch of 128, ``steps`` SGD steps.
+    """Return the single-process run DDP must reproduce: full batch of 128, ``steps`` SGD steps.
 
+    Parameters
+    ----------
+    steps : int, default 2
+        Optimizer steps.
+    lr : float, default 0.1
+        Learning rate.
+    seed : int, default 0
+        Seed of the model.
+
+    Returns
+    -------
+    dict of str to torch.Tensor
+        The final parameters by name.
+
+    Examples
+    --------
     >>> ref = reference_full_batch(steps=1)
     >>> sorted(ref)
     ['0.bias', '0.weight', '2.bias', '2.weight']

@@ -26,6 +26,9 @@ rounded twice (``1 + 2**-11 + 2**-40`` becomes ``1.0`` in FP16, where a single
 rounding gives ``1 + 2**-10``). :func:`store` casts from float64 exactly as
 torch does, so it reports what a tensor built from that Python float holds;
 for any value that is already a float32 the two roads agree.
+
+Why this module is long: every fact about a format derives from one table of specs, and
+store, ulp and the dtype resolver read it; more than half of its lines are docstrings.
 """
 
 from __future__ import annotations
@@ -47,6 +50,10 @@ __all__ = [
     "FormatSpec",
     "Stored",
     "add_in",
+    "beyond_range",
+    "dtype_name",
+    "dtype_of",
+    "format_spec",
     "format_table",
     "round_to_tf32",
     "store",
@@ -59,12 +66,37 @@ class FormatSpec:
     """The layout and limits of one floating-point format.
 
     All limits are Python floats, derived from :func:`torch.finfo` and the
-    bit layout. ``dtype`` is ``None`` for TF32, which is a compute mode
-    with no storage dtype. ``has_inf`` is False for FP8 E4M3 (the ``fn`` in
-    ``float8_e4m3fn`` means "finite and NaN only"), and ``saturates`` says
-    whether torch's cast clamps a value beyond ``max`` to ``max`` instead of
-    rounding it to infinity.
+    bit layout, never typed in.
 
+    Parameters
+    ----------
+    name : str
+        The key in :data:`FORMATS`, e.g. ``"fp16"``.
+    label : str
+        How tables name it, e.g. ``"FP16"``.
+    bits, sign_bits, exponent_bits, mantissa_bits : int
+        The widths of the whole and of its fields.
+    bias : int
+        The exponent bias, ``2**(exponent_bits - 1) - 1``.
+    max : float
+        The largest finite value.
+    smallest_normal : float
+        The smallest positive normal value.
+    smallest_subnormal : float
+        The smallest positive value, ``2**(1 - bias - mantissa_bits)``.
+    eps : float
+        The gap between 1 and the next value.
+    dtype : torch.dtype or None
+        The storage dtype; ``None`` for TF32, a compute mode with none.
+    has_inf : bool
+        False for FP8 E4M3 (the ``fn`` in ``float8_e4m3fn`` means "finite and
+        NaN only").
+    saturates : bool
+        Whether torch's cast clamps a value beyond ``max`` to ``max`` instead
+        of rounding it to infinity.
+
+    Examples
+    --------
     >>> fp16 = FORMATS["fp16"]
     >>> fp16.exponent_bits, fp16.mantissa_bits, fp16.bias, fp16.max
     (5, 10, 15, 65504.0)
@@ -112,22 +144,34 @@ def _pattern_as(bit_pattern: int, bits: int, dtype: torch.dtype) -> torch.Tensor
     return torch.tensor(bit_pattern, dtype=_UINT_OF_WIDTH[bits]).view(dtype)
 
 
-def _round_fp32_bits(bit_pattern: int, mantissa_bits: int) -> int:
-    """Round an FP32 bit pattern to ``mantissa_bits``, ties to even.
+def _fp32_bits(x: torch.Tensor) -> torch.Tensor:
+    """The FP32 bit patterns of ``x`` (cast to FP32 first) as non-negative int64."""
+    return x.detach().to(torch.float32).view(torch.int32).to(torch.int64) & 0xFFFFFFFF
 
-    Adding half a unit (less one, plus the kept last bit) to the pattern and
+
+def _fp32_from_bits(bits: torch.Tensor) -> torch.Tensor:
+    """The FP32 tensor whose bit patterns are ``bits`` (non-negative int64)."""
+    signed = torch.where(bits >= 1 << 31, bits - (1 << 32), bits)  # int32 is signed
+    return signed.to(torch.int32).view(torch.float32)
+
+
+def _round_fp32_bits(bits: torch.Tensor, mantissa_bits: int) -> torch.Tensor:
+    """Round FP32 bit patterns (:func:`_fp32_bits`) to ``mantissa_bits``, ties to even.
+
+    Adding half a unit (less one, plus the kept last bit) to a pattern and
     clearing the dropped bits is round-to-nearest-even; a carry out of the
-    mantissa bumps the exponent, which is exactly right, up to infinity.
+    mantissa bumps the exponent, which is exactly right, up to infinity. An
+    infinity is kept; a NaN gets its quiet bit set, so it stays a NaN once
+    the dropped bits are cleared.
     """
     dropped = _FP32_MANTISSA_BITS - mantissa_bits
     exponent_ones = (1 << _FP32_EXPONENT_BITS) - 1
-    if (bit_pattern >> _FP32_MANTISSA_BITS) & exponent_ones == exponent_ones:
-        if bit_pattern & ((1 << _FP32_MANTISSA_BITS) - 1):  # NaN: set the quiet bit so
-            bit_pattern |= 1 << (_FP32_MANTISSA_BITS - 1)  # it stays NaN once cleared
-        return bit_pattern & ~((1 << dropped) - 1)
-    kept_lsb = (bit_pattern >> dropped) & 1
-    bit_pattern += (1 << (dropped - 1)) - 1 + kept_lsb
-    return bit_pattern & ~((1 << dropped) - 1)
+    special = (bits >> _FP32_MANTISSA_BITS) & exponent_ones == exponent_ones  # inf or NaN
+    is_nan = special & (bits & ((1 << _FP32_MANTISSA_BITS) - 1) != 0)
+    kept_lsb = (bits >> dropped) & 1
+    rounded = torch.where(special, bits, bits + (1 << (dropped - 1)) - 1 + kept_lsb)
+    rounded = torch.where(is_nan, bits | (1 << (_FP32_MANTISSA_BITS - 1)), rounded)
+    return rounded & ~((1 << dropped) - 1)
 
 
 def _spec(name: str, label: str, dtype: torch.dtype | None) -> FormatSpec:
@@ -150,9 +194,8 @@ def _spec(name: str, label: str, dtype: torch.dtype | None) -> FormatSpec:
         smallest_normal = math.ldexp(1, 1 - emax)
         eps = math.ldexp(1, -mantissa_bits)
         # FP32's max lies beyond TF32's range: does the emulated rounding clamp it?
-        fp32_max = torch.tensor(torch.finfo(torch.float32).max, dtype=torch.float32)
-        fp32_max_bits = fp32_max.view(torch.int32).item() & 0xFFFFFFFF
-        rounded_max = _pattern_as(_round_fp32_bits(fp32_max_bits, mantissa_bits), 32, torch.float32)
+        fp32_max = torch.tensor(torch.finfo(torch.float32).max)
+        rounded_max = _fp32_from_bits(_round_fp32_bits(_fp32_bits(fp32_max), mantissa_bits))
         saturates = math.isfinite(rounded_max.item())
         has_inf = True  # FP32's encoding: all-ones exponent, zero mantissa
     bias = 2 ** (exponent_bits - 1) - 1
@@ -223,8 +266,32 @@ _DEFAULT_COLUMNS = (
 )
 
 
-def _resolve(fmt: Any, name: str = "fmt") -> FormatSpec:
-    """The :class:`FormatSpec` that ``fmt`` (a name, spec or torch dtype) stands for."""
+def format_spec(fmt: str | FormatSpec | torch.dtype, name: str = "fmt") -> FormatSpec:
+    """The :class:`FormatSpec` that ``fmt`` stands for.
+
+    Parameters
+    ----------
+    fmt : str, FormatSpec or torch.dtype
+        A name of :data:`FORMATS`, a spec from it, or a storage dtype
+        (``torch.float16`` is FP16).
+    name : str, default "fmt"
+        The caller's parameter name, for the error message.
+
+    Returns
+    -------
+    FormatSpec
+        The entry of :data:`FORMATS`.
+
+    Raises
+    ------
+    ValueError
+        If ``fmt`` is none of those.
+
+    Examples
+    --------
+    >>> format_spec(torch.bfloat16).name, format_spec("fp8_e5m2").max
+    ('bf16', 57344.0)
+    """
     if isinstance(fmt, str):
         return FORMATS[check_choice(name, fmt, FORMATS)]
     if isinstance(fmt, FormatSpec) and FORMATS.get(fmt.name) == fmt:
@@ -237,6 +304,82 @@ def _resolve(fmt: Any, name: str = "fmt") -> FormatSpec:
         f"{name} must be one of {names}, a FormatSpec from FORMATS, or one of the dtypes "
         f"{dtypes}; got {type(fmt).__name__} {fmt!r}"
     )
+
+
+def dtype_of(
+    fmt: str | FormatSpec | torch.dtype,
+    allowed: Iterable[str] = ("fp16", "bf16"),
+    *,
+    name: str = "dtype",
+) -> torch.dtype:
+    """The torch dtype of a format given by name or dtype, checked against ``allowed``.
+
+    Every function of the package that takes a low-precision dtype reads it
+    through this one, so ``"fp16"`` and ``torch.float16`` mean the same
+    everywhere and a wrong value gets the same message.
+
+    Parameters
+    ----------
+    fmt : str, FormatSpec or torch.dtype
+        A format name of :data:`FORMATS`, its spec, or its storage dtype.
+    allowed : iterable of str, default ("fp16", "bf16")
+        The format names the caller accepts.
+    name : str, default "dtype"
+        The caller's parameter name, for the error message.
+
+    Returns
+    -------
+    torch.dtype
+        The storage dtype of the format.
+
+    Raises
+    ------
+    ValueError
+        If ``fmt`` is not one of ``allowed``, by name or by dtype.
+
+    Examples
+    --------
+    >>> dtype_of("bf16"), dtype_of(torch.float16)
+    (torch.bfloat16, torch.float16)
+    >>> dtype_of("fp32", name="autocast_dtype")
+    Traceback (most recent call last):
+    ...
+    ValueError: autocast_dtype must be one of 'fp16', 'bf16', torch.float16, torch.bfloat16; got 'fp32'
+    """
+    allowed = [FORMATS[check_choice("allowed", a, FORMATS)] for a in allowed]
+    for spec in allowed:
+        if spec.dtype is not None and (fmt in (spec.name, spec.dtype) or fmt is spec):
+            return spec.dtype
+    choices = [repr(s.name) for s in allowed] + [str(s.dtype) for s in allowed if s.dtype]
+    raise ValueError(f"{name} must be one of {', '.join(choices)}; got {fmt!r}")
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """Torch's name of ``dtype`` without the ``torch.`` prefix, as tables show it.
+
+    Parameters
+    ----------
+    dtype : torch.dtype
+        Any torch dtype.
+
+    Returns
+    -------
+    str
+        For example ``"float16"``.
+
+    Raises
+    ------
+    TypeError
+        If ``dtype`` is not a torch dtype.
+
+    Examples
+    --------
+    >>> dtype_name(torch.bfloat16)
+    'bfloat16'
+    """
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype, got {dtype!r}")
+    return str(dtype).removeprefix("torch.")
 
 
 def _check_real(name: str, value: Any) -> float:
@@ -264,24 +407,34 @@ def _as_tensor(name: str, value: Any) -> torch.Tensor:
 class Stored:
     """What a format stores for one value, and what happened on the way in.
 
-    ``sign``, ``exponent`` and ``mantissa`` are the bit strings of the stored
-    pattern. ``kind`` is ``"zero"``, ``"subnormal"``, ``"normal"``,
-    ``"inf"`` or ``"nan"`` (of the stored value). ``event`` is
+    Parameters
+    ----------
+    value : float
+        The value asked for.
+    format : str
+        The format's name in :data:`FORMATS`.
+    stored : float
+        The value the format holds.
+    sign, exponent, mantissa : str
+        The bit strings of the stored pattern.
+    kind : {"zero", "subnormal", "normal", "inf", "nan"}
+        What the stored value is.
+    event : {"exact", "rounded", "underflow", "overflow", "saturated"}
+        ``"exact"``: stored unchanged (a NaN stored as a NaN and an infinity
+        stored as the same infinity count as exact); ``"rounded"``: stored as a
+        nearby finite non-zero number; ``"underflow"``: a non-zero value stored
+        as zero; ``"overflow"``: a value stored as infinity (or as NaN, for a
+        format without infinity that does not saturate); ``"saturated"``: a
+        value beyond the range (one that rounds past ``max``), or an infinity,
+        clamped to ``±max``.
+    rel_error : float
+        ``|stored - value| / |value|`` in IEEE arithmetic, except that it is
+        ``0.0`` whenever ``event == "exact"``: so an underflow gives ``1.0``,
+        an overflow ``inf``, and an infinity saturated to ``max`` gives ``nan``
+        (the ratio ``inf/inf`` is undefined).
 
-    - ``"exact"``: stored unchanged (a NaN stored as a NaN and an infinity
-      stored as the same infinity count as exact);
-    - ``"rounded"``: stored as a nearby finite non-zero number;
-    - ``"underflow"``: a non-zero value stored as zero;
-    - ``"overflow"``: a value stored as infinity (or as NaN, for a format
-      without infinity that does not saturate);
-    - ``"saturated"``: a value beyond the range (one that rounds past
-      ``max``), or an infinity, clamped to ``±max``.
-
-    ``rel_error`` is ``|stored - value| / |value|`` in IEEE arithmetic, except
-    that it is ``0.0`` whenever ``event == "exact"``: so an underflow gives
-    ``1.0``, an overflow ``inf``, and an infinity saturated to ``max`` gives
-    ``nan`` (the ratio ``inf/inf`` is undefined).
-
+    Examples
+    --------
     >>> s = store(65520, "fp16")   # one half-gap above FP16's max
     >>> s.stored, s.event, s.kind, s.bits
     (inf, 'overflow', 'inf', '0111110000000000')
@@ -315,41 +468,94 @@ class Stored:
         )
 
 
-def _beyond_range(spec: FormatSpec, magnitude: float) -> bool:
-    """Whether ``magnitude`` rounds past ``spec.max`` with an unbounded exponent.
+def beyond_range(
+    magnitude: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype
+) -> torch.Tensor:
+    """Where ``magnitude`` rounds past the largest value of ``fmt``.
 
-    The next value above ``max`` would be ``max + gap``; the midpoint goes up
-    only if ``max`` has an odd last mantissa bit (ties to even). It does for
-    the IEEE-style formats, but not for E4M3, whose max ``1.110 * 2**8`` is
-    even because ``1.111 * 2**8`` is taken by NaN.
+    That is, where a format with the same mantissa but an unbounded exponent
+    would store something larger than ``max``: what a saturating cast clamps
+    and any other cast turns into infinity (or NaN). The next value above
+    ``max`` would be ``max + gap``; the midpoint between them goes up only if
+    ``max`` has an odd last mantissa bit (ties to even). It does for the
+    IEEE-style formats, but not for E4M3, whose max ``1.110 * 2**8`` is even
+    because ``1.111 * 2**8`` is taken by NaN.
+
+    Parameters
+    ----------
+    magnitude : float or torch.Tensor
+        Non-negative values, compared exactly (in float64).
+    fmt : str, FormatSpec or torch.dtype
+        The format, as :func:`store` accepts it.
+
+    Returns
+    -------
+    torch.Tensor
+        A bool tensor of ``magnitude``'s shape.
+
+    Raises
+    ------
+    ValueError
+        If ``fmt`` is not a known format.
+
+    Examples
+    --------
+    FP16's max is 65504 and the next step would be 65536, so 65520 is the
+    midpoint and rounds up; E4M3's midpoint 464 rounds down to 448:
+
+    >>> beyond_range(torch.tensor([65519.0, 65520.0]), "fp16").tolist()
+    [False, True]
+    >>> beyond_range(464.0, "fp8_e4m3").item(), beyond_range(465.0, "fp8_e4m3").item()
+    (False, True)
     """
+    spec = format_spec(fmt)
+    magnitude = torch.as_tensor(magnitude).to(torch.float64)
     gap = math.ldexp(1.0, math.frexp(spec.max)[1] - 1 - spec.mantissa_bits)
     midpoint = spec.max + gap / 2
-    max_is_odd = int(spec.max / gap) % 2 == 1
-    return magnitude > midpoint or (magnitude == midpoint and max_is_odd)
+    if int(spec.max / gap) % 2 == 1:
+        return magnitude >= midpoint
+    return magnitude > midpoint
 
 
 def _stored_and_pattern(spec: FormatSpec, source: torch.Tensor) -> tuple[float, int]:
     """The stored value and its bit pattern (as a non-negative int of ``spec.bits``)."""
     if spec.dtype is None:  # TF32: round the FP32 pattern, keep its top 19 bits
-        fp32_bits = source.to(torch.float32).view(torch.int32).item() & 0xFFFFFFFF
-        rounded = _round_fp32_bits(fp32_bits, spec.mantissa_bits)
-        stored = _pattern_as(rounded, 32, torch.float32).item()
-        return stored, rounded >> (_FP32_MANTISSA_BITS - spec.mantissa_bits)
+        rounded = _round_fp32_bits(_fp32_bits(source), spec.mantissa_bits)
+        stored = _fp32_from_bits(rounded).item()
+        return stored, int(rounded) >> (_FP32_MANTISSA_BITS - spec.mantissa_bits)
     stored_tensor = source.to(spec.dtype)
     pattern = stored_tensor.view(_UINT_OF_WIDTH[spec.bits]).item() & ((1 << spec.bits) - 1)
     return stored_tensor.item(), pattern
 
 
 def store(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) -> Stored:
-    """What format ``fmt`` stores for ``value``, with its bits and what happened.
+    """Return what format ``fmt`` stores for ``value``, with its bits and what happened.
 
-    ``value`` is a real number (a Python float is a float64) or a 0-dim
-    floating-point tensor; it is cast to ``fmt`` exactly as torch casts a
-    tensor of its dtype (for TF32, rounded to 10 mantissa bits after FP32).
-    ``fmt`` is a name in :data:`FORMATS`, a :class:`FormatSpec`, or a torch
-    dtype. See :class:`Stored` for the fields.
+    The value is cast to ``fmt`` exactly as torch casts a tensor of its dtype
+    (for TF32, rounded to 10 mantissa bits after FP32), and the bits are read
+    from the stored tensor, so the answer is torch's, not a model of it.
 
+    Parameters
+    ----------
+    value : float or torch.Tensor
+        A real number (a Python float is a float64) or a 0-dim floating-point tensor.
+    fmt : str, FormatSpec or torch.dtype
+        A name in :data:`FORMATS`, a :class:`FormatSpec`, or a torch dtype.
+
+    Returns
+    -------
+    Stored
+        The stored value, its bit fields, its kind and the event.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not a real number or a floating-point tensor.
+    ValueError
+        If ``fmt`` is not a known format or ``value`` is not 0-dim.
+
+    Examples
+    --------
     0.1 has no finite binary expansion, so every format rounds it; FP16's
     ten mantissa bits keep about three decimal digits:
 
@@ -364,7 +570,7 @@ def store(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) -> S
     >>> store(500.0, torch.float8_e4m3fn).stored, store(500.0, "fp8_e4m3").event
     (448.0, 'saturated')
     """
-    spec = _resolve(fmt)
+    spec = format_spec(fmt)
     source = _as_tensor("value", value)
     original = source.item()
     stored, pattern = _stored_and_pattern(spec, source)
@@ -393,7 +599,7 @@ def store(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) -> S
         event = "overflow"
     elif stored == 0:
         event = "underflow"
-    elif math.isinf(original) or _beyond_range(spec, abs(original)):
+    elif math.isinf(original) or bool(beyond_range(abs(original), spec)):
         event = "saturated"
     else:
         event = "rounded"
@@ -415,13 +621,30 @@ def store(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) -> S
 
 
 def round_to_tf32(x: torch.Tensor) -> torch.Tensor:
-    """Every element of ``x`` rounded to TF32, as an FP32 tensor (TF32's emulation).
+    """Round every element of ``x`` to TF32 and return it as an FP32 tensor (TF32's emulation).
 
-    The same rounding :func:`store` applies to one value (FP32 bit pattern
-    rounded to 10 mantissa bits, ties to even), done on a whole tensor, so a
-    matmul can be run on TF32-rounded inputs with FP32 accumulation, which is
-    what a tensor core in TF32 mode computes (up to the order of the sums).
+    The same rounding :func:`store` applies to one value (the FP32 bit
+    pattern rounded to 10 mantissa bits, ties to even), so a matmul can be
+    run on TF32-rounded inputs with FP32 accumulation, which is what a tensor
+    core in TF32 mode computes (up to the order of the sums).
 
+    Parameters
+    ----------
+    x : torch.Tensor
+        A floating-point tensor; cast to FP32 first.
+
+    Returns
+    -------
+    torch.Tensor
+        FP32, of ``x``'s shape, each value representable in TF32.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not a floating-point tensor.
+
+    Examples
+    --------
     >>> round_to_tf32(torch.tensor([1 + 2**-11, 1 + 3 * 2**-11, 1e-30, -0.1])).tolist()
     [1.0, 1.001953125, 9.999428271258529e-31, -0.0999755859375]
     >>> all(round_to_tf32(torch.tensor(v)).item() == store(v, "tf32").stored for v in (0.1, 3e38))
@@ -429,31 +652,37 @@ def round_to_tf32(x: torch.Tensor) -> torch.Tensor:
     """
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         raise TypeError(f"x must be a floating-point torch.Tensor, got {x!r}")
-    dropped = _FP32_MANTISSA_BITS - FORMATS["tf32"].mantissa_bits
-    bits = x.detach().to(torch.float32).view(torch.int32).to(torch.int64) & 0xFFFFFFFF
-    exponent_ones = (1 << _FP32_EXPONENT_BITS) - 1
-    special = (bits >> _FP32_MANTISSA_BITS) & exponent_ones == exponent_ones  # inf or NaN
-    is_nan = special & (bits & ((1 << _FP32_MANTISSA_BITS) - 1) != 0)
-    kept_lsb = (bits >> dropped) & 1
-    rounded = bits + (1 << (dropped - 1)) - 1 + kept_lsb  # a carry out may reach inf: right
-    rounded = torch.where(special, bits, rounded)
-    rounded = torch.where(is_nan, bits | (1 << (_FP32_MANTISSA_BITS - 1)), rounded)
-    rounded = rounded & ~((1 << dropped) - 1)
-    signed = torch.where(rounded >= 1 << 31, rounded - (1 << 32), rounded)
-    return signed.to(torch.int32).view(torch.float32)
+    return _fp32_from_bits(_round_fp32_bits(_fp32_bits(x), FORMATS["tf32"].mantissa_bits))
 
 
 def format_table(
     names: Iterable[str | FormatSpec | torch.dtype] = ("fp32", "fp16"),
     columns: Iterable[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per format, as plain Python values, for the book's comparison table.
+    """Return one row per format, as plain Python values, for the book's comparison table.
 
-    ``names`` are formats as :func:`store` accepts them. ``columns`` are
-    :class:`FormatSpec` field names (default: label, the bit counts, bias and
-    the limits); ``dtype`` is given as a string, ``None`` for TF32.
-    :data:`COLUMN_TITLES` has a heading for each.
+    Parameters
+    ----------
+    names : iterable of str, FormatSpec or torch.dtype, default ("fp32", "fp16")
+        Formats as :func:`store` accepts them.
+    columns : iterable of str, optional
+        :class:`FormatSpec` field names (default: label, the bit counts, bias
+        and the limits); :data:`COLUMN_TITLES` has a heading for each.
 
+    Returns
+    -------
+    list of dict
+        One dict per format; ``dtype`` is given as a string, ``None`` for TF32.
+
+    Raises
+    ------
+    TypeError
+        If ``names`` or ``columns`` is a string or not iterable.
+    ValueError
+        If a format or column is unknown, or ``names`` is empty.
+
+    Examples
+    --------
     FP16 and BF16 spend the same 16 bits, one on range and one on precision:
 
     >>> for row in format_table(["fp16", "bf16"], ["label", "exponent_bits", "max", "eps"]):
@@ -465,7 +694,7 @@ def format_table(
         raise TypeError(
             f"names must be a sequence of format names such as ('fp32', 'fp16'), got {names!r}"
         )
-    specs = [_resolve(fmt, "names") for fmt in names]
+    specs = [format_spec(fmt, "names") for fmt in names]
     if not specs:
         raise ValueError("names must name at least one format, got none")
     if columns is None:
@@ -487,17 +716,37 @@ def format_table(
 
 
 def ulp(value: float, fmt: str | FormatSpec | torch.dtype) -> float:
-    """The gap between adjacent numbers of ``fmt`` at ``value``.
+    """Return the gap between adjacent numbers of ``fmt`` at ``value``.
 
     That is the spacing of the binade ``[2**k, 2**(k+1))`` holding
     ``|value|`` (at a power of two, the gap above it), or the subnormal
-    spacing below ``smallest_normal``. ``value`` must be finite and within
-    ``±max``. Adding less than half of it to a stored number changes nothing:
+    spacing below ``smallest_normal``. Adding less than half of it to a
+    stored number changes nothing.
 
+    Parameters
+    ----------
+    value : float
+        A finite value within ``±max`` of the format.
+    fmt : str, FormatSpec or torch.dtype
+        The format, as :func:`store` accepts it.
+
+    Returns
+    -------
+    float
+        The gap, a power of two.
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not finite or lies beyond the format's range, or
+        ``fmt`` is unknown.
+
+    Examples
+    --------
     >>> ulp(2048, "fp16"), ulp(256, "bf16"), ulp(1.0, "fp32")
     (2.0, 2.0, 1.1920928955078125e-07)
     """
-    spec = _resolve(fmt)
+    spec = format_spec(fmt)
     magnitude = abs(check_finite("value", value))
     if magnitude > spec.max:
         raise ValueError(
@@ -509,17 +758,37 @@ def ulp(value: float, fmt: str | FormatSpec | torch.dtype) -> float:
 
 
 def add_in(a: float, b: float, fmt: str | FormatSpec | torch.dtype) -> float:
-    """``a + b`` with both stored in ``fmt`` and added by torch in that dtype.
+    """Return ``a + b`` with both stored in ``fmt`` and added by torch in that dtype.
 
     Only formats torch can add elementwise are allowed: FP32, FP16 and BF16
     (TF32 is a matmul mode; FP8 tensors have no elementwise arithmetic).
+
+    Parameters
+    ----------
+    a, b : float
+        The addends, each stored in ``fmt`` first.
+    fmt : str, FormatSpec or torch.dtype
+        ``"fp32"``, ``"fp16"`` or ``"bf16"`` (or their dtypes).
+
+    Returns
+    -------
+    float
+        The sum as ``fmt`` holds it.
+
+    Raises
+    ------
+    ValueError
+        If ``fmt`` is a format torch cannot add in.
+
+    Examples
+    --------
     Above 2048, FP16's gap is 2, so adding 1 is a tie that rounds to even;
     BF16 reaches the same point at 256:
 
     >>> add_in(2048, 1, "fp16"), add_in(2048, 2, "fp16"), add_in(256, 1, "bf16")
     (2048.0, 2050.0, 256.0)
     """
-    spec = _resolve(fmt)
+    spec = format_spec(fmt)
     addable = ("fp32", "fp16", "bf16")
     if spec.name not in addable:
         raise ValueError(

@@ -19,6 +19,9 @@ Torch casts to and from the float8 dtypes, but has no elementwise arithmetic
 in them, so :func:`quantize` does its arithmetic in FP32 and uses FP8 only to
 store. :class:`DelayedScaler` chooses the scale the way Transformer Engine's
 ``DelayedScaling`` recipe does, from the absolute maxima of earlier steps.
+
+Why this module is long: casting, counting and delayed scaling all read the same FP8
+specs; more than half of its lines are docstrings whose examples run as tests.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any
 import torch
 
 from amp_lesson._checks import check_int, check_positive
-from amp_lesson.formats import FORMATS, FormatSpec
+from amp_lesson.formats import FORMATS, FormatSpec, beyond_range
 
 __all__ = [
     "FP8_FORMATS",
@@ -85,13 +88,34 @@ def _check_scale(scale: Any) -> float:
 
 
 def scale_for(amax: float, fmt: str | torch.dtype = "fp8_e4m3", margin: int = 0) -> float:
-    """The scale that maps ``amax`` onto the format's largest value: ``max / amax / 2**margin``.
+    """Return the scale that maps ``amax`` onto the format's largest value: ``max / amax / 2**margin``.
 
     This is Transformer Engine's formula (``DelayedScaling``'s default scale
-    computation): ``margin`` leaves ``2**margin`` of headroom above ``amax``
-    for values that grow before the scale catches up. A scale too large
-    for float32 is clamped to float32's largest value, as there.
+    computation). A scale too large for float32 is clamped to float32's
+    largest value, as there.
 
+    Parameters
+    ----------
+    amax : float
+        The absolute maximum to fit (``> 0``).
+    fmt : str or torch.dtype, default "fp8_e4m3"
+        One of :data:`FP8_FORMATS` or its dtype.
+    margin : int, default 0
+        Leaves ``2**margin`` of headroom above ``amax`` for values that grow
+        before the scale catches up.
+
+    Returns
+    -------
+    float
+        The scale.
+
+    Raises
+    ------
+    ValueError
+        If ``amax`` is not positive, ``margin`` negative or ``fmt`` not FP8.
+
+    Examples
+    --------
     >>> scale_for(4.0, "fp8_e4m3"), scale_for(4.0, "fp8_e4m3", margin=1)
     (112.0, 56.0)
     >>> scale_for(1e-6, "fp8_e5m2")
@@ -106,12 +130,35 @@ def scale_for(amax: float, fmt: str | torch.dtype = "fp8_e4m3", margin: int = 0)
 def quantize(
     x: torch.Tensor, fmt: str | torch.dtype = "fp8_e4m3", scale: float = 1.0
 ) -> torch.Tensor:
-    """``x`` stored in FP8 with scale ``scale`` and read back: ``cast(x * scale) / scale``.
+    """Store ``x`` in FP8 with scale ``scale`` and read it back: ``cast(x * scale) / scale``.
 
     The product is formed in FP32, cast by torch to the float8 dtype (its
     own rounding, saturation and overflow), cast back to FP32 and divided
-    by the scale. The result is an FP32 tensor on ``x``'s device.
+    by the scale.
 
+    Parameters
+    ----------
+    x : torch.Tensor
+        Finite floating-point values.
+    fmt : str or torch.dtype, default "fp8_e4m3"
+        One of :data:`FP8_FORMATS` or its dtype.
+    scale : float, default 1.0
+        The scale, positive and within float32's range.
+
+    Returns
+    -------
+    torch.Tensor
+        FP32, on ``x``'s device.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not a floating-point tensor.
+    ValueError
+        If ``x`` is empty or not finite, or ``scale`` or ``fmt`` is invalid.
+
+    Examples
+    --------
     >>> x = torch.tensor([0.3, 500.0, 1e-4])
     >>> quantize(x, "fp8_e4m3").tolist()          # 500 beyond 448; 1e-4 below the subnormals
     [0.3125, 448.0, 0.0]
@@ -124,32 +171,35 @@ def quantize(
     return (x * s).to(spec.dtype).float() / s
 
 
-def _beyond_range(spec: FormatSpec, magnitude: torch.Tensor) -> torch.Tensor:
-    """Where ``magnitude`` rounds past ``spec.max`` (as if the exponent were unbounded).
-
-    The midpoint between ``max`` and the next value up rounds up only if
-    ``max`` has an odd last mantissa bit (ties to even): E5M2's does, E4M3's
-    does not (its next pattern up is NaN).
-    """
-    gap = math.ldexp(1.0, math.frexp(spec.max)[1] - 1 - spec.mantissa_bits)
-    midpoint = spec.max + gap / 2
-    if int(spec.max / gap) % 2 == 1:
-        return magnitude >= midpoint
-    return magnitude > midpoint
-
-
 @dataclass(frozen=True)
 class CastReport:
     """What storing a tensor in FP8 with one scale did to its values.
 
-    ``n`` counts the values and ``nonzero`` the non-zero ones; the three
-    shares are fractions of the non-zero values: ``underflow`` were stored
-    as zero, ``saturated`` lay beyond the format's range once scaled (torch
-    clamps them to ``±max`` in E4M3 and turns them into ``±inf`` in E5M2),
-    and ``subnormal`` were stored as non-zero subnormals, with fewer
-    significant bits. ``rel_error`` is ``‖stored/S − x‖ / ‖x‖`` (``inf`` if
-    a value overflowed, ``0.0`` for an all-zero tensor).
+    The three shares are fractions of the non-zero values.
 
+    Parameters
+    ----------
+    format : str
+        The FP8 format's name.
+    scale : float
+        The scale used.
+    n : int
+        Values in the tensor.
+    nonzero : int
+        Non-zero values.
+    underflow : float
+        Share stored as zero.
+    saturated : float
+        Share beyond the format's range once scaled (torch clamps them to
+        ``±max`` in E4M3 and turns them into ``±inf`` in E5M2).
+    subnormal : float
+        Share stored as non-zero subnormals, with fewer significant bits.
+    rel_error : float
+        ``‖stored/S − x‖ / ‖x‖`` (``inf`` if a value overflowed, ``0.0`` for
+        an all-zero tensor).
+
+    Examples
+    --------
     >>> r = cast_report(torch.tensor([1.0, 1000.0, 1e-4, 0.0]), "fp8_e4m3")
     >>> r.nonzero, r.underflow, r.saturated, r.lost
     (3, 0.3333333333333333, 0.3333333333333333, 0.6666666666666666)
@@ -166,15 +216,38 @@ class CastReport:
 
     @property
     def lost(self) -> float:
-        """Share of the non-zero values flushed to zero or beyond range: ``underflow + saturated``."""
+        """The share of the non-zero values flushed to zero or beyond range, ``underflow + saturated``."""
         return self.underflow + self.saturated
 
 
 def cast_report(
     x: torch.Tensor, fmt: str | torch.dtype = "fp8_e4m3", scale: float = 1.0
 ) -> CastReport:
-    """Store ``x`` in ``fmt`` with ``scale`` and count what happened (see :class:`CastReport`).
+    """Store ``x`` in ``fmt`` with ``scale`` and count what happened.
 
+    Parameters
+    ----------
+    x : torch.Tensor
+        Finite floating-point values.
+    fmt : str or torch.dtype, default "fp8_e4m3"
+        One of :data:`FP8_FORMATS` or its dtype.
+    scale : float, default 1.0
+        The scale.
+
+    Returns
+    -------
+    CastReport
+        The shares lost and the relative error.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not a floating-point tensor.
+    ValueError
+        If ``x`` is empty or not finite, or ``scale`` or ``fmt`` is invalid.
+
+    Examples
+    --------
     >>> x = torch.tensor([3e-6, 1e-6, 5e-8])
     >>> cast_report(x, "fp8_e5m2").underflow                  # E5M2 stops at 2**-16
     1.0
@@ -207,7 +280,7 @@ def cast_report(
         n=x.numel(),
         nonzero=count,
         underflow=share(stored == 0),
-        saturated=share(_beyond_range(spec, scaled.abs())),
+        saturated=share(beyond_range(scaled.abs(), spec)),
         subnormal=share((stored_mag > 0) & (stored_mag < spec.smallest_normal)),
         rel_error=rel_error,
     )
@@ -220,11 +293,34 @@ def sweep_single_scale(
 ) -> list[dict[str, Any]]:
     """Store several tensors in ``fmt`` with one shared scale ``2**k``, for each ``k``.
 
-    One row per exponent: ``"log2_scale"`` (``k``), ``"reports"`` (the
-    :class:`CastReport` of each tensor, by name) and ``"lost_total"`` (their
-    ``lost`` shares summed). The row with the smallest ``lost_total`` is the
-    best a single scale can do.
+    The row with the smallest ``lost_total`` is the best a single scale can
+    do: what per-tensor scaling improves on.
 
+    Parameters
+    ----------
+    tensors : mapping of str to torch.Tensor
+        The tensors, by name.
+    fmt : str or torch.dtype, default "fp8_e4m3"
+        One of :data:`FP8_FORMATS` or its dtype.
+    exponents : iterable of int, default range(-12, 41)
+        The exponents ``k`` to try.
+
+    Returns
+    -------
+    list of dict
+        One row per exponent: ``"log2_scale"`` (``k``), ``"reports"`` (the
+        :class:`CastReport` of each tensor, by name) and ``"lost_total"``
+        (their ``lost`` shares summed).
+
+    Raises
+    ------
+    TypeError
+        If ``tensors`` is not a non-empty mapping.
+    ValueError
+        If ``exponents`` is empty.
+
+    Examples
+    --------
     >>> ts = {"big": torch.tensor([300.0]), "small": torch.tensor([1e-4])}
     >>> rows = sweep_single_scale(ts, "fp8_e4m3", range(-2, 3))
     >>> [(r["log2_scale"], r["reports"]["big"].lost, r["reports"]["small"].lost) for r in rows]
@@ -269,6 +365,22 @@ class DelayedScaler:
     history's maximum saturates for a step, and a large amax keeps the scale
     small for ``amax_history_len`` steps after it.
 
+    Parameters
+    ----------
+    fmt : str or torch.dtype, default "fp8_e4m3"
+        One of :data:`FP8_FORMATS` or its dtype.
+    amax_history_len : int, default 1024
+        Steps of history.
+    margin : int, default 0
+        Headroom, as in :func:`scale_for`.
+
+    Raises
+    ------
+    ValueError
+        If ``fmt`` is not FP8 or a setting is out of range.
+
+    Examples
+    --------
     >>> s = DelayedScaler("fp8_e4m3", amax_history_len=2)
     >>> s.scale
     1.0
@@ -313,14 +425,43 @@ class DelayedScaler:
         return tuple(self._history)
 
     def update(self, amax: float) -> None:
-        """Record one step's amax and compute the next step's scale."""
+        """Record one step's amax and compute the next step's scale.
+
+        Parameters
+        ----------
+        amax : float
+            The step's absolute maximum (``>= 0``); the oldest entry drops out.
+
+        Raises
+        ------
+        ValueError
+            If ``amax`` is negative or not a number.
+        """
         self._history.append(_check_amax(amax))  # the oldest drops out
         largest = max(self._history)
         if largest > 0 and math.isfinite(largest):  # else keep the scale
             self._scale = scale_for(largest, self.format, self._margin)
 
     def quantize(self, x: torch.Tensor) -> torch.Tensor:
-        """Store ``x`` with the current scale (:func:`quantize`), then record its amax."""
+        """Store ``x`` with the current scale (:func:`quantize`), then record its amax.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            Finite floating-point values.
+
+        Returns
+        -------
+        torch.Tensor
+            ``x`` as FP8 holds it, read back in FP32.
+
+        Raises
+        ------
+        TypeError
+            If ``x`` is not a floating-point tensor.
+        ValueError
+            If ``x`` is empty or not finite.
+        """
         x = _check_tensor("x", x)
         out = quantize(x, self._spec.name, self._scale)
         self.update(float(x.abs().max()))
@@ -345,10 +486,35 @@ def compare_scalings(
 
     For each step: ``"none"`` stores the tensor unscaled, ``"fixed"`` with
     ``fixed_scale`` every step, ``"delayed"`` with a :class:`DelayedScaler`
-    fed every tensor in turn. Each row holds the step (from 1), the tensor's
-    ``amax``, the delayed scale used, and ``rel_error_*`` and ``lost_*``
-    (:class:`CastReport`'s ``rel_error`` and ``lost``) for each way.
+    fed every tensor in turn.
 
+    Parameters
+    ----------
+    tensors : iterable of torch.Tensor
+        One tensor per step.
+    fmt : str or torch.dtype, default "fp8_e4m3"
+        One of :data:`FP8_FORMATS` or its dtype.
+    fixed_scale : float
+        The scale of the ``"fixed"`` way.
+    amax_history_len : int, default 16
+        History of the delayed scaler.
+    margin : int, default 0
+        Headroom of the delayed scaler.
+
+    Returns
+    -------
+    list of dict
+        Per step: ``"step"`` (from 1), ``"amax"``, ``"scale_delayed"`` (the
+        delayed scale used), and ``rel_error_*`` and ``lost_*``
+        (:class:`CastReport`'s ``rel_error`` and ``lost``) for each way.
+
+    Raises
+    ------
+    ValueError
+        If ``tensors`` is empty, a tensor is invalid, or a setting out of range.
+
+    Examples
+    --------
     >>> xs = [torch.tensor([1e-4, -1e-3]), torch.tensor([4e-3, 1e-4])]
     >>> rows = compare_scalings(xs, "fp8_e4m3", fixed_scale=2.0**20, amax_history_len=4)
     >>> for r in rows:

@@ -14,18 +14,20 @@ a cast to FP16 flushes them to zero, and how many a loss scale rescues.
 0.0
 
 The module holds the data (:func:`load_digits_data`), the model
-(:func:`make_digits_mlp`), the step and the loop (:func:`amp_step`,
+(:func:`amp_lesson.models.make_mlp` with :data:`DIGITS_HIDDEN`), the step and the loop (:func:`amp_step`,
 :func:`train_digits`: FP32, or :func:`torch.autocast` with or without a
 :class:`torch.amp.GradScaler`),
 gradient collection (:func:`flat_grads`), the shares (:func:`cast_shares`)
 and the histogram (:func:`log2_histogram`, :func:`plot_gradient_histogram`).
+
+Why this module is long: the data, the loop, the shares and the histogram of one
+experiment; half of its lines are docstrings.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,9 +36,11 @@ from torch import nn
 
 from amp_lesson._checks import check_int, check_positive
 from amp_lesson.device import resolve_device
-from amp_lesson.formats import FORMATS
+from amp_lesson.formats import dtype_of, format_spec
+from amp_lesson.models import make_mlp
 
 __all__ = [
+    "DIGITS_HIDDEN",
     "CastShares",
     "DigitsData",
     "DigitsRun",
@@ -45,33 +49,26 @@ __all__ = [
     "flat_grads",
     "load_digits_data",
     "log2_histogram",
-    "make_digits_mlp",
     "plot_gradient_histogram",
     "train_digits",
 ]
 
-_HALF_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
-
-
-def _half(dtype: Any) -> torch.dtype:
-    if isinstance(dtype, str) and dtype in _HALF_DTYPES:
-        return _HALF_DTYPES[dtype]
-    if dtype in _HALF_DTYPES.values():
-        return dtype
-    raise ValueError(
-        f"dtype must be one of 'fp16', 'bf16', torch.float16, torch.bfloat16; got {dtype!r}"
-    )
-
-
 # --------------------------------------------------------------------------- data and model
+
+DIGITS_HIDDEN: tuple[int, ...] = (128, 64)
+"""The hidden widths of the digits classifier, ``make_mlp(64, DIGITS_HIDDEN, out_features=10)``."""
 
 
 @dataclass(frozen=True)
 class DigitsData:
     """The digits split into training and test tensors.
 
-    ``X_*`` are float32 pixel intensities divided by 16 (so in ``[0, 1]``),
-    ``y_*`` int64 class labels 0-9.
+    Parameters
+    ----------
+    X_train, X_test : torch.Tensor
+        float32 pixel intensities divided by 16 (so in ``[0, 1]``), 64 per image.
+    y_train, y_test : torch.Tensor
+        int64 class labels 0-9.
     """
 
     X_train: torch.Tensor
@@ -83,12 +80,34 @@ class DigitsData:
 def load_digits_data(
     n_test: int = 360, seed: int = 0, device: torch.device | str | None = None
 ) -> DigitsData:
-    """scikit-learn's bundled digits (1797 images of 8×8 pixels), shuffled and split.
+    """Load scikit-learn's bundled digits (1797 images of 8×8 pixels), shuffled and split.
 
     The data ship inside scikit-learn, so nothing is downloaded. The
-    shuffle is ``torch.randperm`` from a private generator seeded with
-    ``seed``; the last ``n_test`` images of it form the test set.
+    shuffle is ``torch.randperm`` from a private generator.
 
+    Parameters
+    ----------
+    n_test : int, default 360
+        Images in the test set: the last ``n_test`` of the shuffle.
+    seed : int, default 0
+        Seed of the shuffle.
+    device : torch.device or str, optional
+        Where to put the tensors.
+
+    Returns
+    -------
+    DigitsData
+        The four tensors.
+
+    Raises
+    ------
+    ImportError
+        Without scikit-learn (it is in the ``docs`` extra).
+    ValueError
+        If ``n_test`` is not between 1 and the number of images, or ``seed`` negative.
+
+    Examples
+    --------
     >>> d = load_digits_data(device="cpu")
     >>> tuple(d.X_train.shape), tuple(d.X_test.shape), float(d.X_train.max())
     ((1437, 64), (360, 64), 1.0)
@@ -115,36 +134,29 @@ def load_digits_data(
     )
 
 
-def make_digits_mlp(
-    hidden: Sequence[int] = (128, 64), seed: int = 0, device: torch.device | str | None = None
-) -> nn.Sequential:
-    """``64 → hidden... → 10`` with ReLUs, PyTorch's default init seeded locally.
-
-    >>> make_digits_mlp(device="cpu")
-    Sequential(
-      (0): Linear(in_features=64, out_features=128, bias=True)
-      (1): ReLU()
-      (2): Linear(in_features=128, out_features=64, bias=True)
-      (3): ReLU()
-      (4): Linear(in_features=64, out_features=10, bias=True)
-    )
-    """
-    sizes = [64, *(check_int("hidden width", h, minimum=1) for h in hidden), 10]
-    check_int("seed", seed, minimum=0)
-    device = resolve_device(device)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        layers: list[nn.Module] = []
-        for fan_in, fan_out in itertools.pairwise(sizes):
-            layers += [nn.Linear(fan_in, fan_out), nn.ReLU()]
-    return nn.Sequential(*layers[:-1]).to(device)
-
-
 def flat_grads(model: nn.Module) -> torch.Tensor:
-    """Every parameter's ``.grad``, flattened into one float32 CPU tensor (a copy).
+    """Every parameter's ``.grad``, flattened into one CPU tensor (a copy).
 
-    Parameters without a gradient are skipped.
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A model after ``backward()``; parameters without a gradient are skipped.
 
+    Returns
+    -------
+    torch.Tensor
+        One 1-d tensor in the gradients' dtype (float32 under autocast, whose
+        ``.grad`` keeps the parameters' dtype), in ``model.parameters()`` order.
+
+    Raises
+    ------
+    TypeError
+        If ``model`` is not a module.
+    ValueError
+        If no parameter has a gradient.
+
+    Examples
+    --------
     >>> m = nn.Linear(2, 1)
     >>> m(torch.ones(1, 2)).sum().backward()
     >>> flat_grads(m).tolist()
@@ -155,7 +167,7 @@ def flat_grads(model: nn.Module) -> torch.Tensor:
     grads = [p.grad.detach().flatten() for p in model.parameters() if p.grad is not None]
     if not grads:
         raise ValueError("model has no gradients; call backward() first")
-    return torch.cat(grads).to("cpu", torch.float32)
+    return torch.cat(grads).to("cpu", copy=True)
 
 
 # --------------------------------------------------------------------------- shares
@@ -165,11 +177,28 @@ def flat_grads(model: nn.Module) -> torch.Tensor:
 class CastShares:
     """What casting gradient values (times ``scale``) to a half format does.
 
-    ``zero`` is the share of *all* values that are exactly zero before any
-    cast. The other shares are of the *non-zero* values: ``underflow``
-    become zero, ``subnormal`` become non-zero subnormals (fewer significant
-    bits), ``overflow`` become ``±inf``. ``n`` and ``nonzero`` are counts.
+    Parameters
+    ----------
+    format : str
+        ``"fp16"`` or ``"bf16"``.
+    scale : float
+        The factor the values were multiplied by first.
+    n : int
+        Values.
+    nonzero : int
+        Non-zero values.
+    zero : float
+        Share of *all* values that are exactly zero before any cast.
+    underflow : float
+        Share of the non-zero values that become zero.
+    subnormal : float
+        Share of the non-zero values that become non-zero subnormals (fewer
+        significant bits).
+    overflow : float
+        Share of the non-zero values that become ``±inf``.
 
+    Examples
+    --------
     >>> CastShares("fp16", 1.0, 4, 3, 0.25, 0.0, 0.0, 0.0).nonzero
     3
     """
@@ -189,13 +218,36 @@ def cast_shares(
 ) -> CastShares:
     """Cast ``values * scale`` (in FP32) to ``dtype`` with torch and count what happened.
 
+    Parameters
+    ----------
+    values : torch.Tensor
+        Gradient values, any floating dtype.
+    dtype : {"fp16", "bf16"} or torch.dtype, default "fp16"
+        The half format.
+    scale : float, default 1.0
+        A loss scale to apply first.
+
+    Returns
+    -------
+    CastShares
+        The shares.
+
+    Raises
+    ------
+    TypeError
+        If ``values`` is not a floating-point tensor.
+    ValueError
+        If it is empty, ``scale`` is not positive or ``dtype`` not a half format.
+
+    Examples
+    --------
     >>> cast_shares(torch.tensor([1.0, 2.0**-25, 2.0**-20, 7e4]), "fp16").underflow
     0.25
     >>> s = cast_shares(torch.tensor([1.0, 2.0**-25, 2.0**-20, 7e4]), "fp16", 2.0**10)
     >>> s.underflow, s.subnormal, s.overflow
     (0.0, 0.25, 0.25)
     """
-    low = _half(dtype)
+    low = dtype_of(dtype)
     if not isinstance(values, torch.Tensor) or not values.is_floating_point():
         raise TypeError(f"values must be a floating-point torch.Tensor, got {values!r}")
     if values.numel() == 0:
@@ -205,20 +257,20 @@ def cast_shares(
     stored = (x * torch.tensor(scale, dtype=torch.float32, device=x.device)).to(low).float()
     nonzero = x != 0
     count = int(nonzero.sum())
-    tiny = FORMATS["fp16" if low == torch.float16 else "bf16"].smallest_normal
+    spec = format_spec(low)
 
     def share(mask: torch.Tensor) -> float:
         return int((mask & nonzero).sum()) / count if count else 0.0
 
     mag = stored.abs()
     return CastShares(
-        format="fp16" if low == torch.float16 else "bf16",
+        format=spec.name,
         scale=scale,
         n=x.numel(),
         nonzero=count,
         zero=1 - count / x.numel(),
         underflow=share(stored == 0),
-        subnormal=share((mag > 0) & (mag < tiny)),
+        subnormal=share((mag > 0) & (mag < spec.smallest_normal)),
         overflow=share(torch.isinf(stored)),
     )
 
@@ -226,14 +278,33 @@ def cast_shares(
 def log2_histogram(
     values: torch.Tensor, low: int = -40, high: int = 0
 ) -> tuple[list[int], list[float], float]:
-    """Histogram of ``log2|values|`` in unit bins, with zeros counted apart.
+    """Return the histogram of ``log2|values|`` in unit bins, with zeros counted apart.
 
-    Returns ``(edges, shares, zero_share)``: bin ``i`` holds the non-zero
-    values with ``2**edges[i] <= |v| < 2**edges[i] + 1``; values below
-    ``2**low`` fall in the first bin and values from ``2**high`` up in the
-    last. Shares are fractions of *all* values, so
-    ``sum(shares) + zero_share == 1``.
+    Parameters
+    ----------
+    values : torch.Tensor
+        The values.
+    low : int, default -40
+        The first bin's exponent; values below ``2**low`` fall in it.
+    high : int, default 0
+        One past the last bin's exponent; values from ``2**high`` up fall in the last.
 
+    Returns
+    -------
+    edges : list of int
+        Bin ``i`` holds the non-zero values with ``2**edges[i] <= |v| < 2**(edges[i] + 1)``.
+    shares : list of float
+        Fractions of *all* values, so ``sum(shares) + zero_share == 1``.
+    zero_share : float
+        The fraction of zeros.
+
+    Raises
+    ------
+    ValueError
+        If ``high <= low``.
+
+    Examples
+    --------
     >>> edges, shares, zero = log2_histogram(torch.tensor([0.0, 0.3, 0.5, 2.0**-30]), -32, 0)
     >>> zero, shares[edges.index(-2)], shares[edges.index(-1)], shares[edges.index(-30)]
     (0.25, 0.25, 0.25, 0.25)
@@ -261,18 +332,38 @@ def plot_gradient_histogram(
     dtype: str | torch.dtype = "fp16",
     overlay: bool = False,
 ) -> Any:
-    """Plot :func:`log2_histogram` with the FP16 (or BF16) limits marked; return the axes.
+    """Plot :func:`log2_histogram` with the FP16 (or BF16) limits marked.
 
     The zero bin is drawn apart, hatched, left of a break at ``low - 1.5``.
     The format's subnormal range is shaded lightly and its normal range
     darker, each labelled; dotted lines mark half the smallest subnormal (at
     or below it a cast gives zero), the smallest subnormal, the smallest
-    normal and the largest value. ``overlay=True`` draws a dashed step
-    outline and a hollow zero marker on axes that already hold a histogram.
+    normal and the largest value.
+
+    Parameters
+    ----------
+    values : torch.Tensor
+        Gradient values.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: new axes).
+    low, high : int
+        The histogram's range of exponents (see :func:`log2_histogram`).
+    label : str, optional
+        The legend label.
+    dtype : {"fp16", "bf16"} or torch.dtype, default "fp16"
+        The format whose limits to mark.
+    overlay : bool, default False
+        Draw a dashed step outline and a hollow zero marker on axes that
+        already hold a histogram, instead of bars and limits.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
     """
     import matplotlib.pyplot as plt
 
-    spec = FORMATS["bf16" if _half(dtype) is torch.bfloat16 else "fp16"]
+    spec = format_spec(dtype_of(dtype))
     if ax is None:
         _, ax = plt.subplots()
     edges, shares, zero = log2_histogram(values, low, high)
@@ -329,14 +420,24 @@ def plot_gradient_histogram(
 class DigitsRun:
     """What one :func:`train_digits` run did.
 
-    ``losses`` is each step's training loss (before ``loss_multiplier``),
-    ``epoch_losses`` their mean per epoch; ``test_accuracy`` is measured in
-    FP32 after training. ``skipped`` counts the steps a GradScaler skipped;
-    ``final_scale`` is its last scale (``None`` without one). ``grads`` maps
-    a step number (from 1) to :func:`flat_grads` of that step, taken just
-    before the optimizer step and unscaled by the GradScaler (so they are
-    the gradients of ``loss * loss_multiplier``), for the steps asked for.
-    ``params`` are the final parameters (CPU copies).
+    Parameters
+    ----------
+    losses : list of float
+        Each step's training loss (before ``loss_multiplier``).
+    epoch_losses : list of float
+        Their mean per epoch.
+    test_accuracy : float
+        Measured in FP32 after training.
+    skipped : int
+        Steps a GradScaler skipped.
+    final_scale : float or None
+        The scaler's last scale (``None`` without one).
+    grads : dict of int to torch.Tensor
+        For the steps asked for (numbered from 1), :func:`flat_grads` taken
+        just before the optimizer step and unscaled by the GradScaler (so they
+        are the gradients of ``loss * loss_multiplier``).
+    params : dict of str to torch.Tensor
+        The final parameters (CPU copies).
     """
 
     losses: list[float]
@@ -359,7 +460,34 @@ def amp_step(
     loss_multiplier: float = 1.0,
     keep_grads: bool = False,
 ) -> tuple[float, bool, torch.Tensor | None]:
-    """One training step; returns ``(loss, skipped, grads)``. A disabled scaler is a no-op."""
+    """One training step; a disabled scaler makes it a plain FP32 step.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The classifier.
+    optimizer : torch.optim.Optimizer
+        Its optimizer.
+    scaler : torch.amp.GradScaler
+        The scaler (``enabled=False`` for no loss scaling).
+    X, y : torch.Tensor
+        The batch and its labels.
+    autocast_dtype : torch.dtype, optional
+        Run forward and loss under autocast to it; ``None`` is FP32.
+    loss_multiplier : float, default 1.0
+        Multiplies the loss before backward.
+    keep_grads : bool, default False
+        Return the unscaled gradients.
+
+    Returns
+    -------
+    loss : float
+        The step's loss.
+    skipped : bool
+        Whether the scaler skipped the step (its scale dropped).
+    grads : torch.Tensor or None
+        :func:`flat_grads` after ``unscale_``, with ``keep_grads``.
+    """
     optimizer.zero_grad(set_to_none=True)
     with torch.autocast(
         X.device.type, dtype=autocast_dtype or torch.float16, enabled=autocast_dtype is not None
@@ -392,26 +520,60 @@ def train_digits(
     seed: int = 0,
     record_grads_at: Iterable[int] = (),
 ) -> DigitsRun:
-    """Train :func:`make_digits_mlp` on ``data`` with SGD and momentum; return a :class:`DigitsRun`.
+    """Train the digits MLP (:data:`DIGITS_HIDDEN`) on ``data`` with SGD and momentum.
 
-    Each step is :func:`amp_step`. ``autocast_dtype=None`` trains in FP32;
-    ``torch.float16`` or ``torch.bfloat16`` runs the forward pass and the
-    loss under :func:`torch.autocast` (parameters, their gradients and the
-    optimizer state stay FP32). ``scaler=True`` adds a
-    ``torch.amp.GradScaler`` for the data's device type, with its defaults.
-    ``loss_multiplier`` multiplies the loss before ``backward`` and divides
-    the learning rate, so FP32 training is unchanged (exactly, for a power of
-    two) while every gradient is that many times smaller: a stand-in for a
-    model whose gradients are tiny. ``seed`` seeds the model and the
-    shuffling, so runs with one seed see the same batches in the same order.
+    Each step is :func:`amp_step`. Parameters, their gradients and the
+    optimizer state stay FP32 whatever the autocast dtype.
 
+    Parameters
+    ----------
+    data : DigitsData
+        The split data.
+    autocast_dtype : {None, "fp16", "bf16"} or torch.dtype, optional
+        Run the forward pass and the loss under :func:`torch.autocast` to it;
+        ``None`` trains in FP32.
+    scaler : bool, default False
+        Add a ``torch.amp.GradScaler`` for the data's device type, with its defaults.
+    loss_multiplier : float, default 1.0
+        Multiplies the loss before ``backward`` and divides the learning rate,
+        so FP32 training is unchanged (exactly, for a power of two) while
+        every gradient is that many times smaller: a stand-in for a model
+        whose gradients are tiny.
+    epochs : int, default 10
+        Passes over the training set.
+    batch_size : int, default 64
+        Images per step.
+    lr : float, default 0.1
+        Learning rate (before ``loss_multiplier``).
+    momentum : float, default 0.9
+        SGD momentum.
+    seed : int, default 0
+        Seeds the model and the shuffling, so runs with one seed see the same
+        batches in the same order.
+    record_grads_at : iterable of int, default ()
+        Steps (from 1) whose gradients to keep.
+
+    Returns
+    -------
+    DigitsRun
+        Losses, accuracy, skipped steps, kept gradients and final parameters.
+
+    Raises
+    ------
+    TypeError
+        If ``scaler`` is not a bool.
+    ValueError
+        If a number is out of range or ``autocast_dtype`` is not a half format.
+
+    Examples
+    --------
     >>> d = load_digits_data(device="cpu")
     >>> run = train_digits(d, epochs=2, record_grads_at=[1])
     >>> len(run.losses), run.skipped, run.grads[1].numel(), run.test_accuracy > 0.8
     (46, 0, 17226, True)
     """
     if autocast_dtype is not None:
-        _half(autocast_dtype)
+        autocast_dtype = dtype_of(autocast_dtype, name="autocast_dtype")
     if not isinstance(scaler, bool):
         raise TypeError(f"scaler must be True or False, got {scaler!r}")
     loss_multiplier = check_positive("loss_multiplier", loss_multiplier)
@@ -419,7 +581,7 @@ def train_digits(
     check_int("batch_size", batch_size, minimum=1)
     record = set(record_grads_at)
     device = data.X_train.device
-    model = make_digits_mlp(seed=seed, device=device)
+    model = make_mlp(64, DIGITS_HIDDEN, out_features=10, seed=seed, device=device)
     lr = check_positive("lr", lr) / loss_multiplier
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     grad_scaler = torch.amp.GradScaler(device.type, enabled=scaler)

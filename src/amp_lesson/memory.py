@@ -24,7 +24,6 @@ measured by :func:`measure_activation_memory`.
 
 from __future__ import annotations
 
-import itertools
 import numbers
 from collections import Counter
 from collections.abc import Callable
@@ -35,7 +34,8 @@ import torch
 from torch import nn
 
 from amp_lesson._checks import check_choice, check_int, check_positive
-from amp_lesson.device import place_model, resolve_device
+from amp_lesson.device import place_model
+from amp_lesson.formats import dtype_name, dtype_of
 
 __all__ = [
     "BYTES_PER_PARAM",
@@ -44,7 +44,6 @@ __all__ = [
     "ActivationMemory",
     "BytesPerParam",
     "bytes_per_parameter",
-    "make_mlp",
     "measure_activation_memory",
     "memory_table",
     "total_bytes",
@@ -64,9 +63,23 @@ _HALF = torch.float16.itemsize
 class BytesPerParam:
     """Bytes of training state per model parameter, by what holds them.
 
-    ``total`` is the persistent state (everything but ``transient``);
-    ``peak`` adds the transient copies.
+    Parameters
+    ----------
+    regime : str
+        One of :data:`REGIMES`.
+    weights, gradients, master_weights : int
+        Bytes of the weights, their gradients and an FP32 master copy.
+    optimizer_m, optimizer_v : int
+        Bytes of Adam's two moments.
+    grad_accum_buffer : int
+        Bytes of a separate buffer accumulating gradients over micro-batches.
+    transient : int
+        Bytes that live only during forward/backward (autocast's weight copies).
+    description : str
+        The regime in words.
 
+    Examples
+    --------
     >>> b = bytes_per_parameter("classic_mixed_fp32_accum")
     >>> b.weights, b.gradients, b.master_weights, b.grad_accum_buffer, b.total
     (2, 2, 4, 4, 20)
@@ -133,8 +146,25 @@ BYTES_PER_PARAM: dict[str, BytesPerParam] = {regime: _build(regime) for regime i
 
 
 def bytes_per_parameter(regime: str) -> BytesPerParam:
-    """The per-parameter breakdown of ``regime`` (one of :data:`REGIMES`).
+    """Return the per-parameter breakdown of ``regime``.
 
+    Parameters
+    ----------
+    regime : str
+        One of :data:`REGIMES`.
+
+    Returns
+    -------
+    BytesPerParam
+        Its entry of :data:`BYTES_PER_PARAM`.
+
+    Raises
+    ------
+    ValueError
+        If ``regime`` is unknown.
+
+    Examples
+    --------
     >>> [bytes_per_parameter(r).total for r in REGIMES]
     [16, 16, 16, 20]
     >>> bytes_per_parameter("torch_amp").peak
@@ -143,7 +173,7 @@ def bytes_per_parameter(regime: str) -> BytesPerParam:
     Traceback (most recent call last):
     ...
     ValueError: regime must be one of 'fp32_adam', 'torch_amp', 'classic_mixed', \
-'classic_mixed_fp32_accum'; got 'fp8'
+    'classic_mixed_fp32_accum'; got 'fp8'
     """
     return BYTES_PER_PARAM[check_choice("regime", regime, REGIMES)]
 
@@ -163,11 +193,31 @@ def _check_n_params(n_params: Any) -> int:
 
 
 def total_bytes(n_params: float, regime: str, *, include_transient: bool = False) -> int:
-    """Bytes of training state for ``n_params`` parameters under ``regime``.
+    """Return the bytes of training state for ``n_params`` parameters under ``regime``.
 
-    ``n_params`` may be an int or an integral float such as ``7e9``.
-    ``include_transient`` adds the transient autocast copies (``torch_amp``).
+    Parameters
+    ----------
+    n_params : int or float
+        The parameter count; an integral float such as ``7e9`` is fine.
+    regime : str
+        One of :data:`REGIMES`.
+    include_transient : bool, default False
+        Add the transient autocast copies (``torch_amp``).
 
+    Returns
+    -------
+    int
+        Bytes.
+
+    Raises
+    ------
+    TypeError
+        If ``n_params`` is not a number or ``include_transient`` not a bool.
+    ValueError
+        If ``n_params`` is not a whole number >= 1 or ``regime`` is unknown.
+
+    Examples
+    --------
     >>> total_bytes(7e9, "fp32_adam") / GB
     112.0
     >>> total_bytes(0, "fp32_adam")
@@ -183,12 +233,29 @@ def total_bytes(n_params: float, regime: str, *, include_transient: bool = False
 
 
 def memory_table(n_params: float | None = None) -> list[dict[str, Any]]:
-    """Rows for the book's bytes-per-parameter table, one per regime.
+    """Return the rows of the book's bytes-per-parameter table, one per regime.
 
-    Each row holds the regime, the breakdown, ``total`` and ``peak`` bytes
-    per parameter and the description; with ``n_params`` also ``total_gb``
-    and ``peak_gb`` for that many parameters (decimal GB).
+    Parameters
+    ----------
+    n_params : int or float, optional
+        With a parameter count, each row also gets ``total_gb`` and
+        ``peak_gb`` for that many parameters (decimal GB).
 
+    Returns
+    -------
+    list of dict
+        Each row holds the regime, the breakdown, ``total`` and ``peak`` bytes
+        per parameter and the description.
+
+    Raises
+    ------
+    TypeError
+        If ``n_params`` is not a number.
+    ValueError
+        If ``n_params`` is not a whole number >= 1.
+
+    Examples
+    --------
     >>> [(row["regime"], row["total"], row["total_gb"]) for row in memory_table(7e9)]
     ... # doctest: +NORMALIZE_WHITESPACE
     [('fp32_adam', 16, 112.0), ('torch_amp', 16, 112.0),
@@ -225,20 +292,36 @@ def memory_table(n_params: float | None = None) -> list[dict[str, Any]]:
 class ActivationMemory:
     """Activation memory of one forward pass plus loss, kept for backward.
 
-    ``bytes`` is the headline number: on CUDA the allocator's peak during the
-    forward pass minus the memory allocated before it
-    (``method="cuda_max_memory_allocated"``); on the CPU the bytes of the
-    tensors autograd saved for backward (``method="saved_tensors"``).
-
     The saved-tensor accounting is done on both devices: each saved tensor's
     storage is counted once (by ``untyped_storage().data_ptr()``); storages of
     the model's parameters and of the input ``x`` are not counted (they exist
-    anyway). ``activation_bytes`` are the rest, except the half-precision
-    copies of parameters that autocast makes, which are ``weight_copy_bytes``.
-    ``n_saved`` counts pack-hook calls (all saved tensors, duplicates and
-    parameters included); ``dtype_counts`` and ``bytes_by_dtype`` cover the
-    counted (unique, non-parameter, non-input) storages.
+    anyway).
 
+    Parameters
+    ----------
+    method : {"saved_tensors", "cuda_max_memory_allocated"}
+        How ``bytes`` was taken.
+    bytes : int
+        The headline number: on CUDA the allocator's peak during the forward
+        pass minus the memory allocated before it; on the CPU the bytes of the
+        tensors autograd saved for backward.
+    activation_bytes : int
+        Saved bytes other than autocast's half-precision copies of parameters.
+    weight_copy_bytes : int
+        Saved bytes of those copies.
+    n_saved : int
+        Pack-hook calls (all saved tensors, duplicates and parameters included).
+    dtype_counts, bytes_by_dtype : dict
+        Count and bytes of the counted (unique, non-parameter, non-input)
+        storages per dtype name.
+    autocast_dtype : str, optional
+        The autocast dtype's name, ``None`` for FP32.
+    device : str, default "cpu"
+        Where it was measured.
+
+    Examples
+    --------
+    >>> from amp_lesson.models import make_mlp
     >>> m = measure_activation_memory(make_mlp(4, 8, 2, device="cpu"), torch.ones(16, 4))
     >>> m.method, m.bytes, m.dtype_counts
     ('saved_tensors', 1024, {'float32': 2})
@@ -289,10 +372,6 @@ def _copies_param(tensor: torch.Tensor, param_ids: set[int]) -> bool:
     return False
 
 
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
 def _default_loss(output: torch.Tensor) -> torch.Tensor:
     return output.float().sum()
 
@@ -307,13 +386,40 @@ def measure_activation_memory(
 ) -> ActivationMemory:
     """Measure the memory a forward pass (plus loss) keeps for backward.
 
-    Runs ``loss_fn(model(x))`` (default: the sum of the output, which saves
-    nothing itself) in FP32, or under ``torch.autocast`` with
-    ``autocast_dtype`` (``torch.float16`` or ``torch.bfloat16``), without
-    calling backward. ``device=None`` uses the model's device; otherwise
-    model and ``x`` are moved there first. See :class:`ActivationMemory` for
-    what is counted.
+    Runs ``loss_fn(model(x))`` in FP32, or under ``torch.autocast`` with
+    ``autocast_dtype``, without calling backward, and counts what autograd
+    saved (see :class:`ActivationMemory`).
 
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model.
+    x : torch.Tensor
+        The input batch.
+    loss_fn : callable, optional
+        Maps the output to a loss (default: the output's sum, which saves
+        nothing itself).
+    autocast_dtype : {None, "fp16", "bf16"} or torch.dtype, optional
+        Run under autocast to this dtype; ``None`` is FP32.
+    device : torch.device or str, optional
+        ``None`` uses the model's device; otherwise model and ``x`` are moved
+        there first.
+
+    Returns
+    -------
+    ActivationMemory
+        What was kept, by kind and dtype.
+
+    Raises
+    ------
+    TypeError
+        If ``model``, ``x`` or ``loss_fn`` has the wrong type.
+    ValueError
+        If ``autocast_dtype`` is not a half format or ``device`` is unknown.
+
+    Examples
+    --------
+    >>> from amp_lesson.models import make_mlp
     >>> mlp = make_mlp(64, 128, 3, device="cpu")
     >>> x = torch.randn(256, 64)
     >>> fp32 = measure_activation_memory(mlp, x)
@@ -326,12 +432,7 @@ def measure_activation_memory(
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     if autocast_dtype is not None:
-        if not isinstance(autocast_dtype, torch.dtype):
-            raise TypeError(
-                f"autocast_dtype must be None, torch.float16 or torch.bfloat16, "
-                f"got {autocast_dtype!r}"
-            )
-        check_choice("autocast_dtype", autocast_dtype, (torch.float16, torch.bfloat16))
+        autocast_dtype = dtype_of(autocast_dtype, name="autocast_dtype")
     if loss_fn is None:
         loss_fn = _default_loss
     elif not callable(loss_fn):
@@ -381,8 +482,8 @@ def measure_activation_memory(
     counts: Counter[str] = Counter()
     by_dtype: Counter[str] = Counter()
     for nbytes, dtype, _ in seen.values():
-        counts[_dtype_name(dtype)] += 1
-        by_dtype[_dtype_name(dtype)] += nbytes
+        counts[dtype_name(dtype)] += 1
+        by_dtype[dtype_name(dtype)] += nbytes
     return ActivationMemory(
         method="cuda_max_memory_allocated" if on_cuda else "saved_tensors",
         bytes=peak if on_cuda else activation + copies,
@@ -391,49 +492,6 @@ def measure_activation_memory(
         n_saved=n_saved,
         dtype_counts=dict(counts),
         bytes_by_dtype=dict(by_dtype),
-        autocast_dtype=None if autocast_dtype is None else _dtype_name(autocast_dtype),
+        autocast_dtype=None if autocast_dtype is None else dtype_name(autocast_dtype),
         device=str(device),
     )
-
-
-def make_mlp(
-    in_features: int = 64,
-    width: int = 256,
-    depth: int = 3,
-    out_features: int = 1,
-    *,
-    seed: int = 0,
-    dtype: torch.dtype = torch.float32,
-    device: torch.device | str | None = None,
-) -> nn.Sequential:
-    """An MLP of ``depth`` hidden ``Linear(width) + ReLU`` layers and a linear head.
-
-    PyTorch's default initialisation, drawn with ``torch.manual_seed(seed)``
-    inside :func:`torch.random.fork_rng`, so the global RNG is left as it was.
-
-    >>> make_mlp(4, 8, 2, device="cpu")
-    Sequential(
-      (0): Linear(in_features=4, out_features=8, bias=True)
-      (1): ReLU()
-      (2): Linear(in_features=8, out_features=8, bias=True)
-      (3): ReLU()
-      (4): Linear(in_features=8, out_features=1, bias=True)
-    )
-    """
-    check_int("in_features", in_features, minimum=1)
-    check_int("width", width, minimum=1)
-    check_int("depth", depth, minimum=1)
-    check_int("out_features", out_features, minimum=1)
-    check_int("seed", seed, minimum=0)
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"dtype must be a torch.dtype, got {dtype!r}")
-    check_choice("dtype", dtype, (torch.float32, torch.float64, torch.float16, torch.bfloat16))
-    device = resolve_device(device)
-    sizes = [in_features] + [width] * depth
-    with torch.random.fork_rng(devices=[]):  # PyTorch's default init, seeded locally
-        torch.manual_seed(seed)
-        layers: list[nn.Module] = []
-        for fan_in, fan_out in itertools.pairwise(sizes):
-            layers += [nn.Linear(fan_in, fan_out), nn.ReLU()]
-        layers.append(nn.Linear(width, out_features))
-    return nn.Sequential(*layers).to(device=device, dtype=dtype)

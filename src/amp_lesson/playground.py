@@ -7,7 +7,7 @@ torch's; this module holds what they share with Python, so that one source
 of truth serves both and the browser tests have a reference to compare with:
 
 - :func:`read_number` -- the float64 that a text typed into the bit explorer
-  stands for (the explorer casts that float64 exactly as :func:`store` does);
+  stands for (the explorer casts that float64 exactly as :func:`~amp_lesson.formats.store` does);
 - :func:`format_parameters` -- the formats' layouts, limits and NaN encodings,
   derived from :data:`~amp_lesson.formats.FORMATS` and torch's casts, which the
   page hands to the script as JSON;
@@ -26,6 +26,9 @@ casts a float64 tensor, through float32 for the narrower formats:
 1.0
 >>> store(read_number("0x3f801000"), "fp16").stored  # the FP32 pattern of 1 + 2**-11
 1.0
+
+Why this module is long: the bit explorer and the GradScaler playground read one set
+of facts with their Python references beside them; half of its lines are docstrings.
 """
 
 from __future__ import annotations
@@ -73,8 +76,8 @@ EXAMPLE_VALUES: tuple[float, ...] = (
     math.inf,
     math.nan,
 )
-"""Values whose rows teach something: rounding, FP16's overflow threshold, a
-gradient FP16 loses, E4M3's saturation, a signed zero, infinity and NaN."""
+"""Values whose rows teach something (rounding, FP16's overflow threshold, a
+gradient FP16 loses, E4M3's saturation, a signed zero, infinity and NaN)."""
 
 PATTERN_PREFIXES: Mapping[str, str] = {
     "fp32": "fp32",
@@ -95,7 +98,7 @@ EVENT_TEXT: Mapping[str, str] = {
     "overflow": "overflow to inf",
     "saturated": "saturated to max",
 }
-"""How the explorer words each :attr:`Stored.event`."""
+"""How the explorer words each ``event`` of a :class:`~amp_lesson.formats.Stored`."""
 
 CLASS_TEXT: Mapping[str, str] = {
     "normal": "normal",
@@ -104,7 +107,7 @@ CLASS_TEXT: Mapping[str, str] = {
     "inf": "inf",
     "nan": "NaN",
 }
-"""How the explorer words each :attr:`Stored.kind`."""
+"""How the explorer words each ``kind`` of a :class:`~amp_lesson.formats.Stored`."""
 
 MAX_STEPS = 1000
 """The longest schedule the GradScaler playground runs (the page stays quick)."""
@@ -154,6 +157,23 @@ def read_number(text: str) -> float:
     Leading and trailing spaces are ignored. Anything else raises
     :class:`ValueError` with the message the explorer shows.
 
+    Parameters
+    ----------
+    text : str
+        What the reader typed.
+
+    Returns
+    -------
+    float
+        The value (a Python float64).
+
+    Raises
+    ------
+    ValueError
+        If ``text`` is none of those; the message says what is allowed.
+
+    Examples
+    --------
     >>> read_number("0.1"), read_number("-0"), read_number("1e-8")
     (0.1, -0.0, 1e-08)
     >>> read_number("0x3f800000"), read_number("fp16:0x7bff"), read_number("e4m3:0x7e")
@@ -231,6 +251,18 @@ def format_parameters(names: Iterable[str] = EXPLORER_FORMATS) -> list[dict[str,
     ``_nan_encoding``). Every entry is derived, none typed in: the script
     and :func:`~amp_lesson.formats.store` read the same facts.
 
+    Parameters
+    ----------
+    names : iterable of str
+        Format names of :data:`~amp_lesson.formats.FORMATS`.
+
+    Returns
+    -------
+    list of dict
+        One entry per format, in order.
+
+    Examples
+    --------
     >>> e4m3 = format_parameters(["fp8_e4m3"])[0]
     >>> e4m3["max"], e4m3["has_inf"], e4m3["saturates"], e4m3["prefix"]
     (448.0, False, True, 'e4m3')
@@ -272,6 +304,18 @@ def format_parameters(names: Iterable[str] = EXPLORER_FORMATS) -> list[dict[str,
 def event_text(stored: Stored) -> str:
     """The explorer's words for what happened to a value on its way into a format.
 
+    Parameters
+    ----------
+    stored : amp_lesson.formats.Stored
+        What :func:`~amp_lesson.formats.store` returned.
+
+    Returns
+    -------
+    str
+        The event in words.
+
+    Examples
+    --------
     >>> event_text(store(65520.0, "fp16")), event_text(store(1e6, "fp8_e4m3"))
     ('overflow to inf', 'saturated to max')
     """
@@ -283,6 +327,18 @@ def event_text(stored: Stored) -> str:
 def class_text(stored: Stored) -> str:
     """The explorer's class of a stored value: its kind, or ``saturated`` when clamped to max.
 
+    Parameters
+    ----------
+    stored : amp_lesson.formats.Stored
+        What :func:`~amp_lesson.formats.store` returned.
+
+    Returns
+    -------
+    str
+        The class in words.
+
+    Examples
+    --------
     >>> class_text(store(1e-8, "fp16")), class_text(store(500.0, "fp8_e4m3"))
     ('zero', 'saturated')
     """
@@ -300,6 +356,20 @@ def explorer_rows(
     as Python's ``repr`` writes them; the relative error with three
     significant digits. This is the table a reader without JavaScript sees.
 
+    Parameters
+    ----------
+    values : iterable of float
+        The values.
+    names : iterable of str
+        Format names of :data:`~amp_lesson.formats.FORMATS`.
+
+    Returns
+    -------
+    list of dict of str to str
+        One row per value and format.
+
+    Examples
+    --------
     >>> for row in explorer_rows([65520.0], ["fp16", "bf16"]):
     ...     print(row["format"], row["stored"], row["bits"], row["event"])
     FP16 inf 0 11111 0000000000 overflow to inf
@@ -335,6 +405,23 @@ def read_steps(pattern: str) -> list[bool]:
     Spaces are ignored, so a pattern can be grouped; at most
     :data:`MAX_STEPS` steps.
 
+    Parameters
+    ----------
+    pattern : str
+        The schedule as typed.
+
+    Returns
+    -------
+    list of bool
+        One entry per step, ``True`` for an overflow.
+
+    Raises
+    ------
+    ValueError
+        If a character is neither ``x`` nor ``.``, or the pattern is empty or too long.
+
+    Examples
+    --------
     >>> read_steps("xx.. .x")
     [True, True, False, False, False, True]
     >>> read_steps("x.o")
@@ -364,6 +451,18 @@ def read_steps(pattern: str) -> list[bool]:
 def steps_pattern(schedule: Iterable[bool]) -> str:
     """The pattern of a schedule, ``x`` for an overflow and ``.`` for a clean step.
 
+    Parameters
+    ----------
+    schedule : iterable of bool
+        One entry per step, ``True`` for an overflow.
+
+    Returns
+    -------
+    str
+        The pattern.
+
+    Examples
+    --------
     >>> steps_pattern([True, False, False])
     'x..'
     """
@@ -373,6 +472,20 @@ def steps_pattern(schedule: Iterable[bool]) -> str:
 def every(k: int, n: int) -> list[bool]:
     """``n`` steps with an overflow on every ``k``-th (steps ``k``, ``2k``, ...).
 
+    Parameters
+    ----------
+    k : int
+        The period of the overflows.
+    n : int
+        The number of steps.
+
+    Returns
+    -------
+    list of bool
+        The schedule.
+
+    Examples
+    --------
     >>> steps_pattern(every(3, 7))
     '..x..x.'
     """
@@ -398,6 +511,23 @@ def read_scaler_settings(texts: Mapping[str, str]) -> dict[str, float | int]:
     bad one raises :class:`ValueError` with the message the playground
     shows beside that field.
 
+    Parameters
+    ----------
+    texts : mapping of str to str
+        The four fields as typed.
+
+    Returns
+    -------
+    dict
+        The four settings, ready for ``GradScaler`` or :func:`~amp_lesson.scaler.simulate`.
+
+    Raises
+    ------
+    ValueError
+        If a field is missing or out of range, with the message the playground shows.
+
+    Examples
+    --------
     >>> read_scaler_settings({"init_scale": "65536", "growth_factor": "2",
     ...                       "backoff_factor": "0.5", "growth_interval": "4"})
     {'init_scale': 65536.0, 'growth_factor': 2.0, 'backoff_factor': 0.5, 'growth_interval': 4}

@@ -8,15 +8,18 @@ distinction rests on colour alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
+
+__all__ = ["LINESTYLES", "PALETTE", "RC", "apply_book_style", "concept_map"]
 
 # Okabe & Ito's colour-blind-safe palette.
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
-LINESTYLES = ("-", "--", "-.", ":")
+"""Okabe and Ito's colour-blind-safe palette, in the order lines take it."""
 
-RC = {
+LINESTYLES = ("-", "--", "-.", ":")
+"""Line styles that change with the colour, so no two lines differ by colour alone."""
+
+RC: dict[str, object] = {
     "figure.facecolor": "white",
     "axes.facecolor": "white",
     "savefig.facecolor": "white",
@@ -29,28 +32,26 @@ RC = {
     "font.size": 10,
     "legend.frameon": False,
 }
-
-
-@contextmanager
-def book_style() -> Iterator[None]:
-    """Matplotlib settings of the book's figures, as a context manager.
-
-    >>> import matplotlib.pyplot as plt
-    >>> with book_style():
-    ...     plt.rcParams["axes.facecolor"]
-    'white'
-    """
-    import matplotlib as mpl
-    from cycler import cycler
-
-    rc: dict[str, Any] = dict(RC)
-    rc["axes.prop_cycle"] = cycler(color=PALETTE[:4]) + cycler(linestyle=LINESTYLES)
-    with mpl.rc_context(rc):
-        yield
+"""The Matplotlib settings of the book's figures (applied by :func:`apply_book_style`)."""
 
 
 def apply_book_style() -> None:
-    """Apply :func:`book_style`'s settings for the rest of the session (a page's first cell)."""
+    """Apply the book's Matplotlib settings for the rest of the session (a page's first cell).
+
+    White background (the book frames figures as a white card in both
+    themes), light grid, no top and right spines, and a property cycle that
+    changes colour (Okabe and Ito's colour-blind-safe :data:`PALETTE`) and
+    line style (:data:`LINESTYLES`) together, so no two lines differ by
+    colour alone.
+
+    Examples
+    --------
+    >>> import matplotlib as mpl
+    >>> with mpl.rc_context():
+    ...     apply_book_style()
+    ...     mpl.rcParams["axes.facecolor"], mpl.rcParams["axes.prop_cycle"].by_key()["linestyle"]
+    ('white', ['-', '--', '-.', ':'])
+    """
     import matplotlib as mpl
     from cycler import cycler
 
@@ -66,18 +67,42 @@ def concept_map(
     box_width: int = 22,
     label_width: int = 26,
 ) -> Any:
-    """Draw a concept map: labelled boxes joined by labelled arrows; return the figure.
+    """Draw a concept map: labelled boxes joined by labelled arrows.
 
-    ``boxes`` maps a key to ``(x, y, text)``, the centre of the box in axes
-    coordinates (0 to 1) and its text (wrapped to ``box_width`` characters).
-    ``arrows`` holds ``(source, target, label)`` triples: an arrow from one box
-    to another, clipped at the boxes' edges, with its label (wrapped to
-    ``label_width``) on a white patch at the arrow's middle. Boxes are drawn
-    in the book's palette with a dark outline, arrows in black, so nothing
-    rests on colour alone. Arrows are drawn after the boxes (a higher
-    ``zorder``), because an arrow is clipped at a box's outline only once that
-    outline has been placed.
+    Boxes are drawn in the book's palette with a dark outline, arrows in
+    black, so nothing rests on colour alone. Arrows are drawn after the boxes
+    (a higher ``zorder``), because an arrow is clipped at a box's outline only
+    once that outline has been placed.
 
+    Parameters
+    ----------
+    boxes : dict
+        Maps a key to ``(x, y, text)``: the centre of the box in axes
+        coordinates (0 to 1) and its text, wrapped to ``box_width`` characters.
+    arrows : list of tuple
+        ``(source, target, label)`` triples: an arrow from one box to another,
+        clipped at the boxes' edges, with its label (wrapped to
+        ``label_width``) on a white patch at the arrow's middle.
+    figsize : tuple of float, default (7.2, 5.4)
+        The figure's size in inches.
+    box_width : int, default 22
+        Characters per line of a box's text.
+    label_width : int, default 26
+        Characters per line of an arrow's label.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    ValueError
+        If there is no box, a box is not ``(x, y, text)`` inside the axes, or
+        an arrow names a box that does not exist.
+
+    Examples
+    --------
     >>> import matplotlib.pyplot as plt
     >>> fig = concept_map({"a": (0.2, 0.5, "Range"), "b": (0.8, 0.5, "Scaling")},
     ...                   [("a", "b", "underflow needs")])

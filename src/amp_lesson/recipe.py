@@ -38,10 +38,35 @@ def train_mixed_precision(
 ) -> torch.amp.GradScaler:
     """Train with autocast, a GradScaler and ``accum_steps`` micro-batches per optimizer step.
 
-    Each batch of ``loader`` is one micro-batch; ``accum_steps`` of them make
-    one optimizer step, whose gradient is that of their combined mean loss.
-    ``max_norm`` clips the gradient's 2-norm (after unscaling). Returns the
-    scaler, whose ``get_scale()`` is the loss scale it ended with.
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model, FP32 parameters, on the device to train on.
+    loader : torch.utils.data.DataLoader
+        Each batch is one micro-batch ``(x, y)``.
+    loss_fn : torch.nn.Module
+        A mean loss, ``loss_fn(output, y)``.
+    optimizer : torch.optim.Optimizer
+        The model's optimizer.
+    accum_steps : int, default 1
+        Micro-batches per optimizer step; the step's gradient is that of
+        their combined mean loss. It must divide ``len(loader)``.
+    max_norm : float, optional
+        Clip the gradient's 2-norm to it, after unscaling.
+    dtype : torch.dtype, default torch.float16
+        The autocast dtype.
+    epochs : int, default 1
+        Passes over ``loader``.
+
+    Returns
+    -------
+    torch.amp.GradScaler
+        The scaler; its ``get_scale()`` is the loss scale it ended with.
+
+    Raises
+    ------
+    ValueError
+        If ``accum_steps`` or ``epochs`` is out of range.
     """
     if not (isinstance(accum_steps, int) and accum_steps >= 1 and len(loader) % accum_steps == 0):
         # A window that ran across two epochs would mix their gradients.

@@ -21,8 +21,12 @@ This module holds
   show that the model and PyTorch agree;
 - :func:`follow_gradient` -- one gradient value followed through scaling,
   fp16 storage and unscaling (the book's "loss scaling by hand" table);
+- :func:`step_skipped` -- whether a real ``scaler.step`` skipped the step;
 - :func:`max_safe_scale` -- the largest power-of-two scale that keeps a
   given gradient below the format's largest value.
+
+Why this module is long: the pure-Python model and the real GradScaler it must match bit
+for bit stand side by side; more than half of its lines are docstrings.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import torch
 
 from amp_lesson._checks import check_finite, check_int, check_positive
 from amp_lesson.device import resolve_device
+from amp_lesson.formats import dtype_of, format_spec
 
 __all__ = [
     "GradientRow",
@@ -46,6 +51,7 @@ __all__ = [
     "max_safe_scale",
     "run_torch_scaler",
     "simulate",
+    "step_skipped",
 ]
 
 _FP32_MAX = float(np.finfo(np.float32).max)
@@ -134,6 +140,24 @@ class ScalerSimulator:
     doubling, during which small gradients are silently lost. Erring high is
     cheap, erring low is slow.
 
+    Parameters
+    ----------
+    init_scale : float, default 2.0**16
+        The first scale; it must be representable in float32.
+    growth_factor : float, default 2.0
+        Factor the scale grows by (``> 1``).
+    backoff_factor : float, default 0.5
+        Factor the scale shrinks by (in ``(0, 1)``).
+    growth_interval : int, default 2000
+        Good steps in a row before the scale grows.
+
+    Raises
+    ------
+    ValueError
+        If a setting is out of range (GradScaler itself would only assert).
+
+    Examples
+    --------
     >>> s = ScalerSimulator(init_scale=1024.0, growth_interval=2)
     >>> s.update(True)                 # overflow: skip the step, halve the scale
     >>> s.scale, s.growth_tracker
@@ -191,9 +215,20 @@ class ScalerSimulator:
     def update(self, found_inf: bool) -> None:
         """Advance one iteration, as ``GradScaler.update()`` does.
 
-        ``found_inf`` says whether that iteration's scaled gradients held an
-        ``inf`` or ``NaN`` (and so whether its optimizer step was skipped).
+        Parameters
+        ----------
+        found_inf : bool
+            Whether that iteration's scaled gradients held an ``inf`` or ``NaN``
+            (and so whether its optimizer step was skipped).
 
+        Raises
+        ------
+        TypeError
+            If ``found_inf`` is not a bool (an int 1 is refused: a schedule of
+            0 and 1 is easy to mistake for scales).
+
+        Examples
+        --------
         >>> s = ScalerSimulator(init_scale=3.0, growth_interval=1)
         >>> s.update(False); s.scale
         6.0
@@ -227,11 +262,23 @@ class ScalerSimulator:
 class ScaleStep:
     """One iteration of dynamic loss scaling.
 
-    ``step`` counts from 1; ``scale_used`` is the scale the loss was
-    multiplied by; ``found_inf`` whether the scaled gradients held inf/NaN;
-    ``skipped`` whether the optimizer step was skipped; ``scale_after`` and
-    ``growth_tracker_after`` the state after ``update()``.
+    Parameters
+    ----------
+    step : int
+        The iteration, from 1.
+    scale_used : float
+        The scale the loss was multiplied by.
+    found_inf : bool
+        Whether the scaled gradients held inf/NaN.
+    skipped : bool
+        Whether the optimizer step was skipped.
+    scale_after : float
+        The scale after ``update()``.
+    growth_tracker_after : int
+        Good steps in a row after ``update()``.
 
+    Examples
+    --------
     >>> ScaleStep(1, 8.0, True, True, 4.0, 0).scale_after
     4.0
     """
@@ -254,10 +301,29 @@ def simulate(
 ) -> list[ScaleStep]:
     """Run :class:`ScalerSimulator` over a schedule of overflows.
 
-    ``found_inf_sequence`` holds one bool per step: ``True`` where that
-    step's scaled gradients overflow. A step is skipped exactly when it
-    overflows. The keyword arguments are GradScaler's.
+    A step is skipped exactly when it overflows.
 
+    Parameters
+    ----------
+    found_inf_sequence : iterable of bool
+        One bool per step: ``True`` where that step's scaled gradients overflow.
+    init_scale, growth_factor, backoff_factor, growth_interval
+        GradScaler's settings (see :class:`ScalerSimulator`).
+
+    Returns
+    -------
+    list of ScaleStep
+        One per step.
+
+    Raises
+    ------
+    TypeError
+        If the schedule is not an iterable of bools.
+    ValueError
+        If a setting is out of range.
+
+    Examples
+    --------
     >>> for r in simulate([True, False, False], init_scale=8.0, growth_interval=2):
     ...     print(r.step, r.scale_used, r.skipped, r.scale_after, r.growth_tracker_after)
     1 8.0 True 4.0 0
@@ -278,6 +344,48 @@ def simulate(
     return trace
 
 
+def step_skipped(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer) -> bool:
+    """Call ``scaler.step(optimizer)`` and say whether it skipped the step.
+
+    ``GradScaler`` does not report a skip; this compares every parameter of
+    ``optimizer`` bit for bit before and after the step. Bits, not values:
+    a NaN weight equals nothing, not even itself, and a step that writes the
+    same value is still a step that ran, but the question asked here is
+    whether the weights moved.
+
+    Parameters
+    ----------
+    scaler : torch.amp.GradScaler
+        The scaler whose ``step`` to call, after ``scaler.scale(loss).backward()``.
+    optimizer : torch.optim.Optimizer
+        The optimizer to step.
+
+    Returns
+    -------
+    bool
+        True if no parameter changed a bit.
+
+    Examples
+    --------
+    An infinite gradient makes the scaler skip:
+
+    >>> w = torch.nn.Parameter(torch.ones(2))
+    >>> opt = torch.optim.SGD([w], lr=0.1)
+    >>> scaler = torch.amp.GradScaler("cpu")
+    >>> scaler.scale((w * torch.tensor([1.0, float("inf")])).sum()).backward()
+    >>> step_skipped(scaler, opt)
+    True
+    """
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    before = [p.detach().clone() for p in params]
+    scaler.step(optimizer)
+    return all(_same_bits(a, p.detach()) for a, p in zip(before, params, strict=True))
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
+
+
 def run_torch_scaler(
     found_inf_sequence: Iterable[bool],
     device: torch.device | str | None = None,
@@ -294,23 +402,39 @@ def run_torch_scaler(
     gradient ``S * x`` is ``inf`` (``NaN`` if the scale has backed off to 0);
     otherwise ``x = 1``. Each step runs the real
     ``scaler.scale(loss).backward()``, ``scaler.step(opt)``,
-    ``scaler.update()``, and records
+    ``scaler.update()``. ``w`` is reset to 1 before every step, so each step
+    is judged on its own. The scaler is built with the device's type, never
+    with GradScaler's default ``"cuda"`` (which disables itself on a machine
+    without CUDA).
 
-    - ``scale_used``: ``scaler.get_scale()`` after ``scale()`` (the float32
-      value the loss was multiplied by);
-    - ``found_inf``: whether the scaled gradient held inf/NaN, checked the way
-      GradScaler checks it (before unscaling);
-    - ``skipped``: whether ``w`` kept its bits through ``scaler.step`` (``w``
-      is reset to 1 before every step, so each step is judged on its own);
-    - ``scale_after`` and ``growth_tracker_after``: ``get_scale()`` and
-      ``state_dict()["_growth_tracker"]`` after ``update()``.
+    Parameters
+    ----------
+    found_inf_sequence : iterable of bool
+        One bool per step: ``True`` where that step overflows.
+    device : torch.device or str, optional
+        Where to run (see :func:`amp_lesson.device.resolve_device`).
+    init_scale, growth_factor, backoff_factor, growth_interval
+        GradScaler's settings.
 
-    ``device`` is ``None`` (:func:`amp_lesson.device.get_device`: CUDA if
-    present, else the CPU; ``AMP_LESSON_DEVICE`` overrides), ``"auto"``,
-    ``"cpu"``, ``"cuda"`` or a :class:`torch.device`. The scaler is built with
-    that device's type, never with GradScaler's default ``"cuda"`` (which
-    disables itself on a machine without CUDA).
+    Returns
+    -------
+    list of ScaleStep
+        Per step: ``scale_used`` (``scaler.get_scale()`` after ``scale()``),
+        ``found_inf`` (the scaled gradient checked the way GradScaler checks
+        it), ``skipped`` (:func:`step_skipped`), and ``scale_after`` and
+        ``growth_tracker_after`` (``get_scale()`` and the state dict's
+        ``_growth_tracker`` after ``update()``).
 
+    Raises
+    ------
+    TypeError
+        If the schedule is not an iterable of bools.
+    ValueError
+        If a setting is out of range (checked before GradScaler's bare
+        assertions could fire).
+
+    Examples
+    --------
     >>> schedule = [True, False, False, True, False]
     >>> trace = run_torch_scaler(schedule, "cpu", init_scale=8.0, growth_interval=2)
     >>> [(r.scale_used, r.skipped) for r in trace]
@@ -342,9 +466,7 @@ def run_torch_scaler(
         scale_used = scaler.get_scale()
         grad = w.grad if w.grad is not None else torch.zeros_like(w)
         found_inf = not bool(torch.isfinite(grad).all())
-        before = w.detach().clone()
-        scaler.step(opt)
-        skipped = torch.equal(before.view(torch.int32), w.detach().view(torch.int32))
+        skipped = step_skipped(scaler, opt)
         scaler.update()
         trace.append(
             ScaleStep(
@@ -359,20 +481,6 @@ def run_torch_scaler(
     return trace
 
 
-_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
-_DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
-
-
-def _resolve_dtype(dtype: Any) -> torch.dtype:
-    if isinstance(dtype, torch.dtype) and dtype in _DTYPE_NAMES:
-        return dtype
-    if isinstance(dtype, str) and dtype in _DTYPES:
-        return _DTYPES[dtype]
-    raise ValueError(
-        f"dtype must be one of 'fp16', 'bf16', torch.float16, torch.bfloat16; got {dtype!r}"
-    )
-
-
 def _check_f32_value(name: str, value: Any) -> float:
     value = check_finite(name, value)
     if not math.isfinite(_to_f32(value)):
@@ -384,11 +492,21 @@ def _check_f32_value(name: str, value: Any) -> float:
 class GradientRow:
     """One row of :func:`follow_gradient`'s table.
 
-    ``value`` is what the format really holds; ``is_zero`` / ``is_inf`` flag
-    underflow and overflow; ``rel_error`` is ``|value - ideal| / |ideal|``
-    where ``ideal`` is the exact value the row stands for (the fp32 gradient
-    for gradient rows, the exact product ``g × S`` for scaled rows).
+    Parameters
+    ----------
+    label : str
+        What the row holds, e.g. ``"stored in fp16"``.
+    value : float
+        What the format really holds.
+    is_zero, is_inf : bool
+        Flags for underflow and overflow.
+    rel_error : float
+        ``|value - ideal| / |ideal|``, where ``ideal`` is the exact value the
+        row stands for (the fp32 gradient for gradient rows, the exact product
+        ``g × S`` for scaled rows).
 
+    Examples
+    --------
     >>> GradientRow("fp32 gradient", 0.5, False, False, 0.0).value
     0.5
     """
@@ -413,20 +531,35 @@ def follow_gradient(
 ) -> list[GradientRow]:
     """Follow one gradient value through loss scaling, step by step.
 
-    Rows, in order:
+    Parameters
+    ----------
+    grad : float
+        The gradient; it must fit in float32.
+    scale : float, default 2.0**16
+        The loss scale ``S``.
+    dtype : {"fp16", "bf16"} or torch.dtype, default "fp16"
+        The half-precision format the scaled gradient is stored in.
 
-    1. ``"fp32 gradient"`` -- ``grad`` as float32 stores it;
-    2. ``"scaled (× S) in fp32"`` -- times the float32 scale ``S``, in float32;
-    3. ``"stored in fp16"`` -- that value cast to ``dtype`` by torch;
-    4. ``"unscaled back to fp32"`` -- the stored value times
-       ``inv_scale = float32(1 / float64(S))`` in float32, which is how
-       GradScaler unscales;
-    5. ``"without scaling, stored in fp16"`` -- the fp32 gradient cast to
-       ``dtype`` directly, for comparison.
+    Returns
+    -------
+    list of GradientRow
+        In order: ``"fp32 gradient"`` (``grad`` as float32 stores it);
+        ``"scaled (× S) in fp32"``; ``"stored in fp16"`` (that value cast by
+        torch); ``"unscaled back to fp32"`` (the stored value times
+        ``inv_scale = float32(1 / float64(S))`` in float32, which is how
+        GradScaler unscales); ``"without scaling, stored in fp16"`` (the fp32
+        gradient cast directly, for comparison). The last two rows'
+        ``rel_error`` are the relative error of the recovered gradient with
+        and without loss scaling.
 
-    The last two rows' ``rel_error`` are the relative error of the recovered
-    gradient with and without loss scaling.
+    Raises
+    ------
+    ValueError
+        If ``grad`` does not fit in float32, ``scale`` is not a positive
+        float32 value, or ``dtype`` is not a half format.
 
+    Examples
+    --------
     >>> rows = follow_gradient(1e-8, 2.0**16)
     >>> for r in rows:
     ...     print(f"{r.label:32} {r.value:.6e} zero={r.is_zero}")
@@ -440,8 +573,8 @@ def follow_gradient(
     """
     grad = _check_f32_value("grad", grad)
     scale = _check_f32_positive("scale", scale)
-    low = _resolve_dtype(dtype)
-    name = _DTYPE_NAMES[low]
+    low = dtype_of(dtype)
+    name = format_spec(low).name
 
     g32 = torch.tensor(grad, dtype=torch.float32)
     s32 = torch.tensor(scale, dtype=torch.float32)
@@ -467,14 +600,32 @@ def follow_gradient(
 
 
 def max_safe_scale(max_abs_grad: float, dtype: str | torch.dtype = "fp16") -> float:
-    """The largest power of two ``S`` with ``S × max_abs_grad`` below the format's max.
+    """Return the largest power of two ``S`` with ``S × max_abs_grad`` below the format's max.
 
     This is the rule of Micikevicius et al. (2018): choose the scale so that
     its product with the largest absolute gradient stays below the largest
-    finite value (65504 for fp16). The comparison is strict, as in the
-    paper. The result is capped at ``2**127``, the largest power of two a
-    float32 scale can hold.
+    finite value (65504 for fp16). The comparison is strict, as in the paper.
 
+    Parameters
+    ----------
+    max_abs_grad : float
+        The largest absolute gradient (``> 0``).
+    dtype : {"fp16", "bf16"} or torch.dtype, default "fp16"
+        The half-precision format.
+
+    Returns
+    -------
+    float
+        The scale, capped at ``2**127``, the largest power of two a float32
+        scale can hold.
+
+    Raises
+    ------
+    ValueError
+        If ``max_abs_grad`` is not a positive number or ``dtype`` not a half format.
+
+    Examples
+    --------
     >>> max_safe_scale(1.0)           # 2**15 = 32768 < 65504 <= 2**16
     32768.0
     >>> max_safe_scale(1e-3)
@@ -483,7 +634,7 @@ def max_safe_scale(max_abs_grad: float, dtype: str | torch.dtype = "fp16") -> fl
     True
     """
     m = check_positive("max_abs_grad", max_abs_grad)
-    limit = float(torch.finfo(_resolve_dtype(dtype)).max)
+    limit = float(torch.finfo(dtype_of(dtype)).max)
     k = math.floor(math.log2(limit) - math.log2(m))
     # log2 may be off by one near powers of two; settle k exactly.
     while math.ldexp(m, k) >= limit:

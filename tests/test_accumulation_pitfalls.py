@@ -1,4 +1,4 @@
-"""Tests for amp_lesson.pitfalls: each pitfall shows, and each fix removes it."""
+"""Tests for amp_lesson.accumulation_pitfalls: each pitfall shows, and each fix removes it."""
 
 from __future__ import annotations
 
@@ -7,27 +7,23 @@ import math
 import pytest
 import torch
 
-from amp_lesson.pitfalls import (
+from amp_lesson.accumulation_pitfalls import (
     IGNORE_INDEX,
-    clipping_rows,
-    collapse_then_good_step,
     compare_norm_split,
     lr_trajectory,
-    make_norm_model,
     make_token_batch,
-    make_token_model,
-    scaler_extra_calls,
-    scaler_on_bf16_params,
-    scheduler_after_skipped_step,
     summation_order_rows,
     token_loss_and_grad,
     token_weight_rows,
     ulp_distance,
     window_rows,
 )
-from amp_lesson.scaler import simulate
+from amp_lesson.models import make_mlp
 
-CPU = torch.device("cpu")
+
+def make_token_model() -> torch.nn.Sequential:
+    """The page's one-layer language model over 16 tokens."""
+    return make_mlp(8, depth=0, out_features=16, vocab=16)
 
 
 # --------------------------------------------------------------------------- BatchNorm
@@ -59,11 +55,11 @@ def test_layernorm_does_not_care_how_the_batch_is_cut() -> None:
     assert math.isnan(ln.running_mean_diff)
 
 
-def test_make_norm_model_checks_its_arguments() -> None:
+def test_compare_norm_split_checks_its_arguments() -> None:
     with pytest.raises(ValueError, match="norm must be one of"):
-        make_norm_model("group")
+        compare_norm_split("group")
     with pytest.raises(ValueError, match="seed"):
-        make_norm_model("batch", seed=-1)
+        compare_norm_split("batch", seed=-1)
 
 
 # --------------------------------------------------------------------------- token losses
@@ -160,72 +156,3 @@ def test_scheduler_per_micro_batch_decays_n_times_too_fast() -> None:
     assert bad[0] == pytest.approx(good[4])
     assert min(bad) == pytest.approx(0.0, abs=1e-12)
     assert good == sorted(good, reverse=True)
-
-
-# --------------------------------------------------------------------------- GradScaler
-
-
-def test_scale_collapses_and_a_clean_step_then_poisons_the_weights() -> None:
-    zero_at = next(r.step for r in simulate([True] * 200) if r.scale_after == 0.0)
-    rows = collapse_then_good_step(n_bad=zero_at + 1, n_good=2, device=CPU)
-    bad, first_clean = rows[: zero_at + 1], rows[zero_at + 1]
-    assert all(r["found inf/NaN"] and not r["weights changed"] for r in bad)
-    assert [r["scale"] for r in bad[:3]] == [2.0**16, 2.0**15, 2.0**14]
-    assert bad[-1]["scale"] == 0.0
-    assert math.isinf(bad[-1]["inv_scale"])
-    assert first_clean["scale"] == 0.0
-    assert not first_clean["found inf/NaN"]  # the check runs on the scaled (zero) gradient
-    assert first_clean["weights changed"]
-    assert not first_clean["weights finite"]
-
-
-def test_inv_scale_overflows_before_the_scale_reaches_zero() -> None:
-    rows = collapse_then_good_step(n_bad=150, n_good=1, device=CPU)
-    assert rows[-1]["scale"] > 0.0
-    assert math.isinf(rows[-1]["inv_scale"])
-    assert not rows[-1]["weights finite"]
-
-
-def test_clipping_before_unscale_clips_the_wrong_norm() -> None:
-    rows = clipping_rows(clip_norm=0.1, init_scales=(2.0**16, 2.0**-4), device=CPU)
-    right_big, wrong_big, right_small, wrong_small = rows
-    for right in (right_big, right_small):
-        assert right["applied grad norm"] == pytest.approx(right["should apply"], rel=1e-4)
-    # scale > 1: clipped far too hard (by the scale); scale < 1: not clipped at all
-    assert wrong_big["applied grad norm"] == pytest.approx(0.1 / 2.0**16, rel=1e-3)
-    assert wrong_small["applied grad norm"] == pytest.approx(
-        wrong_small["true grad norm"], rel=1e-4
-    )
-
-
-def test_scaler_under_bf16_changes_nothing_but_adds_calls() -> None:
-    extra, same = scaler_extra_calls(torch.bfloat16, CPU)
-    assert same
-    assert extra["_amp_foreach_non_finite_check_and_unscale_"] == 1
-    assert extra["_amp_update_scale_"] == 1
-    assert extra["item"] == 1
-
-
-def test_scaler_accepts_bf16_grads_on_cpu() -> None:
-    result = scaler_on_bf16_params(CPU)
-    assert result == {"device": "cpu", "ok": True, "error": None, "weights changed": True}
-
-
-@pytest.mark.cuda
-def test_scaler_refuses_bf16_grads_on_cuda() -> None:
-    result = scaler_on_bf16_params("cuda")
-    assert not result["ok"]
-    assert "not implemented for 'BFloat16'" in result["error"]
-
-
-def test_scheduler_warning_after_a_skipped_first_step() -> None:
-    rows, warned = scheduler_after_skipped_step(guard=False, device=CPU)
-    assert rows[0]["skipped"]
-    assert not any(r["skipped"] for r in rows[1:])
-    assert rows[0]["lr after"] == pytest.approx(0.05)  # decayed although nothing was stepped
-    assert len(warned) == 1
-    assert warned[0].startswith("Detected call of `lr_scheduler.step()`")
-    rows, warned = scheduler_after_skipped_step(guard=True, device=CPU)
-    assert warned == []
-    assert rows[0]["lr after"] == pytest.approx(0.1)
-    assert [r["lr used"] for r in rows[1:]] == pytest.approx([0.1, 0.05, 0.025])

@@ -1,0 +1,279 @@
+"""How the benchmark's results are shown: tables, a figure, and recorded GPU tables.
+
+This is the display layer of :mod:`amp_lesson.bench`: the results are
+dataclasses (:class:`~amp_lesson.bench.measure.BenchRow`,
+:class:`~amp_lesson.bench.measure.MatmulRow`,
+:class:`~amp_lesson.bench.recording.Recording`) and every label a reader sees
+is chosen here.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from amp_lesson._checks import check_choice
+from amp_lesson.bench.measure import REGIMES, BenchRow, MatmulRow
+from amp_lesson.bench.recording import Recording
+from amp_lesson.bench.workload import MODELS
+from amp_lesson.display import Table
+from amp_lesson.formats import format_spec
+
+__all__ = [
+    "MODEL_LABELS",
+    "REGIME_LABELS",
+    "TABLE_COLUMNS",
+    "RecordingsView",
+    "bench_table",
+    "matmul_table",
+    "plot_rows",
+]
+
+REGIME_LABELS: dict[str, str] = {
+    "fp32": "FP32", "tf32": "TF32", "fp16": "FP16 autocast", "bf16": "BF16 autocast"
+}  # fmt: skip
+"""How the book's tables name each regime of :data:`~amp_lesson.bench.measure.REGIMES`."""
+
+MODEL_LABELS: dict[str, str] = {"linear_stack": "Linear stack", "transformer": "transformer"}
+"""How the book's figures name each model of :data:`~amp_lesson.bench.workload.MODELS`."""
+
+TABLE_COLUMNS: tuple[str, ...] = (
+    "model", "regime", "step ms", "range ms", "vs FP32", "TFLOP/s", "peak TFLOP/s",
+    "% of peak", "saved MB", "peak alloc MB", "note",
+)  # fmt: skip
+"""The columns of :func:`bench_table`, in order."""
+
+_DASH = "—"  # a value not measured, or not known
+
+
+def _g3(x: float | None) -> str:
+    return _DASH if x is None else f"{x:.3g}"
+
+
+def _mb(x: int | None) -> str:
+    return _DASH if x is None else f"{x / 1e6:.3g}"
+
+
+def bench_table(
+    rows: Sequence[BenchRow],
+    *,
+    columns: Sequence[str] | None = None,
+    drop_empty: bool = False,
+    caption: str | None = None,
+) -> Table:
+    """The rows as the book's table.
+
+    Parameters
+    ----------
+    rows : sequence of BenchRow
+        Measured or recorded rows.
+    columns : sequence of str, optional
+        Some of :data:`TABLE_COLUMNS`, in the order to show (default: all):
+        model, regime, median step time (ms) with its min-max, speed
+        relative to FP32, achieved and peak TFLOP/s, the share of peak, the
+        MB saved for backward, the CUDA peak allocated (MB) and a note.
+    drop_empty : bool, default False
+        Leave out the columns that hold nothing but dashes (on a CPU: the
+        peak columns and the allocator's peak). A dash is a value that was
+        not measured or is not known.
+    caption : str, optional
+        The table's caption.
+
+    Returns
+    -------
+    amp_lesson.display.Table
+        HTML in the book, aligned text in a terminal.
+
+    Raises
+    ------
+    TypeError
+        If ``rows`` is not a sequence of :class:`~amp_lesson.bench.measure.BenchRow`, or ``columns`` a
+        string, or ``drop_empty`` not a bool.
+    ValueError
+        If a column is unknown.
+
+    Examples
+    --------
+    >>> rows = [BenchRow("linear_stack", "fp32", "cpu", step_ms=2.0, step_ms_min=1.9,
+    ...                  step_ms_max=2.5, tflops=0.05, speedup=1.0, saved_bytes=3_000_000),
+    ...         BenchRow("linear_stack", "tf32", "cpu", available=False, note="not available")]
+    >>> print(bench_table(rows, drop_empty=True))
+    model         regime  step ms  range ms  vs FP32  TFLOP/s  saved MB  note
+    linear_stack  FP32    2        1.9–2.5   1.00×    0.05     3         —
+    linear_stack  TF32    —        —         —        —        —         not available
+    """
+    if isinstance(rows, BenchRow) or not isinstance(rows, Sequence):
+        raise TypeError(f"rows must be a sequence of BenchRow, got {type(rows).__name__}")
+    for i, r in enumerate(rows):
+        if not isinstance(r, BenchRow):
+            raise TypeError(f"rows[{i}] must be a BenchRow, got {type(r).__name__}")
+    table_rows = [
+        {
+            "model": r.model,
+            "regime": REGIME_LABELS[r.regime],
+            "step ms": _g3(r.step_ms),
+            "range ms": _DASH
+            if r.step_ms_min is None
+            else f"{_g3(r.step_ms_min)}–{_g3(r.step_ms_max)}",
+            "vs FP32": _DASH if r.speedup is None else f"{r.speedup:.2f}×",
+            "TFLOP/s": _g3(r.tflops),
+            "peak TFLOP/s": _DASH if r.peak_tflops is None else f"{r.peak_tflops:.5g}",
+            "% of peak": _DASH if r.pct_of_peak is None else f"{r.pct_of_peak:.2g} %",
+            "saved MB": _mb(r.saved_bytes),
+            "peak alloc MB": _mb(r.peak_bytes),
+            "note": r.note or _DASH,
+        }
+        for r in rows
+    ]
+    if columns is None:
+        columns = TABLE_COLUMNS
+    elif isinstance(columns, str) or not isinstance(columns, Sequence):
+        raise TypeError(f"columns must be a list of names from TABLE_COLUMNS, got {columns!r}")
+    columns = [check_choice("columns", c, TABLE_COLUMNS) for c in columns]
+    if not isinstance(drop_empty, bool):
+        raise TypeError(f"drop_empty must be True or False, got {drop_empty!r}")
+    if drop_empty:
+        columns = [c for c in columns if any(row[c] != _DASH for row in table_rows)]
+    return Table(table_rows, columns=columns, caption=caption)
+
+
+def matmul_table(rows: Sequence[MatmulRow]) -> Table:
+    """The matrix-product times as a table: format, milliseconds, time relative to FP32.
+
+    Parameters
+    ----------
+    rows : sequence of MatmulRow
+        What :func:`~amp_lesson.bench.measure.matmul_rows` returned.
+
+    Returns
+    -------
+    amp_lesson.display.Table
+        One row per dtype.
+
+    Examples
+    --------
+    >>> import torch
+    >>> print(matmul_table([MatmulRow(torch.float32, 8, 0.5, 1.0)]))
+    format  8×8 matmul, ms  time vs FP32
+    FP32    0.5             1
+    """
+    return Table(
+        [
+            {
+                "format": format_spec(r.dtype).label,
+                f"{r.n}×{r.n} matmul, ms": r.ms,
+                "time vs FP32": r.vs_fp32,
+            }
+            for r in rows
+        ]
+    )
+
+
+def plot_rows(rows: Sequence[BenchRow], *, title: str | None = None) -> Any:
+    """Two panels: each regime's speed relative to FP32 (log scale), and MB saved for backward.
+
+    One group of bars per model, one bar per measured regime, told apart by
+    hatching as well as colour, so that no distinction rests on colour alone.
+
+    Parameters
+    ----------
+    rows : sequence of BenchRow
+        Rows with a ``speedup`` (from :func:`~amp_lesson.bench.measure.run_benchmarks`).
+    title : str, optional
+        The figure's title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    ValueError
+        If no row is measured with a speed-up.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    measured = [r for r in rows if r.available and r.speedup is not None]
+    if not measured:
+        raise ValueError("rows must hold at least one measured row with a speedup")
+    models = [m for m in MODELS if any(r.model == m for r in measured)]
+    regimes = [g for g in REGIMES if any(r.regime == g for r in measured)]
+    by = {(r.model, r.regime): r for r in measured}
+    hatches = {"fp32": "", "tf32": "..", "fp16": "//", "bf16": "xx"}
+    fig, (ax_time, ax_mem) = plt.subplots(1, 2, figsize=(7.2, 3.2), layout="constrained")
+    at = np.arange(len(models))
+    width = 0.8 / len(regimes)
+    for i, regime in enumerate(regimes):
+        rs = [by.get((m, regime)) for m in models]
+        speed = [np.nan if r is None else r.speedup for r in rs]
+        saved = [np.nan if r is None else r.saved_bytes / 1e6 for r in rs]
+        for ax, values in ((ax_time, speed), (ax_mem, saved)):
+            ax.bar(at + i * width, values, width, label=REGIME_LABELS[regime],
+                   hatch=hatches[regime], edgecolor="black", linewidth=0.6)  # fmt: skip
+    ax_time.axhline(1, color="black", linewidth=0.8)
+    ax_time.set_yscale("log")
+    ax_time.set_ylabel("speed relative to FP32 (log)")
+    ax_mem.set_ylabel("saved for backward (MB)")
+    for ax in (ax_time, ax_mem):
+        ax.set_xticks(at + width * (len(regimes) - 1) / 2, [MODEL_LABELS[m] for m in models])
+    ax_mem.legend(loc="upper left", fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig
+
+
+@dataclass(frozen=True)
+class RecordingsView:
+    """Recorded GPU tables with their provenance, or what the page has without them.
+
+    Displays as HTML in the book and as text in a terminal.
+
+    Parameters
+    ----------
+    recordings : sequence of Recording
+        What :func:`~amp_lesson.bench.recording.load_recordings` found.
+    measured_on : str, optional
+        The device the page's live numbers came from, named when there is
+        no recording to show.
+
+    Examples
+    --------
+    >>> print(RecordingsView([], measured_on="CPU (x86_64, 2 cores)"))
+    No GPU measurement is shown here: every number on this page was measured on CPU (x86_64, 2 cores). ...
+    """
+
+    recordings: Sequence[Recording]
+    measured_on: str | None = None
+
+    def _without(self) -> str:
+        where = f" on {self.measured_on}" if self.measured_on else " on the device that built it"
+        return (
+            f"No GPU measurement is shown here: every number on this page was measured{where}. "
+            "On a GPU the step times change most: FP16 and BF16 matrix products run on tensor "
+            "cores, several times faster than FP32, and TF32 becomes a mode of its own. The "
+            "memory saved for backward stays as it is, since it counts bytes; a GPU table adds "
+            "the allocator's peak and the share of the datasheet peak that a step reached."
+        )
+
+    def __str__(self) -> str:
+        if not self.recordings:
+            return self._without()
+        return "\n\n".join(
+            f"{r.describe()}\n{bench_table(r.rows, drop_empty=True)}" for r in self.recordings
+        )
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
+    def _repr_html_(self) -> str:
+        if not self.recordings:
+            return f'<p class="amp-no-recording">{html.escape(self._without())}</p>'
+        parts = []
+        for r in self.recordings:
+            parts.append(f'<p class="amp-recording">{html.escape(r.describe())}</p>')
+            parts.append(bench_table(r.rows, drop_empty=True)._repr_html_())
+        return "\n".join(parts)

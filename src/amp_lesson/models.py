@@ -1,0 +1,220 @@
+"""The small seeded models the book trains and measures.
+
+Every page that needs a network builds it here, so that two pages asking for
+the same shape and seed get the same weights. Initialisation is PyTorch's
+default, drawn after ``torch.manual_seed(seed)`` inside
+:func:`torch.random.fork_rng`: the global random state a reader's own cells
+use is left as it was.
+
+>>> make_mlp(4, 8, 2, device="cpu")
+Sequential(
+  (0): Linear(in_features=4, out_features=8, bias=True)
+  (1): ReLU()
+  (2): Linear(in_features=8, out_features=8, bias=True)
+  (3): ReLU()
+  (4): Linear(in_features=8, out_features=1, bias=True)
+)
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from amp_lesson._checks import check_choice, check_dtype, check_int
+from amp_lesson.device import resolve_device
+
+__all__ = ["make_mlp", "make_transformer_block", "seeded"]
+
+_NORMS = {"batch": nn.BatchNorm1d, "layer": nn.LayerNorm}
+_PARAM_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+@contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Draw from ``torch.manual_seed(seed)`` inside the block, and restore the global RNG after.
+
+    Parameters
+    ----------
+    seed : int
+        The seed, ``>= 0``.
+
+    Yields
+    ------
+    None
+        Inside the block the CPU generator is seeded with ``seed``.
+
+    Raises
+    ------
+    ValueError
+        If ``seed`` is negative.
+
+    Examples
+    --------
+    Two draws under the same seed agree, and the draw after the block is the
+    one that would have come without it:
+
+    >>> before = torch.random.get_rng_state()
+    >>> with seeded(3):
+    ...     a = torch.rand(2)
+    >>> with seeded(3):
+    ...     b = torch.rand(2)
+    >>> torch.equal(a, b), torch.equal(before, torch.random.get_rng_state())
+    (True, True)
+    """
+    check_int("seed", seed, minimum=0)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+def make_mlp(
+    in_features: int = 64,
+    width: int | Sequence[int] = 256,
+    depth: int | None = None,
+    out_features: int = 1,
+    *,
+    norm: str | None = None,
+    vocab: int | None = None,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> nn.Sequential:
+    """A multilayer perceptron: hidden ``Linear + ReLU`` layers and a linear head.
+
+    Parameters
+    ----------
+    in_features : int, default 64
+        Features of an input row (or the embedding width, with ``vocab``).
+    width : int or sequence of int, default 256
+        Width of every hidden layer, or one width per hidden layer.
+    depth : int, optional
+        Number of hidden layers when ``width`` is an int (default 3); ``0``
+        gives a single ``Linear(in_features, out_features)``. With a
+        sequence of widths it is their count, and may be left out.
+    out_features : int, default 1
+        Width of the output.
+    norm : {None, "batch", "layer"}, default None
+        A ``BatchNorm1d`` or ``LayerNorm`` after each hidden ``Linear``,
+        before its ReLU.
+    vocab : int, optional
+        With a vocabulary size the input is token ids: an
+        ``Embedding(vocab, in_features)`` comes first.
+    seed : int, default 0
+        Seed of the initialisation (see :func:`seeded`).
+    dtype : torch.dtype, default torch.float32
+        Parameter dtype: float32, float64, float16 or bfloat16.
+    device : torch.device or str, optional
+        Where the model lives (:func:`amp_lesson.device.resolve_device`).
+
+    Returns
+    -------
+    torch.nn.Sequential
+        The layers in order, so ``model[0]`` is the first.
+
+    Raises
+    ------
+    TypeError
+        If a size is not an int or ``dtype`` is not a torch dtype.
+    ValueError
+        If a size is below 1 (``depth`` below 0), ``norm`` is unknown, or
+        ``depth`` disagrees with a sequence of widths.
+
+    Examples
+    --------
+    The digits classifier of :mod:`amp_lesson.gradients`, 64 → 128 → 64 → 10:
+
+    >>> [m.out_features for m in make_mlp(64, (128, 64), out_features=10) if isinstance(m, nn.Linear)]
+    [128, 64, 10]
+
+    A one-layer "language model" over a vocabulary of 16 tokens:
+
+    >>> make_mlp(8, depth=0, out_features=16, vocab=16)(torch.zeros(2, 5, dtype=torch.long)).shape
+    torch.Size([2, 5, 16])
+    """
+    check_int("in_features", in_features, minimum=1)
+    check_int("out_features", out_features, minimum=1)
+    if isinstance(width, int):
+        check_int("width", width, minimum=1)
+        depth = 3 if depth is None else check_int("depth", depth, minimum=0)
+        widths = [width] * depth
+    elif isinstance(width, Sequence) and not isinstance(width, str):
+        widths = [check_int("width", w, minimum=1) for w in width]
+        if depth is not None and depth != len(widths):
+            raise ValueError(f"depth must be the number of widths ({len(widths)}), got {depth!r}")
+    else:
+        raise TypeError(f"width must be an int or a sequence of ints, got {width!r}")
+    if norm is not None:
+        check_choice("norm", norm, _NORMS)
+    if vocab is not None:
+        check_int("vocab", vocab, minimum=1)
+    check_dtype("dtype", dtype, _PARAM_DTYPES)
+    device = resolve_device(device)
+    sizes = [in_features, *widths]
+    with seeded(seed):
+        layers: list[nn.Module] = [] if vocab is None else [nn.Embedding(vocab, in_features)]
+        for fan_in, fan_out in itertools.pairwise(sizes):
+            layers.append(nn.Linear(fan_in, fan_out))
+            if norm is not None:
+                layers.append(_NORMS[norm](fan_out))
+            layers.append(nn.ReLU())
+        layers.append(nn.Linear(sizes[-1], out_features))
+    return nn.Sequential(*layers).to(device=device, dtype=dtype)
+
+
+def make_transformer_block(
+    d_model: int = 128,
+    n_heads: int = 4,
+    ff: int = 512,
+    *,
+    seed: int = 0,
+    device: torch.device | str | None = None,
+) -> nn.TransformerEncoderLayer:
+    """One transformer encoder layer, ``batch_first``, without dropout.
+
+    Dropout is off so that two runs of the same step compute the same thing,
+    which a benchmark comparing precisions needs.
+
+    Parameters
+    ----------
+    d_model : int, default 128
+        Model width; a multiple of ``n_heads``.
+    n_heads : int, default 4
+        Attention heads.
+    ff : int, default 512
+        Width of the feed-forward layer.
+    seed : int, default 0
+        Seed of the initialisation (see :func:`seeded`).
+    device : torch.device or str, optional
+        Where the block lives.
+
+    Returns
+    -------
+    torch.nn.TransformerEncoderLayer
+        The block, taking inputs of shape ``(batch, seq_len, d_model)``.
+
+    Raises
+    ------
+    ValueError
+        If a size is below 1 or ``d_model`` is not a multiple of ``n_heads``.
+
+    Examples
+    --------
+    >>> block = make_transformer_block(16, 2, 32, device="cpu")
+    >>> block.self_attn.embed_dim, block.linear1.out_features, block.self_attn.batch_first
+    (16, 32, True)
+    """
+    for name, value in (("d_model", d_model), ("n_heads", n_heads), ("ff", ff)):
+        check_int(name, value, minimum=1)
+    if d_model % n_heads:
+        raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+    device = resolve_device(device)
+    with seeded(seed):
+        block = nn.TransformerEncoderLayer(
+            d_model, n_heads, dim_feedforward=ff, dropout=0.0, batch_first=True
+        )
+    return block.to(device)
