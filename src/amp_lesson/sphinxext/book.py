@@ -403,7 +403,11 @@ def _check_pages_executed(app: Sphinx, env: Any) -> None:
 
 
 def _note_pages_without_code(app: Sphinx, doctree: nodes.document, docname: str) -> None:
-    """Give pages that run no code a provenance line too (what built them, and when)."""
+    """Give pages that run no code a provenance line too (what built them, and when).
+
+    It goes under the title, except on the landing page, which leads with what the book
+    is for and carries the line at its foot.
+    """
     nb_metadata = getattr(app.env, "nb_metadata", {})
     if nb_metadata.get(docname, {}).get("exec_data"):
         return  # executed pages print their own line from their first cell
@@ -420,6 +424,9 @@ def _note_pages_without_code(app: Sphinx, doctree: nodes.document, docname: str)
         f"torch {torch_version} on {today}."
     )
     para = nodes.paragraph(text, text, classes=["amp-provenance"])
+    if docname == app.config.root_doc:
+        section.append(para)
+        return
     title = next(iter(section.findall(nodes.title)), None)
     section.insert(section.index(title) + 1 if title is not None else 0, para)
 
