@@ -507,9 +507,17 @@ def beyond_range(
     [False, True]
     >>> beyond_range(464.0, "fp8_e4m3").item(), beyond_range(465.0, "fp8_e4m3").item()
     (False, True)
+
+    A Python float is compared with all its bits, a hair past the midpoint too:
+
+    >>> beyond_range(464.000000000422, "fp8_e4m3").item()
+    True
     """
     spec = format_spec(fmt)
-    magnitude = torch.as_tensor(magnitude).to(torch.float64)
+    if isinstance(magnitude, torch.Tensor):
+        magnitude = magnitude.to(torch.float64)
+    else:  # a Python float is a float64: keep every bit of it
+        magnitude = torch.tensor(magnitude, dtype=torch.float64)
     gap = math.ldexp(1.0, math.frexp(spec.max)[1] - 1 - spec.mantissa_bits)
     midpoint = spec.max + gap / 2
     if int(spec.max / gap) % 2 == 1:
@@ -574,6 +582,10 @@ def store(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) -> S
     source = _as_tensor("value", value)
     original = source.item()
     stored, pattern = _stored_and_pattern(spec, source)
+    # What the narrow cast rounds: torch goes through float32 first (see the module's top),
+    # so whether a value was beyond range is judged on that float32, as the cast judged it.
+    narrower = spec.bits < 32 or spec.dtype is None
+    cast_from = source.to(torch.float32).item() if narrower else original
 
     bit_string = format(pattern, f"0{spec.bits}b")
     sign, exponent, mantissa = (
@@ -599,7 +611,7 @@ def store(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) -> S
         event = "overflow"
     elif stored == 0:
         event = "underflow"
-    elif math.isinf(original) or bool(beyond_range(abs(original), spec)):
+    elif math.isinf(original) or bool(beyond_range(abs(cast_from), spec)):
         event = "saturated"
     else:
         event = "rounded"

@@ -165,6 +165,8 @@
     }
     var stored = cast.value;
     var original = source.value;
+    // Beyond range is judged on what the narrow cast rounds: the float32 (as in Python).
+    var castFrom = spec.bits < 32 || spec.dtype === null ? Math.fround(original) : original;
     var bits = bitString(cast.pattern, spec.bits);
 
     var kind;
@@ -178,7 +180,7 @@
     if (stored === original || (stored !== stored && original !== original)) event = "exact";
     else if (!isFinite(stored)) event = "overflow";
     else if (stored === 0) event = "underflow";
-    else if (!isFinite(original) || beyondRange(spec, Math.abs(original))) event = "saturated";
+    else if (!isFinite(original) || beyondRange(spec, Math.abs(castFrom))) event = "saturated";
     else event = "rounded";
 
     return {
