@@ -345,3 +345,31 @@ def test_a_chapter_pages_first_load_stays_within_its_budget(browser, site_url, b
     over = {rel: round(kb) for rel, kb in totals.items() if kb > FIRST_LOAD_BUDGET_KB}
     assert over == {}, weights
     assert all("script" in v and "stylesheet" in v and "document" in v for v in weights.values())
+
+
+def test_search_finds_a_word_from_a_chapter_page_whose_head_loads_no_index(
+    browser, site_url, built_book
+):
+    """The search index loads on the search page only, and a search from a chapter finds."""
+    from helpers import recording_page
+
+    head = (built_book / "chapter" / "gradscaler.html").read_text(encoding="utf-8")
+    assert "searchindex.js" not in head
+    assert "searchtools.js" not in head
+    assert "searchindex.js" in (built_book / "search.html").read_text(encoding="utf-8")
+    pg = recording_page(browser, site_url)
+    try:
+        pg.goto(f"{site_url}/chapter/gradscaler.html")
+        pg.keyboard.press("Control+k")
+        box = pg.locator("#pst-search-dialog input[name=q]")
+        box.fill("GradScaler")
+        box.press("Enter")
+        pg.wait_for_url("**/search.html?q=GradScaler*")
+        results = pg.locator("#search-results li a")
+        results.first.wait_for()
+        hrefs = [a.get_attribute("href") for a in results.all()]
+        assert any("chapter/gradscaler.html" in h for h in hrefs), hrefs
+        assert pg.console_errors == []
+        assert pg.outside_requests == []
+    finally:
+        pg.context.close()

@@ -2,8 +2,8 @@
 
 - Templates in ``templates/`` (searched before the theme's): the page loads
   no FontAwesome script (the theme's CSS already draws every icon from its
-  vendored web font), and the search button's accessible name contains the
-  words it shows.
+  vendored web font), no search index in its head (search.html loads it),
+  and the search button's accessible name contains the words it shows.
 - MyST-NB's "Show code cell source" toggle is named by its visible text, not
   by an ``aria-label`` that says something else.
 - Pages for authors (``amp_lesson_author_pages``) stay off the reading path:
