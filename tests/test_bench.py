@@ -564,7 +564,7 @@ def test_recordings_view_shows_provenance_and_table(tmp_path: Path) -> None:
     html = RecordingsView(load_recordings(tmp_path))._repr_html_()
     assert "NVIDIA H200 — driver 580.159.03, CUDA 13.0, torch 2.11.0+cu130" in html
     assert html.count("<table") == 1
-    assert "<td>989.5</td>" in html
+    assert '<td class="amp-number">989.5</td>' in html
 
 
 @pytest.mark.parametrize(

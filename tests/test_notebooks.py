@@ -19,12 +19,7 @@ from amp_lesson.sphinxext import export
 TWINS = sorted(notebooks.OUT.rglob("*.ipynb"))
 # Notebooks known not to run outside the book, each with why; the test fails when one of
 # them starts to run (remove it here then) or when any other notebook fails.
-KNOWN_BROKEN = {
-    "beyond/what-mixed-precision-buys": (
-        "reads GPU recordings from '../_data/gpu', a folder of the book's source that a "
-        "reader's notebook does not have (amp_lesson.bench.load_recordings raises)"
-    ),
-}
+KNOWN_BROKEN: dict[str, str] = {}
 LOCK = ROOT / "requirements" / "constraints.txt"
 
 

@@ -145,6 +145,13 @@ class Table:
         The HTML table aligns number columns right, so digits line up, and
         text columns left.
 
+        Returns
+        -------
+        list of str
+            One kind per column, in the order of ``columns``.
+
+        Examples
+        --------
         >>> Table([{"format": "fp16", "max": 65504.0, "note": None}]).column_kinds()
         ['text', 'number', 'text']
         """

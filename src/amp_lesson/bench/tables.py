@@ -56,6 +56,17 @@ def _mb(x: int | None) -> str:
     return _DASH if x is None else f"{x / 1e6:.3g}"
 
 
+_FORMATS = {
+    "step ms": _g3,
+    "vs FP32": lambda x: _DASH if x is None else f"{x:.2f}×",
+    "TFLOP/s": _g3,
+    "peak TFLOP/s": lambda x: _DASH if x is None else f"{x:.5g}",
+    "% of peak": lambda x: _DASH if x is None else f"{x:.2g} %",
+    "saved MB": _mb,
+    "peak alloc MB": _mb,
+}
+
+
 def bench_table(
     rows: Sequence[BenchRow],
     *,
@@ -109,20 +120,21 @@ def bench_table(
     for i, r in enumerate(rows):
         if not isinstance(r, BenchRow):
             raise TypeError(f"rows[{i}] must be a BenchRow, got {type(r).__name__}")
+    # Numbers stay numbers (the HTML table aligns them right); FORMATS turns them into text.
     table_rows = [
         {
             "model": r.model,
             "regime": REGIME_LABELS[r.regime],
-            "step ms": _g3(r.step_ms),
+            "step ms": r.step_ms,
             "range ms": _DASH
             if r.step_ms_min is None
             else f"{_g3(r.step_ms_min)}–{_g3(r.step_ms_max)}",
-            "vs FP32": _DASH if r.speedup is None else f"{r.speedup:.2f}×",
-            "TFLOP/s": _g3(r.tflops),
-            "peak TFLOP/s": _DASH if r.peak_tflops is None else f"{r.peak_tflops:.5g}",
-            "% of peak": _DASH if r.pct_of_peak is None else f"{r.pct_of_peak:.2g} %",
-            "saved MB": _mb(r.saved_bytes),
-            "peak alloc MB": _mb(r.peak_bytes),
+            "vs FP32": r.speedup,
+            "TFLOP/s": r.tflops,
+            "peak TFLOP/s": r.peak_tflops,
+            "% of peak": r.pct_of_peak,
+            "saved MB": r.saved_bytes,
+            "peak alloc MB": r.peak_bytes,
             "note": r.note or _DASH,
         }
         for r in rows
@@ -135,8 +147,8 @@ def bench_table(
     if not isinstance(drop_empty, bool):
         raise TypeError(f"drop_empty must be True or False, got {drop_empty!r}")
     if drop_empty:
-        columns = [c for c in columns if any(row[c] != _DASH for row in table_rows)]
-    return Table(table_rows, columns=columns, caption=caption)
+        columns = [c for c in columns if any(row[c] not in (None, _DASH) for row in table_rows)]
+    return Table(table_rows, columns=columns, formats=_FORMATS, caption=caption)
 
 
 def matmul_table(rows: Sequence[MatmulRow]) -> Table:
