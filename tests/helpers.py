@@ -9,7 +9,16 @@ from typing import Any
 
 from build_book import DOCS, HTML, ROOT, sphinx_command  # the one place the options are set
 
-__all__ = ["DOCS", "HTML", "ROOT", "built_pages", "mini_book", "recording_page", "sphinx_build"]
+__all__ = [
+    "DOCS",
+    "HTML",
+    "ROOT",
+    "build_bad_pages",
+    "built_pages",
+    "mini_book",
+    "recording_page",
+    "sphinx_build",
+]
 
 
 def sphinx_build(
@@ -23,6 +32,27 @@ def sphinx_build(
             f"sphinx-build failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
         )
     return proc
+
+
+def build_bad_pages(
+    src: Path, out: Path, bodies: dict[str, str]
+) -> tuple[subprocess.CompletedProcess[str], dict[str, list[str]]]:
+    """Add one page ``bad-<key>.md`` per body to the book in ``src`` and build it once.
+
+    One build reports every page's problems (the options keep going past the
+    first): return the finished process and, for each key, the log lines that
+    name its page.
+    """
+    for key, body in bodies.items():
+        (src / f"bad-{key}.md").write_text("# Bad\n\n" + body, encoding="utf-8")
+    index = src / "index.md"
+    entries = "".join(f"bad-{key}\n" for key in bodies)
+    index.write_text(
+        index.read_text(encoding="utf-8").replace("```{toctree}\n", "```{toctree}\n" + entries)
+    )
+    proc = sphinx_build(src, out, check=False)
+    lines = (proc.stdout + proc.stderr).splitlines()
+    return proc, {key: [line for line in lines if f"bad-{key}.md:" in line] for key in bodies}
 
 
 FRONT_MATTER = """\
