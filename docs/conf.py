@@ -83,8 +83,9 @@ copybutton_exclude = ".linenos, .gp, .go"
 copybutton_prompt_text = r">>> |\.\.\. |\$ "
 copybutton_prompt_is_regexp = True
 
-# Where the repository lives, for the "Open in Colab" button. Read the Docs
-# tells its builders; elsewhere set AMP_LESSON_REPOSITORY=owner/name.
+# Where the repository lives, for the "Open in Colab" button: by default the
+# Source address in pyproject.toml's [project.urls]; AMP_LESSON_REPOSITORY
+# (owner/name or an https address) points a fork's build at the fork.
 amp_lesson_repository = os.environ.get("AMP_LESSON_REPOSITORY", "")
 amp_lesson_branch = os.environ.get("AMP_LESSON_BRANCH", "main")
 # Files besides the package whose change must re-execute the book.
