@@ -84,7 +84,7 @@ copybutton_prompt_text = r">>> |\.\.\. |\$ "
 copybutton_prompt_is_regexp = True
 
 # Where the repository lives, for the "Open in Colab" button: by default the
-# Source address in pyproject.toml's [project.urls]; AMP_LESSON_REPOSITORY
+# Repository address in pyproject.toml's [project.urls]; AMP_LESSON_REPOSITORY
 # (owner/name or an https address) points a fork's build at the fork.
 amp_lesson_repository = os.environ.get("AMP_LESSON_REPOSITORY", "")
 amp_lesson_branch = os.environ.get("AMP_LESSON_BRANCH", "main")
