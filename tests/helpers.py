@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ __all__ = [
     "DOCS",
     "HTML",
     "ROOT",
+    "BadPagesBuild",
     "build_bad_pages",
     "built_pages",
     "mini_book",
@@ -34,25 +36,40 @@ def sphinx_build(
     return proc
 
 
-def build_bad_pages(
-    src: Path, out: Path, bodies: dict[str, str]
-) -> tuple[subprocess.CompletedProcess[str], dict[str, list[str]]]:
+@dataclass
+class BadPagesBuild:
+    """One sphinx-build of a book with a bad page per case (see :func:`build_bad_pages`)."""
+
+    proc: subprocess.CompletedProcess[str]
+    lines: dict[str, list[str]]  # per case, the log lines that name its page
+
+    def assert_warned(self, case: str, *texts: str) -> None:
+        """The build failed, and one line naming the case's page holds every one of ``texts``."""
+        log = self.proc.stdout + self.proc.stderr
+        assert self.proc.returncode != 0, log[-3000:]
+        found = self.lines[case]
+        assert any(all(t in line for t in texts) for line in found), found or log[-3000:]
+
+
+def build_bad_pages(src: Path, out: Path, bodies: dict[str, str]) -> BadPagesBuild:
     """Add one page ``bad-<key>.md`` per body to the book in ``src`` and build it once.
 
     One build reports every page's problems (the options keep going past the
-    first): return the finished process and, for each key, the log lines that
-    name its page.
+    first), where a build per case would start Sphinx as many times.
     """
     for key, body in bodies.items():
         (src / f"bad-{key}.md").write_text("# Bad\n\n" + body, encoding="utf-8")
     index = src / "index.md"
     entries = "".join(f"bad-{key}\n" for key in bodies)
-    index.write_text(
-        index.read_text(encoding="utf-8").replace("```{toctree}\n", "```{toctree}\n" + entries)
+    toctree = index.read_text(encoding="utf-8").replace(
+        "```{toctree}\n", "```{toctree}\n" + entries
     )
+    index.write_text(toctree, encoding="utf-8")
     proc = sphinx_build(src, out, check=False)
     lines = (proc.stdout + proc.stderr).splitlines()
-    return proc, {key: [line for line in lines if f"bad-{key}.md:" in line] for key in bodies}
+    return BadPagesBuild(
+        proc, {key: [ln for ln in lines if f"bad-{key}.md:" in ln] for key in bodies}
+    )
 
 
 FRONT_MATTER = """\

@@ -12,11 +12,10 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 from bs4 import BeautifulSoup, Tag
-from helpers import DOCS, FRONT_MATTER, build_bad_pages, sphinx_build
+from helpers import DOCS, FRONT_MATTER, BadPagesBuild, build_bad_pages, sphinx_build
 
 WIDGETS_PAGE = (
     FRONT_MATTER
@@ -416,22 +415,16 @@ BAD_INPUT = {
 
 
 @pytest.fixture(scope="module")
-def bad_input_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, list[str]]]:
-    """One build of a book with a page per bad input (one build, not one per case)."""
-    root = tmp_path_factory.mktemp("bad-input")
+def bad_input_build(tmp_path_factory: pytest.TempPathFactory) -> BadPagesBuild:
+    """One build of a book with a page per bad input, not a build per case."""
+    root = tmp_path_factory.mktemp("bad")
     bodies = {key: body for key, (body, _) in BAD_INPUT.items()}
     return build_bad_pages(_book(root, "# Fine\n"), root / "html", bodies)
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUT))
 def test_bad_input_fails_the_build_naming_the_problem(
-    bad_input_build: tuple[Any, dict[str, list[str]]], case: str
+    bad_input_build: BadPagesBuild, case: str
 ) -> None:
-    proc, lines = bad_input_build
-    log = proc.stdout + proc.stderr
-    assert proc.returncode != 0, log[-3000:]
-    message = BAD_INPUT[case][1]
     # the warning names the page and the line, says what is wrong, and is a self-check warning
-    assert any(message in line and "[selfcheck." in line for line in lines[case]), (
-        lines[case] or log[-3000:]
-    )
+    bad_input_build.assert_warned(case, BAD_INPUT[case][1], "[selfcheck.")
