@@ -93,6 +93,26 @@ def test_each_page_offers_its_executed_notebook(built_book: Path) -> None:
 # -- small books built in a temporary folder ----------------------------------------
 
 
+def test_each_pickled_doctree_holds_its_page_and_not_the_build_environment(
+    built_book: Path,
+) -> None:
+    """API pages' nodes pointed at their parse's document, and so pickled the whole env."""
+    doctrees = sorted((built_book / ".doctrees").rglob("*.doctree"))
+    api = [d for d in doctrees if d.parent.name == "api"]
+    assert len(api) >= 10
+    carrying = [
+        d.relative_to(built_book).as_posix()
+        for d in doctrees
+        if b"BuildEnvironment" in d.read_bytes()
+    ]
+    assert carrying == []
+    # and every node still finds its document
+    doctree = pickle.loads(
+        (built_book / ".doctrees" / "api" / "amp_lesson.recipe.doctree").read_bytes()
+    )
+    assert all(node.document is doctree for node in doctree.findall())
+
+
 def test_a_failing_cell_fails_the_build_and_prints_the_traceback(tmp_path: Path) -> None:
     src = mini_book(tmp_path, "```{code-cell} ipython3\ndef f():\n    return 1 / 0\nf()\n```\n")
     proc = sphinx_build(src, tmp_path / "html", check=False)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import mini_book, sphinx_build
@@ -173,3 +175,22 @@ def test_the_extension_is_outside_the_execution_key_and_inside_the_reread_key(
     assert after_extension[1] != before[1]
     (package / "formats.py").write_text("X = 2\n")
     assert keys()[0] != after_extension[0]
+
+
+def test_a_page_read_again_from_the_cache_keeps_its_outputs_in_its_notebook(
+    tmp_path: Path,
+) -> None:
+    """MyST-NB writes the executed notebook without the outputs it takes from the cache."""
+    src = mini_book(tmp_path, "```{code-cell} ipython3\nprint(6 * 7)\n```\n")
+    out = tmp_path / "html"
+    notebook = tmp_path / "jupyter_execute" / "page.ipynb"
+
+    def outputs() -> list[Any]:
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        return [o for c in cells if c["cell_type"] == "code" for o in c["outputs"]]
+
+    sphinx_build(src, out)  # executes
+    assert ["".join(o.get("text", "")) for o in outputs()] == ["42\n"]
+    proc = sphinx_build(src, out, "-E")  # every page read again, outputs from the cache
+    assert "Executing notebook" not in proc.stdout + proc.stderr
+    assert ["".join(o.get("text", "")) for o in outputs()] == ["42\n"]

@@ -516,6 +516,52 @@ def _add_colab_button(
     )
 
 
+# -- doctrees: the page's own, nothing more ----------------------------------------------
+
+
+def _detach_foreign_documents(app: Sphinx, doctree: nodes.document) -> None:
+    """Point every node at its own doctree before Sphinx pickles it.
+
+    Nodes that autodoc's nested parse creates keep a reference to the document
+    they were parsed in, and through its settings to the whole build
+    environment: each API page's pickled doctree held a copy of it (about 800 KB
+    each, 20 MB in all), unpickled again on every build that numbers figures.
+    Without the reference a node finds its document through its parent.
+    """
+    for node in doctree.findall():
+        if node.__dict__.get("_document", doctree) is not doctree:
+            del node._document
+
+
+def _write_cached_outputs(app: Sphinx, doctree: nodes.document) -> None:
+    """Give ``jupyter_execute/<page>.ipynb`` the outputs the page shows.
+
+    MyST-NB writes that notebook from the one it parsed. When it executes the
+    page, the execution fills that notebook in; when the outputs come from the
+    execution cache it merges them into a copy, and the file it writes has
+    none. The download button and the notebook twins read that file, so a
+    page read again from the cache (an extension edit, ``-E``) would offer a
+    notebook without outputs. Merge them in here, from the same cache.
+    """
+    path = Path(app.outdir).parent / "jupyter_execute" / f"{app.env.docname}.ipynb"
+    if app.config.nb_execution_mode != "cache" or not path.is_file():
+        return
+    import nbformat
+    from jupyter_cache import get_cache
+
+    notebook = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    if not code or any(cell.get("outputs") for cell in code):
+        return
+    try:
+        _, merged = get_cache(app.config.nb_execution_cache_path).merge_match_into_notebook(
+            notebook
+        )
+    except KeyError:  # not in the cache: nothing ran, nothing to add
+        return
+    path.write_text(nbformat.writes(merged), encoding="utf-8")
+
+
 def setup(app: Sphinx) -> None:
     app.add_config_value("amp_lesson_watch", [], "env", types=[list])
     app.add_config_value("amp_lesson_source_hash", "", "env", types=[str])
@@ -531,6 +577,8 @@ def setup(app: Sphinx) -> None:
     app.connect("env-updated", _fail_on_execution_errors)
     app.connect("env-check-consistency", _check_pages_executed)
     app.connect("doctree-resolved", _note_pages_without_code)
+    app.connect("doctree-read", _detach_foreign_documents)
+    app.connect("doctree-read", _write_cached_outputs)
     app.add_html_math_renderer("mathml", (_visit_math_html, None), (_visit_displaymath_html, None))
     # Before the theme builds its download menu (priority 500), after it adds buttons.
     app.connect("html-page-context", _add_notebook_buttons, priority=450)
