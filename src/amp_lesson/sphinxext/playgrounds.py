@@ -47,21 +47,8 @@ from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.util.docutils import SphinxDirective
 
-from amp_lesson.formats import FORMATS
-from amp_lesson.playground import (
-    CLASS_TEXT,
-    EVENT_TEXT,
-    EXAMPLE_VALUES,
-    EXPLORER_FORMATS,
-    MAX_STEPS,
-    PATTERN_PREFIXES,
-    explorer_rows,
-    format_parameters,
-    read_number,
-    read_scaler_settings,
-    read_steps,
-    steps_pattern,
-)
+# amp_lesson.playground (and torch with it) is imported by the directives, when a page
+# holds a playground: imported here, it cost every build, a no-change one too, 3 s.
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 STYLE = "amp-playgrounds.css"
@@ -104,6 +91,8 @@ def _static_table(rows: list[dict[str, str]], label: str) -> str:
 
 
 def _format_names(argument: str) -> list[str]:
+    from amp_lesson.formats import FORMATS
+
     names = argument.replace(",", " ").split()
     for name in names:
         if name not in FORMATS:
@@ -126,6 +115,18 @@ class BitExplorer(SphinxDirective):
     }
 
     def run(self) -> list[nodes.Node]:
+        from amp_lesson.formats import FORMATS
+        from amp_lesson.playground import (
+            CLASS_TEXT,
+            EVENT_TEXT,
+            EXAMPLE_VALUES,
+            EXPLORER_FORMATS,
+            PATTERN_PREFIXES,
+            explorer_rows,
+            format_parameters,
+            read_number,
+        )
+
         initial = self.options.get("value", "0.1").strip()
         try:
             read_number(initial)
@@ -186,6 +187,8 @@ class ScalerPlayground(SphinxDirective):
                 "scaler-playground needs a body: what a reader without JavaScript reads "
                 "instead (point at the page's executed trace)"
             )
+        from amp_lesson.playground import MAX_STEPS, read_scaler_settings, read_steps, steps_pattern
+
         settings = _scaler_defaults()
         for name in settings:
             option = name.replace("_", "-")
