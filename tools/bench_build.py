@@ -255,6 +255,8 @@ def main() -> int:
     try:
         src = scratch / "docs"
         shutil.copytree(root / "docs", src, ignore=shutil.ignore_patterns("_build"))
+        # Pages include the package's source (literalinclude ../src/...): link it, unchanged.
+        (scratch / "src").symlink_to(root / "src", target_is_directory=True)
         out = scratch / "_build" / "html"
         page_src = src / f"{args.page}.md"
         if not page_src.is_file():
