@@ -97,3 +97,18 @@ def page(browser: Any, site_url: str) -> Iterator[Any]:
         yield pg
     finally:
         pg.context.close()
+
+
+@pytest.fixture
+def make_page(browser: Any, site_url: str) -> Iterator[Any]:
+    """``make_page(**context_options)``: recording pages, closed after the test."""
+    pages: list[Any] = []
+
+    def _make(**context_options: Any) -> Any:
+        pg = recording_page(browser, site_url, **context_options)
+        pages.append(pg)
+        return pg
+
+    yield _make
+    for pg in pages:
+        pg.context.close()

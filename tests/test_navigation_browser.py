@@ -3,32 +3,15 @@ phone, the sidebar toggle on a desktop, and search results that show the pages' 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers import recording_page
 
 pytestmark = pytest.mark.browser
 
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 900}
 PAGE = "chapter/formats.html"
-
-
-@pytest.fixture
-def make_page(browser: Any, site_url: str) -> Iterator[Any]:
-    """``make_page(**context_options)``: recording pages, closed after the test."""
-    pages: list[Any] = []
-
-    def _make(**context_options: Any) -> Any:
-        pg = recording_page(browser, site_url, **context_options)
-        pages.append(pg)
-        return pg
-
-    yield _make
-    for pg in pages:
-        pg.context.close()
 
 
 def _is_open(pg: Any, dialog_id: str) -> bool:

@@ -23,14 +23,12 @@ import math
 import os
 import random
 import struct
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from helpers import recording_page
 from install_axe import axe_script
 
 from amp_lesson.formats import FORMATS, store
@@ -58,21 +56,6 @@ PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 900}
 EXPLORER_VALUES_PER_FORMAT = 10_000
 SCALER_CASES = 300
-
-
-@pytest.fixture
-def make_page(browser: Any, site_url: str) -> Iterator[Any]:
-    """``make_page(**context_options)``: recording pages, closed after the test."""
-    pages: list[Any] = []
-
-    def _make(**context_options: Any) -> Any:
-        pg = recording_page(browser, site_url, **context_options)
-        pages.append(pg)
-        return pg
-
-    yield _make
-    for pg in pages:
-        pg.context.close()
 
 
 def _open(pg: Any, site_url: str, rel: str, ready: str) -> None:

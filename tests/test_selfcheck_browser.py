@@ -11,12 +11,11 @@ of the book, in the light or the dark theme. Screenshots of every widget go to
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import built_pages, recording_page
+from helpers import built_pages
 from install_axe import axe_script
 from PIL import Image
 
@@ -29,21 +28,6 @@ DESKTOP = {"width": 1280, "height": 900}
 
 
 # -- helpers ------------------------------------------------------------------------
-
-
-@pytest.fixture
-def make_page(browser: Any, site_url: str) -> Iterator[Any]:
-    """``make_page(**context_options)``: recording pages, closed after the test."""
-    pages: list[Any] = []
-
-    def _make(**context_options: Any) -> Any:
-        pg = recording_page(browser, site_url, **context_options)
-        pages.append(pg)
-        return pg
-
-    yield _make
-    for pg in pages:
-        pg.context.close()
 
 
 def _open_guide(pg: Any, site_url: str) -> None:
