@@ -73,6 +73,8 @@ def test_token_batch_pads_with_the_ignore_index() -> None:
     assert batch.n_tokens == 7
     with pytest.raises(ValueError, match="at least one"):
         make_token_batch(lengths=())
+    with pytest.raises(ValueError, match="device must be one of"):
+        make_token_batch(device="mps")
 
 
 def test_mean_of_means_is_wrong_and_the_global_count_is_right() -> None:

@@ -11,6 +11,7 @@ when ``torch.cuda.is_available()`` is False. ``tools/gpu_check.sh`` runs them
 - ``torch.amp.GradScaler("cuda")`` follows :func:`amp_lesson.scaler.simulate`;
 - gradient accumulation equals the full batch within the bound the CPU tests
   state (tests/test_accumulation.py);
+- the token-loss functions give the CPU's numbers on CUDA, for a batch made on either;
 - autocast FP16 makes the GEMM-heavy training step faster than FP32;
 - ``amp_lesson.bench.record`` writes a recording that loads back.
 """
@@ -37,6 +38,13 @@ from amp_lesson.accumulation import (
     train_amp_accumulated,
     train_full_batch,
 )
+from amp_lesson.accumulation_pitfalls import (
+    TOKEN_METHODS,
+    make_token_batch,
+    token_loss_and_grad,
+    token_weight_rows,
+)
+from amp_lesson.models import make_mlp
 from amp_lesson.scaler import run_torch_scaler, simulate
 
 CUDA = torch.device("cuda")
@@ -212,6 +220,25 @@ def test_cuda_amp_accumulation_is_close_to_fp32_full_batch(n_accum: int) -> None
     amp = train_amp_accumulated(*_fresh(), X, y, LOSS, n_accum)
     assert max_abs_diff(fp32, amp) <= amp_vs_fp32_bound(X.cpu(), LR)
     assert amp.final_scale == 2.0**16
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("method", TOKEN_METHODS)
+def test_cuda_token_losses_match_the_cpu_run_wherever_the_batch_was_made(method: str) -> None:
+    def token_model(device: torch.device | str) -> nn.Module:
+        return make_mlp(8, depth=0, out_features=16, vocab=16, device=device)
+
+    cpu_loss, cpu_grad = token_loss_and_grad(
+        token_model("cpu"), make_token_batch(device="cpu"), 4, method
+    )
+    on_cuda = make_token_batch(device=CUDA)
+    assert on_cuda.labels.device.type == "cuda"
+    assert token_weight_rows(on_cuda, 4) == token_weight_rows(make_token_batch(device="cpu"), 4)
+    # a batch made on the CPU is moved to the model, as the page's first version did
+    for batch in (make_token_batch(device="cpu"), on_cuda):
+        loss, grad = token_loss_and_grad(token_model(CUDA), batch, 4, method)
+        assert loss == pytest.approx(cpu_loss, rel=1e-5)
+        torch.testing.assert_close(grad, cpu_grad, rtol=1e-4, atol=1e-6)
 
 
 # --------------------------------------------------------------------------- bench

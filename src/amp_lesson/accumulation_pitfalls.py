@@ -35,6 +35,7 @@ from torch import nn
 
 from amp_lesson._checks import check_choice, check_int, check_positive
 from amp_lesson.accumulation import make_toy_model, make_toy_problem
+from amp_lesson.device import resolve_device
 from amp_lesson.gradients import flat_grads
 from amp_lesson.models import make_mlp
 
@@ -199,7 +200,10 @@ class TokenBatch:
 
 
 def make_token_batch(
-    lengths: Sequence[int] = (2, 3, 16, 14, 5, 4, 12, 9), vocab: int = 16, seed: int = 0
+    lengths: Sequence[int] = (2, 3, 16, 14, 5, 4, 12, 9),
+    vocab: int = 16,
+    seed: int = 0,
+    device: torch.device | str | None = None,
 ) -> TokenBatch:
     """Random token ids and next-token labels for sequences of the given lengths.
 
@@ -211,6 +215,10 @@ def make_token_batch(
         Size of the vocabulary (``>= 2``).
     seed : int, default 0
         Seed of a private generator; the global RNG is left alone.
+    device : torch.device or str, optional
+        Where the batch lives (:func:`amp_lesson.device.resolve_device`), so it
+        meets a model made with the same ``device``. The ids are drawn on the
+        CPU first: every device gets the same batch.
 
     Returns
     -------
@@ -239,7 +247,8 @@ def make_token_batch(
     labels = torch.randint(0, vocab, shape, generator=generator)
     for row, length in enumerate(lengths):
         labels[row, length:] = IGNORE_INDEX
-    return TokenBatch(inputs, labels, lengths)
+    device = resolve_device(device)
+    return TokenBatch(inputs.to(device), labels.to(device), lengths)
 
 
 TOKEN_METHODS: tuple[str, ...] = ("full_batch", "mean_of_means", "global_count")
@@ -257,7 +266,7 @@ def token_loss_and_grad(
         Maps token ids ``(batch, len)`` to logits ``(batch, len, vocab)``,
         for example ``make_mlp(8, depth=0, out_features=16, vocab=16)``.
     batch : TokenBatch
-        The window's sequences.
+        The window's sequences, moved to the device of ``model``'s parameters.
     n_accum : int
         Micro-batches the window is cut into (ignored by ``"full_batch"``).
     method : {"full_batch", "mean_of_means", "global_count"}
@@ -295,11 +304,11 @@ def token_loss_and_grad(
     if method == "full_batch":
         n_accum = 1
     model.zero_grad(set_to_none=True)
-    total_tokens = (batch.labels != IGNORE_INDEX).sum()  # the whole window, before any backward
+    device = next(model.parameters()).device
+    inputs, labels = batch.inputs.to(device), batch.labels.to(device)
+    total_tokens = (labels != IGNORE_INDEX).sum()  # the whole window, before any backward
     reported = 0.0
-    for xb, lb in zip(
-        batch.inputs.tensor_split(n_accum), batch.labels.tensor_split(n_accum), strict=True
-    ):
+    for xb, lb in zip(inputs.tensor_split(n_accum), labels.tensor_split(n_accum), strict=True):
         logits = model(xb).flatten(0, 1)
         if method == "global_count":
             loss = F.cross_entropy(logits, lb.flatten(), reduction="sum") / total_tokens
