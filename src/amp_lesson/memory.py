@@ -292,19 +292,16 @@ def memory_table(n_params: float | None = None) -> list[dict[str, Any]]:
 class ActivationMemory:
     """Activation memory of one forward pass plus loss, kept for backward.
 
-    The saved-tensor accounting is done on both devices: each saved tensor's
-    storage is counted once (by ``untyped_storage().data_ptr()``); storages of
-    the model's parameters and of the input ``x`` are not counted (they exist
-    anyway).
+    The bytes are counted the same way on every device: each tensor autograd
+    saved is counted once by its storage (``untyped_storage().data_ptr()``);
+    storages of the model's parameters and of the input ``x`` are not counted
+    (they exist anyway).
 
     Parameters
     ----------
-    method : {"saved_tensors", "cuda_max_memory_allocated"}
-        How ``bytes`` was taken.
     bytes : int
-        The headline number: on CUDA the allocator's peak during the forward
-        pass minus the memory allocated before it; on the CPU the bytes of the
-        tensors autograd saved for backward.
+        The bytes of the tensors autograd saved for backward:
+        ``activation_bytes + weight_copy_bytes``.
     activation_bytes : int
         Saved bytes other than autocast's half-precision copies of parameters.
     weight_copy_bytes : int
@@ -318,16 +315,19 @@ class ActivationMemory:
         The autocast dtype's name, ``None`` for FP32.
     device : str, default "cpu"
         Where it was measured.
+    allocator_peak_bytes : int, optional
+        On CUDA, the caching allocator's peak during the forward pass minus
+        what was allocated before it: ``bytes`` plus the temporary buffers
+        the pass freed again. ``None`` on the CPU, which has no such counter.
 
     Examples
     --------
     >>> from amp_lesson.models import make_mlp
     >>> m = measure_activation_memory(make_mlp(4, 8, 2, device="cpu"), torch.ones(16, 4))
-    >>> m.method, m.bytes, m.dtype_counts
-    ('saved_tensors', 1024, {'float32': 2})
+    >>> m.bytes, m.dtype_counts, m.allocator_peak_bytes
+    (1024, {'float32': 2}, None)
     """
 
-    method: str
     bytes: int
     activation_bytes: int
     weight_copy_bytes: int
@@ -336,11 +336,7 @@ class ActivationMemory:
     bytes_by_dtype: dict[str, int] = field(default_factory=dict)
     autocast_dtype: str | None = None
     device: str = "cpu"
-
-    @property
-    def saved_bytes(self) -> int:
-        """Activation plus weight-copy bytes from the saved-tensor accounting."""
-        return self.activation_bytes + self.weight_copy_bytes
+    allocator_peak_bytes: int | None = None
 
 
 _VIEW_NODES = frozenset(
@@ -485,8 +481,7 @@ def measure_activation_memory(
         counts[dtype_name(dtype)] += 1
         by_dtype[dtype_name(dtype)] += nbytes
     return ActivationMemory(
-        method="cuda_max_memory_allocated" if on_cuda else "saved_tensors",
-        bytes=peak if on_cuda else activation + copies,
+        bytes=activation + copies,
         activation_bytes=activation,
         weight_copy_bytes=copies,
         n_saved=n_saved,
@@ -494,4 +489,5 @@ def measure_activation_memory(
         bytes_by_dtype=dict(by_dtype),
         autocast_dtype=None if autocast_dtype is None else dtype_name(autocast_dtype),
         device=str(device),
+        allocator_peak_bytes=peak if on_cuda else None,
     )

@@ -265,7 +265,7 @@ def _row(
 
 def _saved_bytes(net: nn.Module, x: torch.Tensor, regime: str) -> int:
     # The default loss (a sum) saves nothing, so the target y is not counted.
-    return measure_activation_memory(net, x, autocast_dtype=_autocast_dtype(regime)).saved_bytes
+    return measure_activation_memory(net, x, autocast_dtype=_autocast_dtype(regime)).bytes
 
 
 def _measure_cuda(
