@@ -48,7 +48,9 @@ nb_execution_allow_errors = False
 # the DDP page) needs about 10 s on 2 cores, so 180 s leaves a wide margin.
 nb_execution_timeout = 180
 nb_merge_streams = True
-nb_output_stderr = "show"
+# A warning printed by a cell is a Sphinx warning, so -W fails the build: a reader
+# never sees a page whose own code warns.
+nb_output_stderr = "warn"
 
 # -- Math without a CDN: rendered to MathML at build time -------------------------
 html_math_renderer = "mathml"

@@ -122,6 +122,16 @@ def test_a_failing_cell_fails_the_build_and_prints_the_traceback(tmp_path: Path)
     assert "return 1 / 0" in log  # the traceback itself, not just the error name
 
 
+def test_a_cell_that_warns_fails_the_build_and_points_to_the_cell(tmp_path: Path) -> None:
+    """A reader never sees a page whose own code prints a warning (``nb_output_stderr``)."""
+    body = "```{code-cell} ipython3\nimport warnings\nwarnings.warn('kept for the reader')\n```\n"
+    proc = sphinx_build(mini_book(tmp_path, body), tmp_path / "html", check=False)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    # the page and the line of the cell, so the author can find it
+    assert re.search(r"page\.md:\d+: WARNING: stderr was found in the cell outputs", log), log
+
+
 def test_a_failing_cell_fails_even_a_build_without_w(tmp_path: Path) -> None:
     """The failure does not hinge on -W: the extension raises after reading."""
     src = mini_book(tmp_path, "```{code-cell} ipython3\nraise ValueError('no')\n```\n")
