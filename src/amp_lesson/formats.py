@@ -92,8 +92,10 @@ class FormatSpec:
         False for FP8 E4M3 (the ``fn`` in ``float8_e4m3fn`` means "finite and
         NaN only").
     saturates : bool
-        Whether torch's cast clamps a value beyond ``max`` to ``max`` instead
-        of rounding it to infinity.
+        Whether torch's cast of a CPU tensor clamps a value beyond ``max`` to
+        ``max`` instead of rounding it to infinity. (A CUDA tensor's cast can
+        differ: on an H200 with torch 2.11, E4M3 gave NaN, where the CPU gives
+        448.)
 
     Examples
     --------
