@@ -3,7 +3,8 @@
 #
 #   bash tools/gpu_check.sh            # from anywhere; runs in the repository root
 #
-# 1. the tests marked `cuda` (tests/test_gpu.py) plus the bench tests and doctests,
+# 1. every test file with a test marked `cuda` (tests/test_gpu.py and the modules' own CUDA
+#    cases), whole, so their other tests run on the GPU too; plus the bench tests and doctests,
 # 2. the recording: python -m amp_lesson.bench --record -> docs/_data/gpu/<gpu>.json.
 # The recording is written even if a test fails; the exit status is the first failure.
 # Commit the JSON file: CPU builds of the book show it beside their live numbers.
@@ -41,8 +42,10 @@ run_all() {
   "$PY" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda,
       "GPU", torch.cuda.get_device_name() if torch.cuda.is_available() else None)'
 
-  echo "== tests (cuda-marked, bench)"
-  "$PY" -m pytest tests/test_gpu.py tests/test_bench.py tests/test_timing.py src/amp_lesson/bench src/amp_lesson/timing.py \
+  echo "== tests (every file with a cuda-marked test, bench)"
+  local cuda_files
+  mapfile -t cuda_files < <(grep -l "pytest.mark.cuda" tests/test_*.py)
+  "$PY" -m pytest "${cuda_files[@]}" tests/test_bench.py src/amp_lesson/bench src/amp_lesson/timing.py \
     -q -p no:cacheprovider -rs || status=$?
 
   echo "== recording"
