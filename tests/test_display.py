@@ -36,3 +36,16 @@ def test_table_html_marks_number_columns_and_text_columns() -> None:
         assert [td["class"] for td in tr.select("td")] == kinds
     # A column that is all missing has nothing to line up: text.
     assert Table([{"a": None}]).column_kinds() == ["text"]
+
+
+def test_only_a_table_of_many_columns_is_marked_wide() -> None:
+    from bs4 import BeautifulSoup
+
+    from amp_lesson.display import WIDE_COLUMNS
+
+    def table_classes(n_columns: int) -> list[str]:
+        row = {f"c{i}": i for i in range(n_columns)}
+        return BeautifulSoup(Table([row])._repr_html_(), "html.parser").table["class"]
+
+    assert table_classes(WIDE_COLUMNS) == ["amp-table"]
+    assert table_classes(WIDE_COLUMNS + 1) == ["amp-table", "amp-wide"]

@@ -16,6 +16,9 @@ from typing import Any
 
 __all__ = ["Table", "fmt_num"]
 
+# Above this many columns a table's HTML is marked ``amp-wide`` and set tighter.
+WIDE_COLUMNS = 8
+
 
 def fmt_num(x: Any, digits: int = 4) -> str:
     """Format a number for prose and tables: plain when moderate, else scientific.
@@ -179,7 +182,9 @@ class Table:
             for r in rows[1:]
         )
         caption = f"<caption>{html.escape(self.caption)}</caption>" if self.caption else ""
+        # a table of many columns is set tighter, so it fits the text column on a desktop
+        classes = "amp-table amp-wide" if len(kinds) > WIDE_COLUMNS else "amp-table"
         return (
-            f'<table class="amp-table">{caption}<thead><tr>{head}</tr></thead>'
+            f'<table class="{classes}">{caption}<thead><tr>{head}</tr></thead>'
             f"<tbody>{body}</tbody></table>"
         )

@@ -49,11 +49,14 @@ _DASH = "—"  # a value not measured, or not known
 
 
 def _g3(x: float | None) -> str:
-    return _DASH if x is None else f"{x:.3g}"
+    """Three significant digits, but a number of 100 or more whole (never ``2.1e+03``)."""
+    if x is None:
+        return _DASH
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
 def _mb(x: int | None) -> str:
-    return _DASH if x is None else f"{x / 1e6:.3g}"
+    return _DASH if x is None else _g3(x / 1e6)
 
 
 _FORMATS = {
