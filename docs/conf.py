@@ -110,6 +110,9 @@ autodoc_member_order = "bysource"
 autodoc_class_signature = "separated"
 html_static_path = ["_static"]
 html_css_files = ["api.css"]
+# No page links to a general index (readers search, and the API pages list every name), and
+# writing it cost about a second on every build, a no-change one included.
+html_use_index = False
 # Roles in the docstrings' prose that name another project's objects (:class:`torch.amp.GradScaler`,
 # :func:`time.perf_counter`) cannot resolve offline either; they render as code. Only these
 # outside namespaces are let through: a reference to a name of amp_lesson that does not exist
