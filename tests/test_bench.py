@@ -656,6 +656,16 @@ def test_plot_rows_draws_a_bar_per_measured_row(cpu_rows: list[BenchRow]) -> Non
             sorted(r.saved_bytes / 1e6 for r in measured)
         )
         assert {str(p.get_hatch() or "") for p in ax_time.patches} == {"", "//", "xx"}
+        # one legend for both panels, clear of both, so no bar can hide it
+        (legend,) = fig.legends
+        assert [t.get_text() for t in legend.get_texts()] == [
+            "FP32",
+            "FP16 autocast",
+            "BF16 autocast",
+        ]
+        fig.canvas.draw()
+        box = legend.get_window_extent()
+        assert not any(box.overlaps(ax.get_window_extent()) for ax in fig.axes)
     finally:
         plt.close(fig)
     with pytest.raises(ValueError, match="at least one measured row"):

@@ -219,7 +219,7 @@ def plot_rows(rows: Sequence[BenchRow], *, title: str | None = None) -> Any:
     regimes = [g for g in REGIMES if any(r.regime == g for r in measured)]
     by = {(r.model, r.regime): r for r in measured}
     hatches = {"fp32": "", "tf32": "..", "fp16": "//", "bf16": "xx"}
-    fig, (ax_time, ax_mem) = plt.subplots(1, 2, figsize=(7.2, 3.2), layout="constrained")
+    fig, (ax_time, ax_mem) = plt.subplots(1, 2, figsize=(7.2, 3.5), layout="constrained")
     at = np.arange(len(models))
     width = 0.8 / len(regimes)
     for i, regime in enumerate(regimes):
@@ -235,7 +235,9 @@ def plot_rows(rows: Sequence[BenchRow], *, title: str | None = None) -> Any:
     ax_mem.set_ylabel("saved for backward (MB)")
     for ax in (ax_time, ax_mem):
         ax.set_xticks(at + width * (len(regimes) - 1) / 2, [MODEL_LABELS[m] for m in models])
-    ax_mem.legend(loc="upper left", fontsize=8)
+    # below both panels: inside one, tall bars (a GPU's FP32 memory) would hide it
+    fig.legend(*ax_mem.get_legend_handles_labels(), loc="outside lower center",
+               ncols=len(regimes), fontsize=8)  # fmt: skip
     if title:
         fig.suptitle(title, fontsize=10)
     return fig
