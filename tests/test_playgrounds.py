@@ -443,3 +443,22 @@ def test_bad_options_fail_the_build_naming_the_problem(
 ) -> None:
     # the warning names the page (and line) and says what is wrong
     bad_options_build.assert_warned(case, BAD_OPTIONS[case][1])
+
+
+def test_a_playgrounds_data_is_computed_once_per_execution_key(built: Path) -> None:
+    # Stored beside the execution cache, one file a playground: a later read of the page
+    # takes it from there (no torch in the Sphinx process), as this marked copy shows.
+    root = built.parent
+    stored = sorted((root / ".jupyter_cache").glob("*/playgrounds/*.json"))
+    assert len(stored) == 2
+    explorer = next(p for p in stored if "table" in json.loads(p.read_text(encoding="utf-8")))
+    original = explorer.read_text(encoding="utf-8")
+    marked = json.loads(original)
+    marked["table"] = "<p>read from the stored copy</p>"
+    explorer.write_text(json.dumps(marked), encoding="utf-8")
+    try:
+        again = root / "html-again"
+        sphinx_build(root / "docs", again)
+        assert "read from the stored copy" in (again / "page.html").read_text(encoding="utf-8")
+    finally:
+        explorer.write_text(original, encoding="utf-8")

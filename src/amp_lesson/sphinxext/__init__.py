@@ -18,11 +18,12 @@ This is the only part of ``amp_lesson`` that imports Sphinx.
 
 from __future__ import annotations
 
-from typing import Any
-
-from sphinx.application import Sphinx
+from typing import TYPE_CHECKING, Any
 
 from amp_lesson import __version__
+
+if TYPE_CHECKING:  # the kernel server (.kernels) runs from this package without Sphinx
+    from sphinx.application import Sphinx
 
 
 def setup(app: Sphinx) -> dict[str, Any]:

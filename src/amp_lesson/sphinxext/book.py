@@ -5,6 +5,8 @@
   MyST-NB's own key covers a page's cells only, so without this a change to
   the package would leave old numbers on the page. Old caches are pruned,
   and only folders the book itself created are ever deleted.
+- Each page's kernel is forked from a server that has already imported
+  torch (:mod:`.kernels`), instead of starting from nothing.
 - Parallel execution (``-j``) is scheduled so the kernels finish together,
   each kernel gets its share of the cores, and kernels encrypt their sockets
   (which also keeps ipykernel's warning about it out of the build log).
@@ -18,6 +20,7 @@
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import hashlib
 import importlib.metadata
@@ -26,6 +29,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -33,11 +37,11 @@ from typing import Any
 from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.config import Config
-from sphinx.errors import SphinxError
+from sphinx.errors import ExtensionError, SphinxError
 from sphinx.util import logging
 
 import amp_lesson
-from amp_lesson.sphinxext import export
+from amp_lesson.sphinxext import export, kernels
 
 logger = logging.getLogger(__name__)
 
@@ -352,6 +356,30 @@ def _limit_kernel_threads(app: Sphinx, config: Config) -> None:
             os.environ.setdefault(name, share)
 
 
+_kernel_server = kernels.KernelServer()
+
+
+def _fork_kernels(app: Sphinx, config: Config) -> None:
+    """Fork each page's kernel from one server that has imported torch (see :mod:`.kernels`).
+
+    In the main process, before ``-j`` forks the readers, so that they share
+    the server. Off with ``amp_lesson_fork_kernels = False``, off the Linux
+    platform, and when nothing executes.
+    """
+    if not config.amp_lesson_fork_kernels or config.nb_execution_mode == "off":
+        return
+    if sys.platform != "linux":
+        return
+    if not kernels.provisioner_installed():
+        raise ExtensionError(
+            f"the kernel provisioner {kernels.PROVISIONER_NAME!r} is not installed: install "
+            "amp_lesson again (pip install -e .), or set amp_lesson_fork_kernels = False"
+        )
+    _kernel_server.open()
+    atexit.register(_kernel_server.close)
+    app.connect("build-finished", lambda app, exc: _kernel_server.close())
+
+
 class NotebookExecutionError(SphinxError):
     """A page's cell raised: the build stops and prints the cell's traceback."""
 
@@ -573,6 +601,9 @@ def setup(app: Sphinx) -> None:
     # In the main process, before -j forks the readers that start kernels.
     app.connect("config-inited", lambda app, config: encrypt_kernel_transport())
     app.connect("config-inited", _limit_kernel_threads)
+    app.add_config_value("amp_lesson_fork_kernels", True, "", types=[bool])
+    # After the thread limits: the kernel server takes its environment from this process.
+    app.connect("config-inited", _fork_kernels, priority=600)
     app.connect("env-before-read-docs", _schedule_reading)
     app.connect("env-updated", _fail_on_execution_errors)
     app.connect("env-check-consistency", _check_pages_executed)

@@ -35,9 +35,12 @@ Every option is checked when the book is built, with the same functions
 
 from __future__ import annotations
 
+import hashlib
 import html
 import inspect
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -48,7 +51,8 @@ from sphinx.config import Config
 from sphinx.util.docutils import SphinxDirective
 
 # amp_lesson.playground (and torch with it) is imported by the directives, when a page
-# holds a playground: imported here, it cost every build, a no-change one too, 3 s.
+# holds a playground and its data is not stored yet (computed_once): imported here, it
+# cost every build, a no-change one too, 3 s.
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 STYLE = "amp-playgrounds.css"
@@ -115,48 +119,86 @@ class BitExplorer(SphinxDirective):
     }
 
     def run(self) -> list[nodes.Node]:
-        from amp_lesson.formats import FORMATS
-        from amp_lesson.playground import (
-            CLASS_TEXT,
-            EVENT_TEXT,
-            EXAMPLE_VALUES,
-            EXPLORER_FORMATS,
-            PATTERN_PREFIXES,
-            explorer_rows,
-            format_parameters,
-            read_number,
-        )
-
         initial = self.options.get("value", "0.1").strip()
         try:
-            read_number(initial)
-            names = _format_names(self.options.get("formats", " ".join(EXPLORER_FORMATS)))
-            examples_text = self.options.get("examples")
-            examples = (
-                [read_number(v) for v in examples_text.split(",")]
-                if examples_text
-                else list(EXAMPLE_VALUES)
-            )
+            computed = computed_once(self, "bit-explorer", lambda: _explorer(self.options))
         except ValueError as error:
             raise self.error(f"bit-explorer: {error}") from None
         serial = self.env.new_serialno("amp-bx") + 1
         widget_id = self.options.get("id", f"amp-bx-{serial}").strip()
-        data = {
-            "formats": format_parameters(list(FORMATS)),  # every format: any can be typed as bits
-            "show": names,
-            "prefixes": dict(PATTERN_PREFIXES),
-            "initial": initial,
-            "event_text": dict(EVENT_TEXT),
-            "class_text": dict(CLASS_TEXT),
-        }
+        data = {**computed["data"], "initial": initial}
         opening = (
             f'<div class="amp-playground amp-bx" id="{html.escape(widget_id)}">'
             + _json_script("amp-bx-data", data)
             + '<div class="amp-bx-static">'
         )
-        table = _static_table(explorer_rows(examples, names), "Bit explorer, static table")
         body = self.parse_content_to_nodes() if self.content else []
-        return [_raw(opening, "amp-bx"), *body, _raw(table + "</div></div>")]
+        return [_raw(opening, "amp-bx"), *body, _raw(computed["table"] + "</div></div>")]
+
+
+def _explorer(options: dict[str, str]) -> dict[str, Any]:
+    """The bit explorer's data and static table for ``options``; ``ValueError`` names a bad one."""
+    from amp_lesson.formats import FORMATS
+    from amp_lesson.playground import (
+        CLASS_TEXT,
+        EVENT_TEXT,
+        EXAMPLE_VALUES,
+        EXPLORER_FORMATS,
+        PATTERN_PREFIXES,
+        explorer_rows,
+        format_parameters,
+        read_number,
+    )
+
+    read_number(options.get("value", "0.1").strip())
+    names = _format_names(options.get("formats", " ".join(EXPLORER_FORMATS)))
+    examples_text = options.get("examples")
+    examples = (
+        [read_number(v) for v in examples_text.split(",")]
+        if examples_text
+        else list(EXAMPLE_VALUES)
+    )
+    data = {
+        "formats": format_parameters(list(FORMATS)),  # every format: any can be typed as bits
+        "show": names,
+        "prefixes": dict(PATTERN_PREFIXES),
+        "event_text": dict(EVENT_TEXT),
+        "class_text": dict(CLASS_TEXT),
+    }
+    table = _static_table(explorer_rows(examples, names), "Bit explorer, static table")
+    return {"data": data, "table": table}
+
+
+def computed_once(
+    directive: SphinxDirective, kind: str, compute: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
+    """What ``compute`` returns for ``directive``'s options, computed once per execution key.
+
+    Computing it imports torch (3 s in the Sphinx process) and casts with it,
+    so the result is stored as JSON beside the execution cache, under a name
+    made of ``kind``, the options and the extension's own hash. The execution
+    cache's folder is chosen by the package's source and the torch version,
+    so a stored result is never older than either. A ``ValueError`` from
+    ``compute`` (a bad option) is raised and nothing is stored.
+    """
+    config = directive.env.config
+    base = getattr(config, "nb_execution_cache_path", "")
+    name = json.dumps([kind, sorted(directive.options.items()), config.amp_lesson_extension_hash])
+    path = Path(base) / "playgrounds" / f"{hashlib.sha256(name.encode()).hexdigest()[:32]}.json"
+    if base and path.is_file():
+        try:
+            stored = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            stored = None
+        if isinstance(stored, dict):
+            return stored
+    result = compute()
+    if base:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")  # parallel readers write whole files
+        tmp.write_text(json.dumps(result), encoding="utf-8")
+        os.replace(tmp, path)
+    return result
 
 
 def _scaler_defaults() -> dict[str, str]:
@@ -187,28 +229,33 @@ class ScalerPlayground(SphinxDirective):
                 "scaler-playground needs a body: what a reader without JavaScript reads "
                 "instead (point at the page's executed trace)"
             )
-        from amp_lesson.playground import MAX_STEPS, read_scaler_settings, read_steps, steps_pattern
-
-        settings = _scaler_defaults()
-        for name in settings:
-            option = name.replace("_", "-")
-            if option in self.options:
-                settings[name] = self.options[option].strip()
-        steps = self.options.get("steps", steps_pattern([False] * 9 + [True]) * 4)
         try:
-            read_scaler_settings(settings)
-            read_steps(steps)
+            data = computed_once(self, "scaler-playground", lambda: _scaler(self.options))
         except ValueError as error:
             raise self.error(f"scaler-playground: {error}") from None
         serial = self.env.new_serialno("amp-sp") + 1
         widget_id = self.options.get("id", f"amp-sp-{serial}").strip()
-        data = {**settings, "steps": steps.strip(), "max_steps": MAX_STEPS}
         opening = (
             f'<div class="amp-playground amp-sp" id="{html.escape(widget_id)}">'
             + _json_script("amp-sp-data", data)
             + '<div class="amp-sp-static">'
         )
         return [_raw(opening, "amp-sp"), *self.parse_content_to_nodes(), _raw("</div></div>")]
+
+
+def _scaler(options: dict[str, str]) -> dict[str, Any]:
+    """The scaler playground's data for ``options``; ``ValueError`` names a bad one."""
+    from amp_lesson.playground import MAX_STEPS, read_scaler_settings, read_steps, steps_pattern
+
+    settings = _scaler_defaults()
+    for name in settings:
+        option = name.replace("_", "-")
+        if option in options:
+            settings[name] = options[option].strip()
+    steps = options.get("steps", steps_pattern([False] * 9 + [True]) * 4)
+    read_scaler_settings(settings)
+    read_steps(steps)
+    return {**settings, "steps": steps.strip(), "max_steps": MAX_STEPS}
 
 
 def _widgets_on(doctree: nodes.document | None) -> list[str]:

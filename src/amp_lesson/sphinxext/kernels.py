@@ -1,0 +1,619 @@
+"""Kernels forked from a server that has already imported torch.
+
+Every executed page runs in a kernel of its own. Started the usual way, each
+kernel spends about 4 CPU-seconds before its first cell does any work: a new
+interpreter, ipykernel, ``import torch`` (2 s) and matplotlib. Over twenty
+pages that is some 80 CPU-seconds of a cold build.
+
+So a build starts one *kernel server*, which imports those modules once and
+then forks a kernel for each page. A forked kernel is still a process of its
+own, in which no other page has run code: the server never runs a cell, it
+only imports. What a forked kernel finds that a fresh interpreter would not is
+those modules already in ``sys.modules``. Python's and NumPy's global random
+generators are reseeded in each kernel, as a fresh interpreter seeds them.
+
+- :class:`ForkingProvisioner` is a ``jupyter_client`` kernel provisioner
+  (registered as ``amp-lesson-fork``) that asks the server for a kernel and
+  otherwise behaves as the standard local one. It forks only an ipykernel
+  of this same interpreter and environment; any other kernel starts the
+  usual way.
+- The server starts on the first kernel a build asks for, listens on a Unix
+  socket in the folder named by :data:`SERVER_ENV`, and exits with the build
+  (the process named by :data:`OWNER_ENV`).
+- The server never initialises CUDA, which does not survive a fork: it
+  refuses to serve if an import did. Each kernel initialises its own.
+
+Linux only: fork is the native way to start processes there (macOS's system
+frameworks are not fork-safe). This module does not import Sphinx; the
+server runs it as a script.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.connect import KernelConnectionInfo
+from jupyter_client.provisioning import LocalProvisioner
+
+PROVISIONER_NAME = "amp-lesson-fork"
+"""The name the provisioner is registered under (``jupyter_client.kernel_provisioners``)."""
+SERVER_ENV = "AMP_LESSON_KERNEL_SERVER"
+"""Environment variable naming the folder of the server's socket; set by the build."""
+OWNER_ENV = "AMP_LESSON_KERNEL_SERVER_OWNER"
+"""Environment variable with the build's process id; the server exits when it does."""
+PRELOAD = ("numpy", "torch", "matplotlib.pyplot", "ipykernel.ipkernel")
+"""Modules the server imports before it serves the first kernel.
+
+Not ``ipykernel.kernelapp``, whose settings read the kernel's own
+``JPY_PARENT_PID`` at import, nor matplotlib's inline backend, which hooks
+into the IPython shell that imports it (the server has none).
+"""
+PRELOAD_LATER = ("amp_lesson", "torch._dynamo", "sklearn.datasets")
+"""Modules the server imports while it waits for requests, one at a time.
+
+``amp_lesson`` stands for every module of the package but the extension;
+``torch._dynamo`` is imported by the first optimizer step (1.7 s), and
+``sklearn.datasets`` by the pages that load the digits (1.3 s), if installed.
+A kernel forked before one of them is imported imports it itself: the first
+page of a build does not wait for modules it may not need.
+"""
+PER_LAUNCH_ENV = ("JPY_",)
+"""Prefixes of the environment variables a kernel manager sets per kernel.
+
+A kernel whose environment differs from the server's in any other variable
+(which an import may have read) starts the usual way.
+"""
+SOCKET_NAME = "server.sock"
+LOG_NAME = "server.log"
+PID_NAME = "server.pid"
+PRELOADED_NAME = "preloaded"
+"""Written when the server has imported every module it will: their names, one a line."""
+START_TIMEOUT_S = 120.0
+_KERNEL_MODULE = "ipykernel_launcher"
+
+
+# -- the server --------------------------------------------------------------------------
+
+
+def _cuda_driver_open() -> bool:
+    """Whether this process holds an NVIDIA device file open (the CUDA driver is initialised)."""
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("/dev/nvidia"):
+                return True
+    return False
+
+
+def later_modules() -> list[str]:
+    """:data:`PRELOAD_LATER`, with ``amp_lesson`` spelled out module by module."""
+    import pkgutil
+
+    import amp_lesson
+
+    names = []
+    for name in PRELOAD_LATER:
+        names.append(name)
+        if name == "amp_lesson":
+            names += [
+                info.name
+                for info in pkgutil.iter_modules(amp_lesson.__path__, "amp_lesson.")
+                if info.name != __package__
+            ]
+    return names
+
+
+def preload(modules: Iterable[str]) -> None:
+    """Import ``modules`` as a kernel would, without initialising CUDA.
+
+    A module that is not installed is passed over. Raises ``RuntimeError`` if
+    an import opened the CUDA driver: a kernel forked from this process could
+    not use the GPU.
+    """
+    import importlib
+
+    # ipykernel's choice for a kernel (kernelapp.py); matplotlib reads it at import.
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    for name in modules:
+        with contextlib.suppress(ModuleNotFoundError):
+            importlib.import_module(name)
+        if _cuda_driver_open():
+            raise RuntimeError(
+                f"importing {name} in the kernel server initialised CUDA; a kernel forked "
+                "from it could not use the GPU"
+            )
+
+
+def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    """One JSON request line from ``conn`` and the file descriptors sent with it."""
+    data, fds, _flags, _addr = socket.recv_fds(conn, 1 << 16, 3)
+    while data and not data.endswith(b"\n"):
+        more = conn.recv(1 << 16)
+        if not more:
+            break
+        data += more
+    return json.loads(data.decode()), list(fds)
+
+
+def _send(conn: socket.socket, message: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError):
+        conn.sendall(json.dumps(message).encode() + b"\n")
+
+
+def shared_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` but for the variables a kernel manager sets per kernel (:data:`PER_LAUNCH_ENV`)."""
+    return {k: v for k, v in env.items() if not k.startswith(PER_LAUNCH_ENV)}
+
+
+def env_differences(env: dict[str, str], reference: dict[str, str]) -> list[str]:
+    """The names of the variables, but per-launch ones, that differ between two environments.
+
+    >>> env_differences({"A": "1", "JPY_PARENT_PID": "7"}, {"A": "1", "B": "2"})
+    ['B']
+    """
+    env, reference = shared_env(env), shared_env(reference)
+    return sorted(k for k in env.keys() | reference.keys() if env.get(k) != reference.get(k))
+
+
+def listen(folder: Path) -> socket.socket:
+    """The server's socket, ``folder/server.sock``, listening (requests wait until served)."""
+    path = folder / SOCKET_NAME
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    tmp = folder / f"{SOCKET_NAME}.{os.getpid()}"
+    listener.bind(str(tmp))
+    listener.listen(64)
+    (folder / PID_NAME).write_text(str(os.getpid()))
+    os.replace(tmp, path)  # clients never find a socket that is not listening yet
+    return listener
+
+
+def serve(
+    listener: socket.socket,
+    folder: Path,
+    owner: int,
+    env: dict[str, str],
+    later: Iterable[str] = (),
+) -> dict[str, Any] | None:
+    """Serve kernel requests on ``listener`` until process ``owner`` exits.
+
+    A request whose environment differs from ``env`` (the server's, taken
+    before it imported anything) is refused: its imports might have differed.
+    Between requests it imports the modules ``later``, one at a time.
+    Returns ``None`` in the server when it is done; in each forked kernel it
+    returns that kernel's request, with the server's sockets closed and the
+    kernel's standard streams in place.
+    """
+    path = folder / SOCKET_NAME
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "accept")
+    try:
+        owner_fd: int | None = os.pidfd_open(owner)
+    except (AttributeError, OSError):
+        owner_fd = None
+    if owner_fd is not None:
+        selector.register(owner_fd, selectors.EVENT_READ, "owner")
+    kernels: dict[int, socket.socket | None] = {}  # pid -> the connection that asked for it
+    owner_alive = True
+    pending = list(later)
+    while owner_alive:
+        events = selector.select(timeout=0 if pending else 0.2)
+        if not events and pending:
+            preload([pending.pop(0)])
+            if not pending:
+                (folder / PRELOADED_NAME).write_text("\n".join(sorted(sys.modules)))
+        for key, _events in events:
+            if key.data == "owner":
+                owner_alive = False
+            elif key.data == "accept":
+                conn, _ = listener.accept()
+                try:
+                    request, fds = _read_request(conn)
+                except (OSError, ValueError):
+                    conn.close()
+                    continue
+                if differ := env_differences(request["env"], env):
+                    for fd in fds:
+                        os.close(fd)
+                    _send(conn, {"refused": differ})
+                    conn.close()
+                    continue
+                pid = os.fork()
+                if pid == 0:  # the kernel
+                    selector.close()
+                    listener.close()
+                    if owner_fd is not None:
+                        os.close(owner_fd)
+                    for other in kernels.values():
+                        if other is not None:
+                            other.close()
+                    conn.close()
+                    os.setsid()  # its own process group, as jupyter_client starts a kernel
+                    for target, fd in enumerate(fds):
+                        os.dup2(fd, target)
+                        os.close(fd)
+                    return request
+                for fd in fds:
+                    os.close(fd)
+                kernels[pid] = conn
+                selector.register(conn, selectors.EVENT_READ, pid)
+                _send(conn, {"pid": pid})
+            else:  # the client went away: its kernel goes too
+                pid, conn = key.data, key.fileobj
+                with contextlib.suppress(OSError):
+                    if conn.recv(1):  # type: ignore[union-attr]
+                        continue
+                selector.unregister(conn)
+                conn.close()  # type: ignore[union-attr]
+                kernels[pid] = None
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL)
+        if owner_fd is None and owner_alive:
+            try:
+                os.kill(owner, 0)
+            except ProcessLookupError:
+                owner_alive = False
+        while kernels:  # reap the kernels that ended; tell their clients how
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            conn = kernels.pop(pid, None)
+            if conn is not None:  # else its client has gone
+                selector.unregister(conn)
+                _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
+                conn.close()
+    for pid in kernels:
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        path.unlink()
+    return None
+
+
+def run_kernel(request: dict[str, Any]) -> None:
+    """Become the kernel ``request`` asks for (in a process the server forked)."""
+    import random
+    import runpy
+
+    import numpy as np
+
+    os.chdir(request["cwd"])
+    # As ``python -m`` run there would: the server's own first entry is where it started.
+    sys.path[0] = os.getcwd()
+    os.environ.clear()
+    os.environ.update(request["env"])
+    # A fresh interpreter seeds these from the OS; forked, they would share the server's state.
+    random.seed()
+    np.random.seed()  # noqa: NPY002 (the legacy global state is what a fresh one reseeds)
+    sys.argv = [_KERNEL_MODULE, *request["args"]]
+    runpy.run_module(_KERNEL_MODULE, run_name="__main__", alter_sys=True)
+
+
+def exit_kernel(code: int = 0) -> None:
+    """End a forked kernel the way an interpreter ends, less the teardown of its modules.
+
+    The exit handlers run and the streams are flushed, as at any exit; then
+    the process ends without tearing down torch's objects one by one, which
+    took 0.7 s after the kernel had already shut down (the client waits for it).
+    """
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def main(argv: list[str]) -> int:
+    """``python -m amp_lesson.sphinxext.kernels FOLDER OWNER_PID``: run the kernel server."""
+    folder, owner = Path(argv[0]), int(argv[1])
+    env = dict(os.environ)
+    listener = listen(folder)
+    preload(PRELOAD)
+    request = serve(listener, folder, owner, env, later_modules())
+    if request is None:
+        return 0
+    try:
+        run_kernel(request)
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        exit_kernel(code)
+    except BaseException:  # noqa: BLE001 (a forked kernel must never return to the server)
+        import traceback
+
+        traceback.print_exc()
+        exit_kernel(1)
+    exit_kernel(0)
+    return 0  # not reached
+
+
+# -- the build: one server per build ------------------------------------------------------
+
+
+def provisioner_installed() -> bool:
+    """Whether jupyter_client can find :class:`ForkingProvisioner` (an installed entry point)."""
+    from importlib.metadata import entry_points
+
+    group = "jupyter_client.kernel_provisioners"
+    return any(ep.name == PROVISIONER_NAME for ep in entry_points(group=group))
+
+
+class KernelServer:
+    """The kernel server of one build: where it listens, and how it ends.
+
+    :meth:`open` points this process's environment (and so every kernel manager
+    it or its forked readers start) at a new server folder; the server itself
+    starts with the first kernel. :meth:`close` stops it and removes the folder.
+    """
+
+    _ENV = (SERVER_ENV, OWNER_ENV, "JUPYTER_DEFAULT_PROVISIONER_NAME")
+
+    def __init__(self) -> None:
+        self.folder: Path | None = None
+        self._saved: dict[str, str | None] = {}
+        self._saved_default: str | None = None
+
+    def open(self) -> Path:
+        import tempfile
+
+        if self.folder is not None:
+            return self.folder
+        # Short and in /tmp: a Unix socket's path has a limit of about 100 bytes.
+        self.folder = Path(tempfile.mkdtemp(prefix="amp-lesson-kernels-", dir="/tmp"))
+        self._saved = {name: os.environ.get(name) for name in self._ENV}
+        os.environ[SERVER_ENV] = str(self.folder)
+        os.environ[OWNER_ENV] = str(os.getpid())
+        os.environ["JUPYTER_DEFAULT_PROVISIONER_NAME"] = PROVISIONER_NAME
+        factory = _provisioner_factory()
+        if factory is not None:  # made before: it read the variable then
+            self._saved_default = factory.default_provisioner_name
+            factory.default_provisioner_name = PROVISIONER_NAME
+        return self.folder
+
+    def kernels_forked(self) -> bool:
+        """Whether a server ever started (so a kernel was asked for) in this build."""
+        return self.folder is not None and (self.folder / PID_NAME).is_file()
+
+    def close(self) -> None:
+        import shutil
+
+        if self.folder is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int((self.folder / PID_NAME).read_text()), signal.SIGTERM)
+        shutil.rmtree(self.folder, ignore_errors=True)
+        for name, value in self._saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        factory = _provisioner_factory()
+        if factory is not None and self._saved_default is not None:
+            factory.default_provisioner_name = self._saved_default
+        self._saved_default = None
+        self.folder = None
+
+
+def _provisioner_factory() -> Any:
+    """jupyter_client's provisioner factory, if this process has made it yet."""
+    from jupyter_client.provisioning.factory import KernelProvisionerFactory
+
+    if KernelProvisionerFactory.initialized():
+        return KernelProvisionerFactory.instance()
+    return None
+
+
+# -- the client: a jupyter_client provisioner --------------------------------------------
+
+
+class ForkedKernel:
+    """A kernel the server forked, with the part of :class:`subprocess.Popen` that
+    :class:`~jupyter_client.provisioning.LocalProvisioner` uses."""
+
+    stdin = stdout = stderr = None
+
+    def __init__(self, conn: socket.socket, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._conn: socket.socket | None = conn
+        self._buffer = b""
+
+    def _read_exit(self, timeout: float | None) -> None:
+        conn = self._conn
+        if conn is None or self.returncode is not None:
+            return
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            conn.settimeout(left)
+            try:
+                chunk = conn.recv(4096)
+            except (TimeoutError, BlockingIOError):
+                return
+            if not chunk:  # the server is gone; so is the kernel (see serve)
+                self._buffer += b'{"exit": -9}\n'
+                break
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        self.returncode = int(json.loads(line)["exit"])
+        conn.close()
+        self._conn = None
+
+    def poll(self) -> int | None:
+        """The exit code if the kernel has ended, else ``None``."""
+        self._read_exit(timeout=0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the kernel to end; return its exit code (negative: the signal)."""
+        self._read_exit(timeout)
+        if self.returncode is None:
+            raise subprocess.TimeoutExpired(f"kernel {self.pid}", timeout or 0)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+_servers: dict[Path, subprocess.Popen[bytes]] = {}  # kept, so that no ResourceWarning fires
+
+
+def _start_server(folder: Path, owner: str) -> None:
+    with open(folder / LOG_NAME, "ab") as log:
+        _servers[folder] = subprocess.Popen(
+            [sys.executable, "-m", "amp_lesson.sphinxext.kernels", str(folder), owner],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            # os.environ, as a kernel manager passes it; not the C library's environment,
+            # which a library may have changed (GNU readline sets LINES and COLUMNS).
+            env=dict(os.environ),
+        )
+
+
+def connect(folder: Path, owner: str, timeout: float = START_TIMEOUT_S) -> socket.socket:
+    """A connection to the kernel server of ``folder``, starting it if no process has.
+
+    Parallel readers share one server: the first to find none starts it,
+    under a lock, and the others wait for its socket.
+    """
+    path = folder / SOCKET_NAME
+
+    def attempt() -> socket.socket | None:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError):
+            conn.close()
+            return None
+        return conn
+
+    if (conn := attempt()) is not None:
+        return conn
+    with open(folder / "start.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.seek(0)
+        if not lock.read():  # nobody has started it yet
+            _start_server(folder, owner)
+            lock.write(str(os.getpid()))
+            lock.flush()
+    deadline = time.monotonic() + timeout
+    while (conn := attempt()) is None:
+        started = _servers.get(folder)  # by this process, else by a parallel reader
+        if time.monotonic() > deadline or (started is not None and started.poll() is not None):
+            raise server_failed(folder, "did not start")
+        time.sleep(0.05)
+    return conn
+
+
+def server_failed(folder: Path, what: str) -> RuntimeError:
+    """The error for a kernel server that failed, with the end of its log."""
+    log = folder / LOG_NAME
+    tail = log.read_text(errors="replace")[-4000:] if log.is_file() else "(no log)"
+    return RuntimeError(f"the kernel server in {folder} {what}; its log ends:\n{tail}")
+
+
+def fork_request(cmd: list[str], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """The server request that starts kernel ``cmd``, or ``None`` where it must start as usual.
+
+    >>> fork_request(["/usr/bin/R", "--slave"], {}) is None
+    True
+    """
+    folder, owner = os.environ.get(SERVER_ENV), os.environ.get(OWNER_ENV)
+    env = kwargs.get("env") or dict(os.environ)
+    if not folder or not owner or sys.platform != "linux":
+        return None
+    if len(cmd) < 3 or cmd[1:3] != ["-m", _KERNEL_MODULE]:
+        return None
+    if os.path.abspath(cmd[0]) != os.path.abspath(sys.executable):
+        return None
+    if any(kwargs.get(stream) is not None for stream in ("stdin", "stdout", "stderr")):
+        return None
+    env = {**env, "JPY_PARENT_PID": str(os.getpid())}  # as jupyter_client's launcher sets it
+    cwd = str(kwargs.get("cwd") or os.getcwd())
+    return {
+        "args": cmd[3:],
+        "cwd": cwd,
+        "env": env,
+        "folder": folder,
+        "owner": owner,
+    }
+
+
+def start_kernel(request: dict[str, Any]) -> ForkedKernel | None:
+    """Ask the server for the kernel of ``request`` (see :func:`fork_request`).
+
+    Returns ``None`` if the server refused (the environment differs from its own).
+    """
+    folder = Path(request["folder"])
+    conn = connect(folder, request["owner"])
+    message = {k: request[k] for k in ("args", "cwd", "env")}
+    reply = b""
+    try:
+        with open(os.devnull, "rb") as devnull:
+            fds = [devnull.fileno(), sys.__stdout__.fileno(), sys.__stderr__.fileno()]
+            socket.send_fds(conn, [json.dumps(message).encode() + b"\n"], fds)
+        conn.settimeout(START_TIMEOUT_S)
+        while not reply.endswith(b"\n"):
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+    except OSError as error:  # the server died while it read the request
+        conn.close()
+        raise server_failed(folder, f"failed ({error})") from error
+    if not reply.endswith(b"\n"):
+        conn.close()
+        raise server_failed(folder, "closed the connection")
+    line, _, rest = reply.partition(b"\n")
+    answer = json.loads(line)
+    if "pid" not in answer:
+        conn.close()
+        return None
+    kernel = ForkedKernel(conn, int(answer["pid"]))
+    kernel._buffer = rest
+    return kernel
+
+
+class ForkingProvisioner(LocalProvisioner):  # type: ignore[misc]
+    """Start ipykernel kernels by forking the build's kernel server.
+
+    Any kernel :func:`fork_request` declines starts as
+    :class:`~jupyter_client.provisioning.LocalProvisioner` starts it.
+    """
+
+    async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
+        request = fork_request(cmd, kwargs)
+        kernel = None if request is None else start_kernel(request)
+        if kernel is None:
+            return await super().launch_kernel(cmd, **kwargs)
+        self.process = kernel
+        self.pid = self.pgid = self.process.pid  # the kernel leads its own process group
+        self.cwd = request["cwd"]
+        return self.connection_info
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,307 @@
+"""Kernels forked from the build's kernel server: real servers, real kernels, real notebooks."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import nbclient
+import nbformat
+import pytest
+from helpers import mini_book, sphinx_build
+from jupyter_client.manager import KernelManager
+
+from amp_lesson.sphinxext import kernels
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="kernels are forked on Linux only")
+
+# Run first in every probe notebook: what the kernel found before any cell imported anything.
+PROBE = """\
+import json, os, random, sys
+print(json.dumps({
+    "preloaded": "torch" in sys.modules,
+    "cwd": os.getcwd(),
+    "path0": sys.path[0],
+    "parent": os.environ.get("JPY_PARENT_PID"),
+    "random": random.random(),
+    "leak": hasattr(json, "leaked_from_another_page"),
+    "later": ["torch._dynamo" in sys.modules, "amp_lesson.recipe" in sys.modules],
+}))
+"""
+
+
+def notebook(*cells: str) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+def text(nb: nbformat.NotebookNode, index: int) -> str:
+    return "".join(o.get("text", "") for o in nb.cells[index].outputs if o.output_type == "stream")
+
+
+def probe(nb: nbformat.NotebookNode) -> dict[str, object]:
+    import json
+
+    return json.loads(text(nb, 0))
+
+
+@pytest.fixture
+def server_env() -> Iterator[Path]:
+    """This process set up as a build is: kernels come from a server in a new folder."""
+    server = kernels.KernelServer()
+    folder = server.open()
+    try:
+        yield folder
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="module")
+def shared_server() -> Iterator[dict[str, str]]:
+    """One running server for the tests that only need kernels from it; its environment.
+
+    Its imports take seconds, so the tests share it. pytest changes
+    ``PYTEST_CURRENT_TEST`` for every test, so the kernels start with the
+    environment the server started with (as a build's kernels do).
+    """
+    server = kernels.KernelServer()
+    server.open()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("PYTEST_CURRENT_TEST", raising=False)
+        env = dict(os.environ)
+        kernels.connect(server.folder, env[kernels.OWNER_ENV]).close()
+    preloaded = server.folder / kernels.PRELOADED_NAME
+    deadline = time.monotonic() + 120
+    while not preloaded.is_file() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        yield env
+    finally:
+        server.close()
+
+
+def run(
+    nb: nbformat.NotebookNode, cwd: Path, env: dict[str, str] | None = None
+) -> nbformat.NotebookNode:
+    client = nbclient.NotebookClient(nb, timeout=120, resources={"metadata": {"path": str(cwd)}})
+    client.execute(env=env)
+    return nb
+
+
+def test_the_provisioner_is_installed() -> None:
+    assert kernels.provisioner_installed()
+
+
+def test_a_forked_kernel_runs_a_notebook_as_a_fresh_one_does(
+    shared_server: dict[str, str], tmp_path: Path
+) -> None:
+    cells = [
+        PROBE,
+        "import torch\nprint(torch.arange(6.0).reshape(2, 3).half().sum(dim=0).tolist())",
+        "import matplotlib.pyplot as plt\nplt.plot([0, 1], [1, 0])\nplt.show()",
+    ]
+    forked = run(notebook(*cells), tmp_path, shared_server)
+    with pytest.MonkeyPatch.context() as mp:  # the same process, with no server to ask
+        for name in (kernels.SERVER_ENV, kernels.OWNER_ENV, "JUPYTER_DEFAULT_PROVISIONER_NAME"):
+            mp.delenv(name, raising=False)
+        fresh = run(notebook(*cells), tmp_path, shared_server)
+    assert probe(forked)["preloaded"] is True
+    assert probe(fresh)["preloaded"] is False
+    # imported by the server while it waited (the fixture waits until it has finished)
+    assert probe(forked)["later"] == [True, True]
+    assert probe(fresh)["later"] == [False, False]
+    for key in ("cwd", "path0", "leak"):
+        assert probe(forked)[key] == probe(fresh)[key], key
+    assert probe(forked)["cwd"] == str(tmp_path)
+    # jupyter_client's launcher names the kernel's parent; the forked kernel gets the same.
+    assert probe(forked)["parent"] == str(os.getpid())
+    assert text(forked, 1) == text(fresh, 1) == "[3.0, 5.0, 7.0]\n"
+    kinds = [sorted(o.get("data", {})) for o in forked.cells[2].outputs]
+    assert kinds == [sorted(o.get("data", {})) for o in fresh.cells[2].outputs]
+    assert ["image/png", "text/plain"] in kinds  # the inline backend is hooked into the shell
+
+
+def test_kernels_share_no_state_and_draw_their_own_random_numbers(
+    shared_server: dict[str, str], tmp_path: Path
+) -> None:
+    first = run(
+        notebook(PROBE, "import json\njson.leaked_from_another_page = True"),
+        tmp_path,
+        shared_server,
+    )
+    second = run(notebook(PROBE), tmp_path, shared_server)
+    assert probe(second)["preloaded"] is True
+    assert probe(second)["leak"] is False
+    assert probe(first)["random"] != probe(second)["random"]
+
+
+def test_a_kernel_from_another_environment_starts_the_usual_way(
+    shared_server: dict[str, str], tmp_path: Path
+) -> None:
+    # A variable an import reads (the number of threads) differs: the server refuses.
+    threads = "3" if shared_server.get("OMP_NUM_THREADS") != "3" else "5"
+    env = {**shared_server, "OMP_NUM_THREADS": threads}
+    nb = run(notebook(PROBE, "import os\nprint(os.environ['OMP_NUM_THREADS'])"), tmp_path, env)
+    assert probe(nb)["preloaded"] is False
+    assert text(nb, 1).strip() == threads
+
+
+def test_fork_request_declines_what_it_cannot_fork(
+    shared_server: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    python = sys.executable
+    ours = [python, "-m", "ipykernel_launcher", "-f", "c.json"]
+    assert kernels.fork_request(ours, {"env": dict(os.environ)}) is not None
+    assert kernels.fork_request(["/usr/bin/python3.9", *ours[1:]], {}) is None
+    assert kernels.fork_request([python, "-m", "other_kernel", "-f", "c.json"], {}) is None
+    assert kernels.fork_request(ours, {"stdout": subprocess.DEVNULL}) is None
+    monkeypatch.delenv(kernels.SERVER_ENV)
+    assert kernels.fork_request(ours, {}) is None
+
+
+def test_the_exit_code_and_signals_reach_the_kernel_manager(
+    shared_server: dict[str, str], tmp_path: Path
+) -> None:
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(tmp_path), env=shared_server)
+    try:
+        process = km.provisioner.process
+        assert isinstance(process, kernels.ForkedKernel)
+        assert process.poll() is None
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        # An interrupt is SIGINT to the kernel's process group, as for any local kernel.
+        kc.execute("import time\ntime.sleep(60)")
+        time.sleep(0.5)
+        started = time.monotonic()
+        km.interrupt_kernel()
+        reply = kc.get_shell_msg(timeout=30)
+        assert reply["content"]["ename"] == "KeyboardInterrupt"
+        assert time.monotonic() - started < 30
+        kc.execute("import os\nos._exit(3)")
+        assert process.wait(timeout=30) == 3
+        kc.stop_channels()
+    finally:
+        km.shutdown_kernel(now=True)
+
+
+def test_a_kernel_dies_with_the_process_that_asked_for_it(shared_server: dict[str, str]) -> None:
+    # A client process starts a kernel through the server, then is killed outright.
+    script = (
+        "import sys, time\n"
+        "from jupyter_client.manager import KernelManager\n"
+        "km = KernelManager(kernel_name='python3')\n"
+        "km.start_kernel()\n"
+        "print(km.provisioner.process.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    client = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=shared_server
+    )
+    pid = int(client.stdout.readline())
+    os.kill(pid, 0)  # running
+    client.kill()
+    client.wait()
+    assert wait_until_gone(pid), f"kernel {pid} outlived its client"
+
+
+def wait_until_gone(pid: int, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # reap it, if it was this process's child
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_the_server_exits_with_its_owner(tmp_path: Path) -> None:
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        conn = kernels.connect(tmp_path, str(owner.pid))
+        conn.close()
+        server_pid = int((tmp_path / kernels.PID_NAME).read_text())
+        os.kill(server_pid, 0)
+    finally:
+        owner.kill()
+        owner.wait()
+    assert wait_until_gone(server_pid)
+    assert not (tmp_path / kernels.SOCKET_NAME).exists()
+
+
+def test_a_server_that_fails_is_an_error_that_shows_its_log(
+    server_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # matplotlib refuses a backend that does not exist, at import: the server dies.
+    monkeypatch.setenv("MPLBACKEND", "no_such_backend")
+    km = KernelManager(kernel_name="python3")
+    with pytest.raises(RuntimeError, match="kernel server") as error:
+        km.start_kernel(cwd=str(tmp_path))
+    assert "no_such_backend" in str(error.value)
+    km.cleanup_resources()
+
+
+@pytest.mark.cuda
+def test_no_cuda_device_file_is_open_after_the_imports() -> None:
+    code = (
+        "from amp_lesson.sphinxext import kernels\n"
+        "kernels.preload([*kernels.PRELOAD, *kernels.later_modules()])\n"
+        "print(kernels._cuda_driver_open())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.cuda
+def test_a_forked_kernel_uses_the_gpu(shared_server: dict[str, str], tmp_path: Path) -> None:
+    nb = run(
+        notebook(
+            PROBE,
+            "import torch\nx = torch.ones(256, 256, device='cuda', dtype=torch.float16)\n"
+            "print((x @ x).float().mean().item(), torch.cuda.get_device_name())",
+        ),
+        tmp_path,
+    )
+    assert probe(nb)["preloaded"] is True
+    assert text(nb, 1).split()[0] == "256.0"
+
+
+# -- in the build ------------------------------------------------------------------------
+
+PAGE = "```{code-cell} ipython3\nimport sys\nprint('torch imported before the page:', 'torch' in sys.modules)\n```\n"
+
+
+def servers_running() -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"amp_lesson.sphinxext.kernels" in cmdline:
+                found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_the_book_forks_its_kernels_and_cleans_up(tmp_path: Path, fork: bool) -> None:
+    src = mini_book(tmp_path, PAGE)
+    before = set(Path("/tmp").glob("amp-lesson-kernels-*"))
+    servers_before = servers_running()
+    out = tmp_path / "html"
+    sphinx_build(src, out, "-D", f"amp_lesson_fork_kernels={int(fork)}")
+    html = (out / "page.html").read_text(encoding="utf-8")
+    assert f"torch imported before the page: {fork}" in html
+    assert set(Path("/tmp").glob("amp-lesson-kernels-*")) <= before  # its folder is removed
+    assert all(wait_until_gone(pid) for pid in servers_running() - servers_before)
