@@ -154,3 +154,22 @@ def test_the_served_maths_font_holds_every_character_of_the_books_maths(
     assert (built_book / "_static" / "fonts" / "NotoSansMath-OFL.txt").is_file()
     css = (built_book / "_static" / "amp_lesson.css").read_text(encoding="utf-8")
     assert re.search(r"math\s*\{\s*font-family:\s*\"Noto Sans Math \(book\)\"", css)
+
+
+def test_the_compiled_templates_are_kept_for_the_next_build(built_book: Path) -> None:
+    kept = list((built_book / ".doctrees" / "jinja").glob("__jinja2_*.cache"))
+    # one a template the pages render: the theme's layout, its sidebar, the book's own
+    assert len(kept) >= 10
+
+
+def test_no_script_css_takes_the_fallback_rules_of_the_built_theme(built_book: Path) -> None:
+    from amp_lesson.sphinxext.theme import NO_SCRIPT_CSS
+
+    static = built_book / "_static"
+    theme_css = (static / "styles" / "pydata-sphinx-theme.css").read_text(encoding="utf-8")
+    written = (static / NO_SCRIPT_CSS).read_text(encoding="utf-8")
+    fallback = theme_css.count("html:not([data-theme])")
+    assert fallback > 0
+    # every rule of the theme's written for a page with no data-theme, re-aimed
+    assert written.count('html[data-theme="auto"]') >= fallback
+    assert "html:not([data-theme])" not in written
