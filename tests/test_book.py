@@ -213,3 +213,19 @@ def test_execution_timeout_is_raised_from_the_default() -> None:
     conf = runpy.run_path(str(DOCS / "conf.py"))
     assert conf["nb_execution_timeout"] > 30
     assert conf["nb_execution_show_tb"] is True
+
+
+def test_the_api_pages_and_only_they_are_known_to_need_amp_lesson_imported() -> None:
+    # Before the parallel readers fork, the extension imports amp_lesson once if an API page
+    # is to be read (autodoc imports it); it recognises those pages by their directives.
+    from amp_lesson.sphinxext.book import _AUTODOC
+
+    pages = {
+        p.relative_to(DOCS).as_posix(): p.read_text(encoding="utf-8")
+        for p in DOCS.rglob("*.md")
+        if "_build" not in p.parts
+    }
+    found = {name for name, text in pages.items() if _AUTODOC.search(text)}
+    expected = {name for name in pages if name.startswith("api/amp_lesson")}
+    assert expected
+    assert found == expected

@@ -305,3 +305,18 @@ def test_the_book_forks_its_kernels_and_cleans_up(tmp_path: Path, fork: bool) ->
     assert f"torch imported before the page: {fork}" in html
     assert set(Path("/tmp").glob("amp-lesson-kernels-*")) <= before  # its folder is removed
     assert all(wait_until_gone(pid) for pid in servers_running() - servers_before)
+
+
+def test_a_build_can_start_the_server_before_any_kernel(server_env: Path) -> None:
+    server = kernels.KernelServer()
+    server.folder = server_env  # the fixture's server folder, as the build's extension holds it
+    server.start_soon()
+    deadline = time.monotonic() + 60
+    while not (server_env / kernels.SOCKET_NAME).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (server_env / kernels.SOCKET_NAME).exists()  # listening, and no kernel asked for
+    first = int((server_env / kernels.PID_NAME).read_text())
+    server.start_soon()  # a second call starts no second server
+    time.sleep(0.5)
+    assert int((server_env / kernels.PID_NAME).read_text()) == first
+    assert servers_running() & {first} == {first}

@@ -384,6 +384,11 @@ class KernelServer:
             factory.default_provisioner_name = PROVISIONER_NAME
         return self.folder
 
+    def start_soon(self) -> None:
+        """Start the server now, in the background, instead of with the first kernel."""
+        if self.folder is not None:
+            start(self.folder, os.environ[OWNER_ENV])
+
     def kernels_forked(self) -> bool:
         """Whether a server ever started (so a kernel was asked for) in this build."""
         return self.folder is not None and (self.folder / PID_NAME).is_file()
@@ -493,6 +498,17 @@ def _start_server(folder: Path, owner: str) -> None:
         )
 
 
+def start(folder: Path, owner: str) -> None:
+    """Start the kernel server of ``folder`` unless a process has; do not wait for it."""
+    with open(folder / "start.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.seek(0)
+        if not lock.read():  # nobody has started it yet
+            _start_server(folder, owner)
+            lock.write(str(os.getpid()))
+            lock.flush()
+
+
 def connect(folder: Path, owner: str, timeout: float = START_TIMEOUT_S) -> socket.socket:
     """A connection to the kernel server of ``folder``, starting it if no process has.
 
@@ -512,13 +528,7 @@ def connect(folder: Path, owner: str, timeout: float = START_TIMEOUT_S) -> socke
 
     if (conn := attempt()) is not None:
         return conn
-    with open(folder / "start.lock", "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        lock.seek(0)
-        if not lock.read():  # nobody has started it yet
-            _start_server(folder, owner)
-            lock.write(str(os.getpid()))
-            lock.flush()
+    start(folder, owner)
     deadline = time.monotonic() + timeout
     while (conn := attempt()) is None:
         started = _servers.get(folder)  # by this process, else by a parallel reader
