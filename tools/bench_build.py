@@ -183,24 +183,14 @@ def startup_costs(env: dict[str, str]) -> dict[str, float]:
     after the server's own start with the first kernel.
     """
     wall, _cpu = timed([sys.executable, "-c", "import torch"], env)
-    proc = subprocess.run(
-        [sys.executable, "-c", KERNEL_PROBE],
-        check=True,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-    )
-    start, torch_in_kernel, package = (float(x) for x in proc.stdout.split())
-    forked = subprocess.run(
-        [sys.executable, "-c", FORK_PROBE],
-        check=True,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-    )
-    server_start, forked_start, forked_imports = (float(x) for x in forked.stdout.split())
+
+    def probe(code: str) -> list[float]:
+        run = [sys.executable, "-c", code]
+        out = subprocess.run(run, check=True, capture_output=True, text=True, env=env, cwd=ROOT)
+        return [float(x) for x in out.stdout.split()]
+
+    start, torch_in_kernel, package = probe(KERNEL_PROBE)
+    server_start, forked_start, forked_imports = probe(FORK_PROBE)
     return {
         "import_torch_s": round(wall, 2),
         "kernel_start_s": start,
