@@ -17,9 +17,10 @@ generators are reseeded in each kernel, as a fresh interpreter seeds them.
   otherwise behaves as the standard local one. It forks only an ipykernel
   of this same interpreter and environment; any other kernel starts the
   usual way.
-- The server starts on the first kernel a build asks for, listens on a Unix
-  socket in the folder named by :data:`SERVER_ENV`, and exits with the build
-  (the process named by :data:`OWNER_ENV`).
+- The server starts when the build is about to read a page with cells
+  (:meth:`KernelServer.start_soon`), or else with the first kernel asked for;
+  it listens on a Unix socket in the folder named by :data:`SERVER_ENV`, and
+  exits with the build (the process named by :data:`OWNER_ENV`).
 - The server never initialises CUDA, which does not survive a fork: it
   refuses to serve if an import did. Each kernel initialises its own.
 
@@ -357,7 +358,8 @@ class KernelServer:
 
     :meth:`open` points this process's environment (and so every kernel manager
     it or its forked readers start) at a new server folder; the server itself
-    starts with the first kernel. :meth:`close` stops it and removes the folder.
+    starts with :meth:`start_soon` or the first kernel. :meth:`close` stops it
+    and removes the folder.
     """
 
     _ENV = (SERVER_ENV, OWNER_ENV, "JUPYTER_DEFAULT_PROVISIONER_NAME")
@@ -388,10 +390,6 @@ class KernelServer:
         """Start the server now, in the background, instead of with the first kernel."""
         if self.folder is not None:
             start(self.folder, os.environ[OWNER_ENV])
-
-    def kernels_forked(self) -> bool:
-        """Whether a server ever started (so a kernel was asked for) in this build."""
-        return self.folder is not None and (self.folder / PID_NAME).is_file()
 
     def close(self) -> None:
         import shutil
