@@ -235,7 +235,9 @@ def test_the_server_exits_with_its_owner(tmp_path: Path) -> None:
     finally:
         owner.kill()
         owner.wait()
-    assert wait_until_gone(server_pid)
+    server = kernels._servers.pop(tmp_path)  # started by this process: wait for it here
+    assert server.pid == server_pid
+    server.wait(timeout=20)  # raises if it outlives its owner
     assert not (tmp_path / kernels.SOCKET_NAME).exists()
 
 

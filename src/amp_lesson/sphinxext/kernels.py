@@ -398,6 +398,10 @@ class KernelServer:
             return
         with contextlib.suppress(OSError, ValueError):
             os.kill(int((self.folder / PID_NAME).read_text()), signal.SIGTERM)
+        started_here = _servers.pop(self.folder, None)
+        if started_here is not None:  # this process's child: reap it
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                started_here.wait(timeout=10)
         shutil.rmtree(self.folder, ignore_errors=True)
         for name, value in self._saved.items():
             if value is None:
