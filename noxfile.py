@@ -59,13 +59,11 @@ def _env(session: nox.Session) -> dict[str, str]:
         pip = [str(BIN / "python"), "-m", "pip", "install", "--disable-pip-version-check"]
         lock = ["-c", str(LOCK)]
         index = os.environ.get("AMP_LESSON_TORCH_INDEX")
-        # torch through pip, which also finds a wheel on local disk (pip.conf's find-links);
-        # from another index torch comes alone, its dependencies then come from PyPI at
-        # the locked versions in the next step.
+        # From another index torch comes alone; its dependencies then come from PyPI at the
+        # locked versions in the next step.
         torch_from = ["--index-url", index, "--no-deps"] if index else []
-        session.run(*pip, TORCH, *lock, *torch_from, external=True)
         if INSTALLER == "uv":
-            # Everything else through uv: a fresh environment in a fraction of pip's time
+            # Everything through uv: a fresh environment in a fraction of pip's time
             # (CONTRIBUTING.md, "The locked toolchain", has the figures).
             session.run(*pip, "uv", *lock, external=True)
             # --compile-bytecode, as pip does by default: otherwise every kernel and every
@@ -73,14 +71,38 @@ def _env(session: nox.Session) -> dict[str, str]:
             # PYTHONDONTWRITEBYTECODE is set (as on this project's CI machines): seconds a page.
             uv = [str(BIN / "uv"), "pip", "install", "--compile-bytecode"]
             uv += ["--python", str(BIN / "python")]
-            session.run(*uv, "-e", ".[dev]", *lock, external=True)
+            # uv does not read pip's configuration; pip's find-links (a folder of local
+            # wheels, such as a CPU torch) are passed on, so both find the same torch.
+            links = [arg for path in _pip_find_links() for arg in ("--find-links", path)]
+            session.run(*uv, TORCH, *lock, *links, *torch_from, external=True)
+            session.run(*uv, "-e", ".[dev]", *lock, *links, external=True)
         else:
+            # pip also finds a wheel on local disk (pip.conf's find-links)
+            session.run(*pip, TORCH, *lock, *torch_from, external=True)
             session.run(*pip, "-e", ".[dev]", *lock, external=True)
         stamp.write_text(want)
     return {
         "VIRTUAL_ENV": str(ENV),
         "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")]),
     }
+
+
+def _pip_find_links() -> list[str]:
+    """The find-links locations pip is configured with (``PIP_FIND_LINKS``, pip.conf)."""
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    links: list[str] = []
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip().endswith("find-links"):
+            links += [v for v in value.strip().strip("'\"").split() if v not in links]
+    return links
 
 
 def _run(session: nox.Session, env: dict[str, str], program: str, *args: str) -> None:
