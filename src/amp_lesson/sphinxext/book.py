@@ -361,11 +361,9 @@ def _prepare_readers(app: Sphinx, env: Any, docnames: list[str]) -> None:
         _kernel_server.start_soon()
     if app.parallel > 1 and len(docnames) > 5 and any(_AUTODOC.search(t) for t in texts):
         import importlib
-        import pkgutil
 
-        for info in pkgutil.iter_modules(amp_lesson.__path__, "amp_lesson."):
-            if info.name != __package__:
-                importlib.import_module(info.name)
+        for name in kernels.package_modules():
+            importlib.import_module(name)
 
 
 def _limit_kernel_threads(app: Sphinx, config: Config) -> None:

@@ -97,21 +97,23 @@ def _cuda_driver_open() -> bool:
     return False
 
 
-def later_modules() -> list[str]:
-    """:data:`PRELOAD_LATER`, with ``amp_lesson`` spelled out module by module."""
+def package_modules() -> list[str]:
+    """Every module of ``amp_lesson`` but this extension, by name."""
     import pkgutil
 
     import amp_lesson
 
+    modules = pkgutil.iter_modules(amp_lesson.__path__, "amp_lesson.")
+    return [info.name for info in modules if info.name != __package__]
+
+
+def later_modules() -> list[str]:
+    """:data:`PRELOAD_LATER`, with ``amp_lesson`` spelled out module by module."""
     names = []
     for name in PRELOAD_LATER:
         names.append(name)
         if name == "amp_lesson":
-            names += [
-                info.name
-                for info in pkgutil.iter_modules(amp_lesson.__path__, "amp_lesson.")
-                if info.name != __package__
-            ]
+            names += package_modules()
     return names
 
 
@@ -433,11 +435,11 @@ class ForkedKernel:
 
     stdin = stdout = stderr = None
 
-    def __init__(self, conn: socket.socket, pid: int) -> None:
+    def __init__(self, conn: socket.socket, pid: int, received: bytes = b"") -> None:
         self.pid = pid
         self.returncode: int | None = None
         self._conn: socket.socket | None = conn
-        self._buffer = b""
+        self._buffer = received  # what the server sent after the pid, if anything
 
     def _read_exit(self, timeout: float | None) -> None:
         conn = self._conn
@@ -604,9 +606,7 @@ def start_kernel(request: dict[str, Any]) -> ForkedKernel | None:
     if "pid" not in answer:
         conn.close()
         return None
-    kernel = ForkedKernel(conn, int(answer["pid"]))
-    kernel._buffer = rest
-    return kernel
+    return ForkedKernel(conn, int(answer["pid"]), rest)
 
 
 class ForkingProvisioner(LocalProvisioner):  # type: ignore[misc]
