@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import nbclient
@@ -235,10 +236,68 @@ def test_the_server_exits_with_its_owner(tmp_path: Path) -> None:
     finally:
         owner.kill()
         owner.wait()
-    server = kernels._servers.pop(tmp_path)  # started by this process: wait for it here
+    server = kernels.own_server(tmp_path)  # started by this process: wait for it here
+    assert server is not None
     assert server.pid == server_pid
     server.wait(timeout=20)  # raises if it outlives its owner
     assert not (tmp_path / kernels.SOCKET_NAME).exists()
+
+
+def in_forked_child(
+    check: Callable[[], None], meanwhile: Callable[[], None] = lambda: None
+) -> None:
+    """Run ``check`` in a child forked from this process, as Sphinx forks its readers.
+
+    The parent runs ``meanwhile``, then waits for the child.
+    """
+    pid = os.fork()
+    if pid == 0:  # the child: report through the exit code only
+        code = 1
+        try:
+            check()
+            code = 0
+        except BaseException:  # noqa: BLE001 (the child must reach os._exit)
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    meanwhile()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the check failed in the forked child"
+
+
+def test_a_forked_reader_waits_for_a_server_its_parent_is_starting(tmp_path: Path) -> None:
+    # The build starts the server, then Sphinx forks its readers. A reader that
+    # asks for a kernel before the server listens must wait for it: it cannot
+    # wait() for its parent's child, so it must not take that for an exit.
+    owner = str(os.getpid())
+    kernels.start(tmp_path, owner)
+    server = kernels.own_server(tmp_path)
+    assert server is not None
+    os.kill(server.pid, signal.SIGSTOP)  # held before it listens, as a slow start is
+    try:
+        assert not (tmp_path / kernels.SOCKET_NAME).exists()
+
+        def reader() -> None:
+            assert not kernels.server_exited(tmp_path)
+            kernels.connect(tmp_path, owner).close()
+
+        def resume() -> None:  # once the reader has tried and found no socket
+            time.sleep(1.0)
+            os.kill(server.pid, signal.SIGCONT)
+
+        in_forked_child(reader, meanwhile=resume)
+        server.kill()
+        os.waitid(os.P_PID, server.pid, os.WEXITED | os.WNOWAIT)  # a zombie, not yet reaped
+        in_forked_child(lambda: assert_exited(tmp_path))
+    finally:
+        server.kill()
+        server.wait()
+
+
+def assert_exited(folder: Path) -> None:
+    assert kernels.server_exited(folder)
 
 
 def test_a_server_that_fails_is_an_error_that_shows_its_log(

@@ -81,6 +81,7 @@ LOG_NAME = "server.log"
 PID_NAME = "server.pid"
 PRELOADED_NAME = "preloaded"
 """Written when the server has imported every module it will: their names, one a line."""
+START_LOCK_NAME = "start.lock"  # holds "STARTER_PID SERVER_PID" once a process started it
 START_TIMEOUT_S = 120.0
 _KERNEL_MODULE = "ipykernel_launcher"
 
@@ -400,7 +401,9 @@ class KernelServer:
             return
         with contextlib.suppress(OSError, ValueError):
             os.kill(int((self.folder / PID_NAME).read_text()), signal.SIGTERM)
-        started_here = _servers.pop(self.folder, None)
+        started_here = own_server(self.folder)
+        _servers.pop(self.folder, None)
+        _started_by.pop(self.folder, None)
         if started_here is not None:  # this process's child: reap it
             with contextlib.suppress(subprocess.TimeoutExpired):
                 started_here.wait(timeout=10)
@@ -485,12 +488,16 @@ class ForkedKernel:
         self.send_signal(signal.SIGKILL)
 
 
-_servers: dict[Path, subprocess.Popen[bytes]] = {}  # kept, so that no ResourceWarning fires
+# The servers this process started. A forked reader inherits this dict, but only the
+# process that started a server can wait for it: anywhere else ``poll()`` meets ECHILD
+# and reports it as having exited.
+_servers: dict[Path, subprocess.Popen[bytes]] = {}
+_started_by: dict[Path, int] = {}
 
 
-def _start_server(folder: Path, owner: str) -> None:
+def _start_server(folder: Path, owner: str) -> subprocess.Popen[bytes]:
     with open(folder / LOG_NAME, "ab") as log:
-        _servers[folder] = subprocess.Popen(
+        server = subprocess.Popen(
             [sys.executable, "-m", "amp_lesson.sphinxext.kernels", str(folder), owner],
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -500,17 +507,48 @@ def _start_server(folder: Path, owner: str) -> None:
             # which a library may have changed (GNU readline sets LINES and COLUMNS).
             env=dict(os.environ),
         )
+    _servers[folder] = server
+    _started_by[folder] = os.getpid()
+    return server
 
 
 def start(folder: Path, owner: str) -> None:
     """Start the kernel server of ``folder`` unless a process has; do not wait for it."""
-    with open(folder / "start.lock", "a+") as lock:
+    with open(folder / START_LOCK_NAME, "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         lock.seek(0)
         if not lock.read():  # nobody has started it yet
-            _start_server(folder, owner)
-            lock.write(str(os.getpid()))
+            server = _start_server(folder, owner)
+            lock.write(f"{os.getpid()} {server.pid}")
             lock.flush()
+
+
+def own_server(folder: Path) -> subprocess.Popen[bytes] | None:
+    """The server of ``folder`` if this very process started it (so can wait for it)."""
+    if _started_by.get(folder) == os.getpid():
+        return _servers.get(folder)
+    return None
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited (a zombie has)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+def server_exited(folder: Path) -> bool:
+    """Whether the server of ``folder`` was started and has exited, whoever started it."""
+    server = own_server(folder)
+    if server is not None:
+        return server.poll() is not None
+    try:
+        _, pid = (folder / START_LOCK_NAME).read_text().split()
+    except (OSError, ValueError):  # not started yet, or being started now
+        return False
+    return not _running(int(pid))
 
 
 def connect(folder: Path, owner: str, timeout: float = START_TIMEOUT_S) -> socket.socket:
@@ -535,8 +573,7 @@ def connect(folder: Path, owner: str, timeout: float = START_TIMEOUT_S) -> socke
     start(folder, owner)
     deadline = time.monotonic() + timeout
     while (conn := attempt()) is None:
-        started = _servers.get(folder)  # by this process, else by a parallel reader
-        if time.monotonic() > deadline or (started is not None and started.poll() is not None):
+        if time.monotonic() > deadline or server_exited(folder):
             raise server_failed(folder, "did not start")
         time.sleep(0.05)
     return conn
