@@ -128,6 +128,20 @@ def test_a_forked_kernel_runs_a_notebook_as_a_fresh_one_does(
     assert ["image/png", "text/plain"] in kinds  # the inline backend is hooked into the shell
 
 
+def test_a_server_told_to_preload_all_imports_everything_before_its_first_kernel(
+    server_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)  # one environment throughout
+    kernels.start(server_env, os.environ[kernels.OWNER_ENV], preload_all=True)
+    nb = notebook(PROBE, "import sys\nprint('debugpy' in sys.modules)")
+    first = run(nb, tmp_path, dict(os.environ))
+    assert probe(first)["preloaded"] is True
+    assert probe(first)["later"] == [True, True]  # not left to be imported between requests
+    assert text(first, 1) == "True\n"  # every kernel imports debugpy as it starts ...
+    preloaded = (server_env / kernels.PRELOADED_NAME).read_text().split()
+    assert "debugpy" in preloaded  # ... so the server has imported it for them
+
+
 def test_kernels_share_no_state_and_draw_their_own_random_numbers(
     shared_server: dict[str, str], tmp_path: Path
 ) -> None:

@@ -350,15 +350,18 @@ def _prepare_readers(app: Sphinx, env: Any, docnames: list[str]) -> None:
     """Get ready, before the readers fork, for what the pages to read need.
 
     A page with code cells will want a kernel: the kernel server starts now,
-    in the background, while Sphinx parses. API pages import ``amp_lesson``
+    in the background, while Sphinx parses. When more such pages are read than
+    run at once, it imports every module it can before the first kernel (see
+    :data:`.kernels.PRELOAD_LATER`). API pages import ``amp_lesson``
     (and torch with it) for autodoc: imported here once, every parallel
     reader forked after it has it, instead of each importing it (2.5 s each).
     A build that reads no such page (a no-change build) does neither.
     """
     sources = [Path(env.doc2path(doc)) for doc in docnames]
     texts = [p.read_text(encoding="utf-8") for p in sources if p.suffix == ".md" and p.is_file()]
-    if _kernel_server.folder is not None and any(_CODE_CELL.search(t) for t in texts):
-        _kernel_server.start_soon()
+    with_cells = sum(1 for t in texts if _CODE_CELL.search(t))
+    if _kernel_server.folder is not None and with_cells:
+        _kernel_server.start_soon(preload_all=with_cells > app.parallel)
     if app.parallel > 1 and len(docnames) > 5 and any(_AUTODOC.search(t) for t in texts):
         import importlib
 

@@ -54,10 +54,11 @@ SERVER_ENV = "AMP_LESSON_KERNEL_SERVER"
 """Environment variable naming the folder of the server's socket; set by the build."""
 OWNER_ENV = "AMP_LESSON_KERNEL_SERVER_OWNER"
 """Environment variable with the build's process id; the server exits when it does."""
-PRELOAD = ("numpy", "torch", "matplotlib.pyplot", "ipykernel.ipkernel")
+PRELOAD = ("numpy", "torch", "matplotlib.pyplot", "ipykernel.ipkernel", "ipykernel.debugger")
 """Modules the server imports before it serves the first kernel.
 
-Not ``ipykernel.kernelapp``, whose settings read the kernel's own
+``ipykernel.debugger`` (and debugpy with it) is imported by every kernel as it
+starts. Not ``ipykernel.kernelapp``, whose settings read the kernel's own
 ``JPY_PARENT_PID`` at import, nor matplotlib's inline backend, which hooks
 into the IPython shell that imports it (the server has none).
 """
@@ -68,7 +69,10 @@ PRELOAD_LATER = ("amp_lesson", "torch._dynamo", "sklearn.datasets")
 ``torch._dynamo`` is imported by the first optimizer step (1.7 s), and
 ``sklearn.datasets`` by the pages that load the digits (1.3 s), if installed.
 A kernel forked before one of them is imported imports it itself: the first
-page of a build does not wait for modules it may not need.
+page of a build does not wait for modules it may not need. A server started
+with ``preload_all`` imports them before it serves the first kernel, which is
+cheaper for a build that executes many pages: else each of the first
+parallel kernels imports them too, at the same time as the server.
 """
 PER_LAUNCH_ENV = ("JPY_",)
 """Prefixes of the environment variables a kernel manager sets per kernel.
@@ -83,6 +87,7 @@ PRELOADED_NAME = "preloaded"
 """Written when the server has imported every module it will: their names, one a line."""
 START_LOCK_NAME = "start.lock"  # holds "STARTER_PID SERVER_PID" once a process started it
 START_TIMEOUT_S = 120.0
+PRELOAD_ALL_FLAG = "--preload-all"
 _KERNEL_MODULE = "ipykernel_launcher"
 
 
@@ -323,12 +328,17 @@ def exit_kernel(code: int = 0) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m amp_lesson.sphinxext.kernels FOLDER OWNER_PID``: run the kernel server."""
+    """``python -m amp_lesson.sphinxext.kernels FOLDER OWNER_PID [--preload-all]``: run the server."""
     folder, owner = Path(argv[0]), int(argv[1])
     env = dict(os.environ)
     listener = listen(folder)
     preload(PRELOAD)
-    request = serve(listener, folder, owner, env, later_modules())
+    later = later_modules()
+    if argv[2:] == [PRELOAD_ALL_FLAG]:
+        preload(later)
+        (folder / PRELOADED_NAME).write_text("\n".join(sorted(sys.modules)))
+        later = []
+    request = serve(listener, folder, owner, env, later)
     if request is None:
         return 0
     try:
@@ -389,10 +399,13 @@ class KernelServer:
             factory.default_provisioner_name = PROVISIONER_NAME
         return self.folder
 
-    def start_soon(self) -> None:
-        """Start the server now, in the background, instead of with the first kernel."""
+    def start_soon(self, *, preload_all: bool = False) -> None:
+        """Start the server now, in the background, instead of with the first kernel.
+
+        ``preload_all``: see :data:`PRELOAD_LATER`.
+        """
         if self.folder is not None:
-            start(self.folder, os.environ[OWNER_ENV])
+            start(self.folder, os.environ[OWNER_ENV], preload_all=preload_all)
 
     def close(self) -> None:
         import shutil
@@ -495,10 +508,11 @@ _servers: dict[Path, subprocess.Popen[bytes]] = {}
 _started_by: dict[Path, int] = {}
 
 
-def _start_server(folder: Path, owner: str) -> subprocess.Popen[bytes]:
+def _start_server(folder: Path, owner: str, preload_all: bool) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "amp_lesson.sphinxext.kernels", str(folder), owner]
     with open(folder / LOG_NAME, "ab") as log:
         server = subprocess.Popen(
-            [sys.executable, "-m", "amp_lesson.sphinxext.kernels", str(folder), owner],
+            [*cmd, PRELOAD_ALL_FLAG] if preload_all else cmd,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
@@ -512,13 +526,16 @@ def _start_server(folder: Path, owner: str) -> subprocess.Popen[bytes]:
     return server
 
 
-def start(folder: Path, owner: str) -> None:
-    """Start the kernel server of ``folder`` unless a process has; do not wait for it."""
+def start(folder: Path, owner: str, *, preload_all: bool = False) -> None:
+    """Start the kernel server of ``folder`` unless a process has; do not wait for it.
+
+    ``preload_all``: import :data:`PRELOAD_LATER` too before serving the first kernel.
+    """
     with open(folder / START_LOCK_NAME, "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         lock.seek(0)
         if not lock.read():  # nobody has started it yet
-            server = _start_server(folder, owner)
+            server = _start_server(folder, owner, preload_all)
             lock.write(f"{os.getpid()} {server.pid}")
             lock.flush()
 
