@@ -229,3 +229,24 @@ def test_the_api_pages_and_only_they_are_known_to_need_amp_lesson_imported() -> 
     expected = {name for name in pages if name.startswith("api/amp_lesson")}
     assert expected
     assert found == expected
+
+
+def test_the_runner_keeps_sphinx_status_and_all_of_its_output(tmp_path: Path) -> None:
+    # tools/run_sphinx.py ends the process without Python's teardown: nothing
+    # buffered may be lost, and the status must be Sphinx's own.
+    src = mini_book(tmp_path, "Text.\n")
+    built = sphinx_build(src, tmp_path / "html")  # output piped, so block-buffered
+    assert built.returncode == 0
+    assert built.stdout.splitlines()[-1].startswith("The HTML pages are in")  # its last line
+    bad = [str(src), str(tmp_path / "bad"), "-b", "no_such_builder"]
+    runner = subprocess.run(
+        [sys.executable, str(DOCS.parent / "tools" / "run_sphinx.py"), *bad],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    plain = subprocess.run(
+        [sys.executable, "-m", "sphinx", *bad], capture_output=True, text=True, check=False
+    )
+    assert runner.returncode == plain.returncode != 0
+    assert "no_such_builder" in runner.stderr

@@ -29,10 +29,15 @@ kernels (``-j auto``)."""
 def sphinx_command(src: Path, out: Path, *extra: str, python: str | None = None) -> list[str]:
     """The ``sphinx-build`` command line that builds ``src`` into ``out``.
 
-    >>> sphinx_command(Path("docs"), Path("out"), "-q", python="python")
-    ['python', '-m', 'sphinx', '-W', '-n', '--keep-going', '-j', 'auto', '-b', 'html', 'docs', 'out', '-q']
+    It runs ``python -m sphinx`` through ``tools/run_sphinx.py``, which ends the
+    process without Python's teardown once Sphinx has finished.
+
+    >>> cmd = sphinx_command(Path("docs"), Path("out"), "-q", python="python")
+    >>> cmd[0], Path(cmd[1]).name, cmd[2:]
+    ('python', 'run_sphinx.py', ['-W', '-n', '--keep-going', '-j', 'auto', '-b', 'html', 'docs', 'out', '-q'])
     """
-    return [python or sys.executable, "-m", "sphinx", *SPHINX_OPTS, str(src), str(out), *extra]
+    runner = str(Path(__file__).resolve().with_name("run_sphinx.py"))
+    return [python or sys.executable, runner, *SPHINX_OPTS, str(src), str(out), *extra]
 
 
 def main(argv: list[str]) -> int:
