@@ -142,6 +142,18 @@ def test_a_server_told_to_preload_all_imports_everything_before_its_first_kernel
     assert "debugpy" in preloaded  # ... so the server has imported it for them
 
 
+def test_a_forked_kernel_runs_its_exit_handlers_as_it_ends(
+    shared_server: dict[str, str], tmp_path: Path
+) -> None:
+    marker = tmp_path / "exit-handler-ran"
+    cell = f"import atexit, pathlib\natexit.register(pathlib.Path({str(marker)!r}).touch)"
+    run(notebook(PROBE, cell), tmp_path, shared_server)
+    deadline = time.monotonic() + 30  # the client does not wait for the kernel to be reaped
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.exists()
+
+
 def test_kernels_share_no_state_and_draw_their_own_random_numbers(
     shared_server: dict[str, str], tmp_path: Path
 ) -> None:
