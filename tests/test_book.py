@@ -250,3 +250,60 @@ def test_the_runner_keeps_sphinx_status_and_all_of_its_output(tmp_path: Path) ->
     )
     assert runner.returncode == plain.returncode != 0
     assert "no_such_builder" in runner.stderr
+
+
+RENDEZVOUS = '''\
+"""Each process that writes pages (not the main one) waits on its first page to meet another."""
+import os
+import time
+from pathlib import Path
+
+FOLDER = Path(os.environ["RENDEZVOUS_DIR"])
+MAIN = os.getpid()
+
+
+def _meet(app, pagename, templatename, context, doctree):
+    me = FOLDER / f"{os.getpid()}.arrived"
+    if os.getpid() == MAIN or me.exists():
+        return
+    me.touch()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        others = {p.stem for p in FOLDER.glob("*.arrived")} - {str(os.getpid())}
+        if others:
+            (FOLDER / f"{os.getpid()}.saw").write_text(" ".join(sorted(others)))
+            return
+        time.sleep(0.05)
+
+
+def setup(app):
+    app.connect("html-page-context", _meet)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+'''
+
+
+def test_with_j_n_the_pages_are_written_in_n_processes_at_once(tmp_path: Path) -> None:
+    # Sphinx itself writes with N - 1 processes, one writer for -j 2; the extension uses N.
+    # Two writers that each see the other while waiting on their first page ran at once; a
+    # writer that only starts after another has finished sees it, but is not seen back.
+    src = mini_book(tmp_path, "Text.\n")
+    (src / "rendezvous.py").write_text(RENDEZVOUS)
+    conf = src / "conf.py"
+    conf.write_text(
+        conf.read_text()
+        + "\nimport sys\nsys.path.insert(0, os.path.dirname(__file__))"
+        + "\nextensions.append('rendezvous')\n"
+    )
+    pages = ["page"] + [f"page{i}" for i in range(5)]
+    for name in pages[1:]:
+        (src / f"{name}.md").write_text(f"# {name}\n\nText.\n")
+    (src / "index.md").write_text("# Mini\n\n```{toctree}\n" + "\n".join(pages) + "\n```\n")
+    meet = tmp_path / "meet"
+    meet.mkdir()
+    env = dict(os.environ, RENDEZVOUS_DIR=str(meet))
+    sphinx_build(src, tmp_path / "html", "-j", "2", env=env)
+
+    saw = {p.stem: set(p.read_text().split()) for p in meet.glob("*.saw")}
+    assert len(list(meet.glob("*.arrived"))) >= 2, "fewer than two writer processes"
+    met = {(a, b) for a in saw for b in saw[a] if a in saw.get(b, ())}
+    assert met, f"no two writers ran at once: {saw}"

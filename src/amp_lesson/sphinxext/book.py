@@ -362,6 +362,29 @@ def _schedule_reading(app: Sphinx, env: Any, docnames: list[str]) -> None:
         docnames[:] = balanced_order(_page_costs(app, env, docnames), app.parallel)
 
 
+def _write_on_every_core(app: Sphinx) -> None:
+    """Write the pages in ``-j N`` processes at once, not Sphinx's N - 1.
+
+    Sphinx keeps one of the N for its main process, which resolves each
+    chunk of pages before it forks a writer for it. But resolving is the
+    lighter half (0.07 s a page here, against 0.14 s to write one, mostly the
+    theme's navigation), so with ``-j 2`` the one writer worked through the
+    chunks one after another while the main process waited: a 9 s write phase
+    with one core idle. N writers and the main process share the N cores.
+    Nothing is patched where Sphinx writes serially (``-j 1``, or an extension
+    that is not parallel-write safe), nor if this Sphinx has no such method.
+    """
+    builder = app.builder
+    write_parallel = getattr(builder, "_write_parallel", None)
+    if app.parallel < 2 or not callable(write_parallel):
+        return
+
+    def write_in_n_processes(docnames: Any, nproc: int) -> None:
+        write_parallel(docnames, nproc=max(nproc, app.parallel))
+
+    builder._write_parallel = write_in_n_processes  # type: ignore[method-assign]
+
+
 _AUTODOC = re.compile(r"^(\.\. auto\w+::|(```|:::)\{auto\w+\})", re.MULTILINE)
 
 
@@ -649,6 +672,7 @@ def setup(app: Sphinx) -> None:
     app.add_config_value("amp_lesson_fork_kernels", True, "", types=[bool])
     # After the thread limits: the kernel server takes its environment from this process.
     app.connect("config-inited", _fork_kernels, priority=600)
+    app.connect("builder-inited", _write_on_every_core)
     app.connect("env-before-read-docs", _schedule_reading)
     app.connect("env-before-read-docs", _prepare_readers)
     app.connect("env-updated", _fail_on_execution_errors)
