@@ -20,6 +20,7 @@ from amp_lesson.sphinxext.book import (
     extension_key,
     gpu_models,
     is_book_cache,
+    lock_cache_writes,
     prune_caches,
 )
 
@@ -194,3 +195,41 @@ def test_a_page_read_again_from_the_cache_keeps_its_outputs_in_its_notebook(
     proc = sphinx_build(src, out, "-E")  # every page read again, outputs from the cache
     assert "Executing notebook" not in proc.stdout + proc.stderr
     assert ["".join(o.get("text", "")) for o in outputs()] == ["42\n"]
+
+
+def _add_notebooks(path: str, writer: int, count: int) -> None:
+    import nbformat
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    cache = get_cache(path)
+    for i in range(count):
+        cell = nbformat.v4.new_code_cell(f"x = {writer * 1000 + i}", execution_count=1)
+        nb = nbformat.v4.new_notebook(cells=[cell])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+        cache.cache_notebook_bundle(
+            CacheBundleIn(nb, f"/book/{writer}/{i}.md"), check_validity=False
+        )
+
+
+def test_parallel_readers_adding_to_one_cache_lose_nothing(tmp_path: Path) -> None:
+    # Unlocked, jupyter-cache's trim after each addition races with the other writers'
+    # additions: here every run lost records or raised "Notebook file does not exist"
+    # (the writer's traceback is in the captured stderr).
+    import multiprocessing
+
+    from jupyter_cache import get_cache
+    from jupyter_cache.cache.db import create_db
+
+    assert lock_cache_writes()
+    assert lock_cache_writes()  # a second call wraps nothing twice
+    create_db(tmp_path).dispose()
+    fork = multiprocessing.get_context("fork")  # as Sphinx makes its parallel readers
+    writers = [fork.Process(target=_add_notebooks, args=(str(tmp_path), w, 30)) for w in range(3)]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join()
+    assert [w.exitcode for w in writers] == [0, 0, 0]
+    assert len(get_cache(str(tmp_path)).list_cache_records()) == 90
+    assert (tmp_path / book.CACHE_LOCK).is_file()

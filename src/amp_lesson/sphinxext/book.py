@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import datetime
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -245,7 +246,47 @@ def _key_cache_on_sources(app: Sphinx, config: Config) -> None:
         from jupyter_cache.cache.db import create_db
 
         create_db(cache).dispose()
+        lock_cache_writes()
     logger.info("amp_lesson: execution cache key %s", key[:16])
+
+
+CACHE_LOCK = ".amp-lesson-write.lock"
+"""File in an execution cache that :func:`lock_cache_writes` locks."""
+
+
+def lock_cache_writes() -> bool:
+    """Let one process at a time add an executed notebook to a jupyter-cache.
+
+    After each addition jupyter-cache trims the cache to its size limit in two
+    queries: the records to keep, then every record not among them, deleted.
+    A parallel reader (``-j``) that adds its page between the two queries has
+    its new record taken for an old one, deleted or missing its file: the
+    build stopped with "Notebook file does not exist for cache record" in
+    two of some 25 cold builds here. An exclusive lock on a file in the cache
+    folder (:data:`CACHE_LOCK`) makes each addition and its trim one step.
+    Applies to this process and those it forks from now on; calling it again
+    changes nothing. Returns whether additions are locked (not where the
+    platform has no ``fcntl``, which is also where Sphinx reads serially).
+    """
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    from jupyter_cache.cache.main import JupyterCacheBase
+
+    add = JupyterCacheBase.cache_notebook_bundle
+    if getattr(add, "amp_lesson_locked", False):
+        return True
+
+    @functools.wraps(add)
+    def add_locked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with open(Path(self.path) / CACHE_LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            return add(self, *args, **kwargs)
+
+    add_locked.amp_lesson_locked = True  # type: ignore[attr-defined]
+    JupyterCacheBase.cache_notebook_bundle = add_locked  # type: ignore[method-assign]
+    return True
 
 
 def encrypt_kernel_transport() -> bool:
