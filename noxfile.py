@@ -173,6 +173,7 @@ def lint(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmark the build: cold, no-change, one-page edit, page weight."""
     env = _env(session)
+    _run(session, env, "python", "tools/ensure_chromium.py")  # it weighs pages in Chromium
     _run(session, env, "python", "tools/bench_build.py", *session.posargs)
 
 

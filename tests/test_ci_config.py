@@ -236,3 +236,17 @@ def test_uv_is_handed_the_find_links_pip_is_configured_with(
     monkeypatch.setenv("PIP_FIND_LINKS", f"{first} {other}")
     found = noxfile._pip_find_links()
     assert [link for link in found if link in (first, other)] == [first, other]
+
+
+def test_the_benchmark_says_before_any_build_that_it_has_no_browser(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "CHROMIUM_PATH": str(tmp_path / "no-such-chromium")}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "bench_build.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "no Chromium to weigh the pages with" in proc.stderr
+    assert "CHROMIUM_PATH" in proc.stderr

@@ -301,6 +301,13 @@ def main() -> int:
         "schedules parallel execution by them)",
     )
     args = parser.parse_args()
+    from ensure_chromium import ENV_VAR, find
+
+    if find() is None:  # before the builds: the page weights need a browser
+        parser.error(
+            f"no Chromium to weigh the pages with: install Debian's chromium "
+            f"(python tools/ensure_chromium.py does, as root), or set {ENV_VAR}"
+        )
 
     root = args.root.resolve()
     env = dict(os.environ)
