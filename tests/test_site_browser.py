@@ -74,6 +74,39 @@ def test_the_books_own_outputs_have_readable_text(browser, site_url, built_book,
     assert checked > 10
 
 
+HEADER_ICONS_JS = """
+() => [...document.querySelectorAll('.bd-header-article .btn')]
+  .filter((btn) => btn.getClientRects().length)
+  .map((btn) => {
+    const icon = [...btn.querySelectorAll('img, i, [class*="fa-"]')]
+      .find((el) => el.getBoundingClientRect().height > 0);  // the theme switch shows one of 3
+    const box = icon ? icon.getBoundingClientRect() : null;  // null: no icon shows
+    const header = document.querySelector('.bd-header-article').getBoundingClientRect();
+    return {label: btn.className, fontSize: parseFloat(getComputedStyle(btn).fontSize),
+            iconHeight: box && box.height, iconBottom: box && box.bottom,
+            headerBottom: header.bottom};
+  })
+"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_header_buttons_icons_are_text_sized(browser, site_url, built_book, width):
+    """The Colab logo is an image: unsized, it drew at its 225 px over the page's title."""
+    from helpers import recording_page
+
+    pg = recording_page(browser, site_url, viewport={"width": width, "height": 900})
+    try:
+        pg.goto(f"{site_url}/chapter/gradscaler.html", wait_until="load")
+        buttons = pg.evaluate(HEADER_ICONS_JS)
+    finally:
+        pg.context.close()
+    assert any("colab" in b["label"] for b in buttons), buttons
+    for b in buttons:
+        assert b["iconHeight"] is not None, b
+        assert 0 < b["iconHeight"] <= 2 * b["fontSize"], b
+        assert b["iconBottom"] <= b["headerBottom"], b
+
+
 def test_no_page_scrolls_sideways_on_a_phone(browser, site_url, built_book):
     """At 390 px wide, wide content scrolls in its own box; the page itself does not."""
     from helpers import recording_page
