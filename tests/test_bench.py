@@ -231,14 +231,17 @@ def test_cpu_measurements_are_sane(cpu_rows: list[BenchRow]) -> None:
     for r in (r for r in cpu_rows if r.available):
         assert r.device_type == "cpu"
         assert r.timing_method == "perf_counter"
-        assert r.memory_method == "saved_tensors"
+        assert r.memory_method == "saved_tensors + storage_peak_above_start"
         assert r.n_timed == TINY.repeats
         assert 0 < r.step_ms_min <= r.step_ms <= r.step_ms_max < 60_000
         assert r.flops == step_flops(r.model, TINY)
         assert r.tflops == pytest.approx(r.flops / (r.step_ms * 1e-3) / 1e12)
         assert r.peak_tflops is None  # a CPU's peak is unknown
         assert r.pct_of_peak is None
-        assert r.peak_bytes is None  # no allocator peak on the CPU
+        # the whole step's memory: more than what backward keeps, and more than the weights,
+        # their gradients and the momentum buffers together
+        params = sum(p.numel() for p in workload.build_workload(r.model, TINY, CPU)[0].parameters())
+        assert r.peak_bytes > r.saved_bytes + 3 * 4 * params
         assert r.saved_bytes > 0
         assert r.speedup > 0
         if r.regime == "fp32":
@@ -567,6 +570,65 @@ def test_recordings_view_shows_provenance_and_table(tmp_path: Path) -> None:
     assert '<td class="amp-number">989.5</td>' in html
 
 
+def test_a_recording_shows_its_peaks_only_when_measured_per_regime(tmp_path: Path) -> None:
+    old = fake_recording()  # memory_method: the allocator's peak since reset, earlier regimes in
+    rows = old["rows"]
+    for i, row in enumerate(rows):
+        row["peak_bytes"] = (2 + i) * 10**9  # rising in run order, as the H200 recording did
+    write_recording(old, tmp_path / "old" / "h200.json")
+    (rec,) = load_recordings(tmp_path / "old")
+    assert "peak alloc MB" not in bench_table(rec.rows, drop_empty=True).text_rows()[0]
+    note = str(RecordingsView([rec])).split("\n\n")[-1]
+    assert note.startswith('The recording\'s "peak alloc MB" is not shown.')
+    assert "only rise, from 2000 to 9000 MB" in note
+    assert "amp-recording-note" in RecordingsView([rec])._repr_html_()
+
+    for row in rows:
+        row["memory_method"] = "saved_tensors + cuda_peak_above_start"
+    write_recording(old, tmp_path / "new" / "h200.json")
+    (rec,) = load_recordings(tmp_path / "new")
+    table = bench_table(rec.rows, drop_empty=True).text_rows()
+    column = table[0].index("peak alloc MB")
+    assert [line[column] for line in table[1:3]] == ["2000", "3000"]
+    assert bench.unshown_peaks_note(rec) is None
+
+
+def test_the_committed_recording_shows_no_peak_that_counted_earlier_regimes() -> None:
+    for rec in load_recordings(ROOT / "docs" / "_data" / "gpu"):
+        header = bench_table(rec.rows, drop_empty=True).text_rows()[0]
+        measured_alone = all(
+            r.memory_method in bench.PEAK_MEMORY_METHODS for r in rec.rows if r.available
+        )
+        assert ("peak alloc MB" in header) is measured_alone
+        assert (bench.unshown_peaks_note(rec) is None) is measured_alone
+
+
+def _peaks_in_order(regimes: list[str], keep_alive: list) -> dict[str, int]:
+    """Each regime's peak memory, the regimes measured one after another in ``regimes`` order.
+
+    After each regime, a model of the workload is added to ``keep_alive``: memory an earlier
+    measurement left allocated, as a leak would.
+    """
+    peaks = {}
+    for regime in regimes:
+        peaks[regime] = measure_step("linear_stack", regime, CPU, TINY).peak_bytes
+        keep_alive.append(workload.build_workload("linear_stack", TINY, CPU))
+    return peaks
+
+
+def test_each_regimes_peak_memory_is_its_own_whatever_ran_before() -> None:
+    order = ["fp32", "fp16", "bf16"]
+    leaked: list = []
+    forward = _peaks_in_order(order, leaked)
+    backward = _peaks_in_order(order[::-1], leaked)
+    alone = {regime: _peaks_in_order([regime], [])[regime] for regime in order}
+    assert forward == backward == alone
+    # and the figure is not blind to a regime's own memory: FP16 saves activations
+    assert forward["fp16"] < forward["fp32"]
+    rows = run_benchmarks(CPU, TINY, models=["linear_stack"], regimes=order)
+    assert {r.regime: r.peak_bytes for r in rows} == forward
+
+
 @pytest.mark.parametrize(
     ("name", "slug"),
     [("NVIDIA H200", "nvidia-h200"), ("NVIDIA A100-SXM4-80GB", "nvidia-a100-sxm4-80gb")],
@@ -631,8 +693,7 @@ def test_drop_empty_leaves_out_the_columns_a_cpu_cannot_fill(cpu_rows: list[Benc
     header = bench_table(cpu_rows, drop_empty=True).text_rows()[0]
     assert "peak TFLOP/s" not in header
     assert "% of peak" not in header
-    assert "peak alloc MB" not in header
-    assert {"step ms", "TFLOP/s", "saved MB", "note"} <= set(header)
+    assert {"step ms", "TFLOP/s", "saved MB", "peak alloc MB", "note"} <= set(header)
     with pytest.raises(TypeError, match="drop_empty must be True or False"):
         bench_table(cpu_rows, drop_empty="yes")
 

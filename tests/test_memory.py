@@ -11,6 +11,7 @@ from amp_lesson.memory import (
     GB,
     REGIMES,
     ActivationMemory,
+    PeakAllocation,
     bytes_per_parameter,
     measure_activation_memory,
     memory_table,
@@ -186,3 +187,50 @@ def test_measure_activation_memory_rejects_bad_input() -> None:
         measure_activation_memory(model, x, loss_fn="sum")
     with pytest.raises(ValueError, match=r"device must be one of 'auto', 'cpu', 'cuda'"):
         measure_activation_memory(model, x, device="tpu")
+
+
+# --------------------------------------------------------------------------- peak allocation
+
+
+def test_peak_allocation_counts_what_the_block_makes_while_it_lives() -> None:
+    before = torch.ones(4096)  # 16 KiB allocated before the block
+    with PeakAllocation("cpu") as peak:
+        a = torch.ones(1024)  # 4 KiB
+        view = a[10:]  # a view: no new memory
+        a.mul_(2)  # in place: no new memory
+        b = a + 1  # 4 KiB more: 8 KiB live, the peak
+        del before, view  # freeing what the block did not make changes nothing
+        del a, b
+        c = torch.ones(256)  # 1 KiB
+    assert peak.bytes == 8192
+    assert peak.method == "storage_peak_above_start"
+    assert c.numel() == 256
+
+
+def test_peak_allocation_sees_backward_and_the_optimizer() -> None:
+    model = torch.nn.Linear(256, 256)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x = torch.randn(64, 256)
+    with PeakAllocation("cpu") as peak:
+        model(x).sum().backward()
+        opt.step()
+    param_bytes = sum(p.nbytes for p in model.parameters())
+    # gradients and momentum buffers at least; the input and weights were there before
+    assert peak.bytes >= 2 * param_bytes
+    assert peak.bytes < 2 * param_bytes + 4 * x.nbytes
+
+
+def test_peak_allocation_rejects_other_devices() -> None:
+    with pytest.raises(ValueError, match="device must be the CPU or a CUDA device"):
+        PeakAllocation("meta")
+
+
+@pytest.mark.cuda
+def test_peak_allocation_on_cuda_is_the_allocators_peak_above_the_start() -> None:
+    kept = torch.ones(2**20, device="cuda")  # 4 MiB before the block, kept
+    with PeakAllocation("cuda") as peak:
+        a = torch.ones(2**18, device="cuda")  # 1 MiB
+        del a
+    assert peak.method == "cuda_peak_above_start"
+    assert peak.bytes == 2**20
+    assert kept.is_cuda

@@ -19,19 +19,26 @@ regimes, deriving every number from ``torch.dtype.itemsize``:
 
 Mixed precision therefore saves no model-state memory with Adam; what it
 saves is *activation* memory, which grows with batch size and depth and is
-measured by :func:`measure_activation_memory`.
+measured by :func:`measure_activation_memory`. :class:`PeakAllocation`
+measures the whole of it, model state and activations together: the most
+memory a block of code held at once, on any device.
 """
 
 from __future__ import annotations
 
+import gc
 import numbers
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from amp_lesson._checks import check_choice, check_int, check_positive
 from amp_lesson.device import place_model
@@ -43,6 +50,7 @@ __all__ = [
     "REGIMES",
     "ActivationMemory",
     "BytesPerParam",
+    "PeakAllocation",
     "bytes_per_parameter",
     "measure_activation_memory",
     "memory_table",
@@ -491,3 +499,132 @@ def measure_activation_memory(
         device=str(device),
         allocator_peak_bytes=peak if on_cuda else None,
     )
+
+
+class _StorageTracker(TorchDispatchMode):
+    """Counts the bytes of the tensor storages that ops create inside it, while they live.
+
+    A storage is new when an op returns it and it is none of the op's inputs'
+    (a view or an in-place result is not new). Its bytes count from then
+    until the storage is freed, which a finalizer on torch's storage object
+    reports (torch keeps one Python object per storage for as long as the
+    storage lives).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live = 0
+        self.peak = 0
+        self._sizes: dict[int, int] = {}
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        given = {
+            t.untyped_storage().data_ptr()
+            for t in tree_leaves((args, kwargs))
+            if isinstance(t, torch.Tensor)
+        }
+        for tensor in tree_leaves(out):
+            if not isinstance(tensor, torch.Tensor):
+                continue
+            storage = tensor.untyped_storage()
+            key = id(storage)
+            if key in self._sizes or (storage.nbytes() and storage.data_ptr() in given):
+                continue
+            self._sizes[key] = storage.nbytes()
+            self.live += storage.nbytes()
+            self.peak = max(self.peak, self.live)
+            weakref.finalize(storage, self._freed, key)
+        return out
+
+    def _freed(self, key: int) -> None:
+        self.live -= self._sizes.pop(key)
+
+
+class PeakAllocation:
+    """The most memory the tensors of a block held at once, above what was allocated before it.
+
+    Use it as a context manager around the code to measure; afterwards
+    ``bytes`` holds the peak. Memory allocated before the block does not
+    count, even if it stays allocated (a model of an earlier measurement
+    that something still refers to), and neither does its release during the
+    block, so the figure of one block does not depend on what ran before it.
+
+    - On CUDA it is the caching allocator's own count:
+      ``torch.cuda.max_memory_allocated`` after the block minus
+      ``torch.cuda.memory_allocated`` at its start, with the peak statistics
+      reset at the start (``method`` ``"cuda_peak_above_start"``).
+    - On the CPU, which keeps no such count, every storage that an operation
+      creates inside the block is counted from its creation until it is
+      freed, by a :class:`torch.utils._python_dispatch.TorchDispatchMode`
+      (``method`` ``"storage_peak_above_start"``). It counts each storage's
+      bytes, not the allocator's rounding of them, and only tensors made by
+      torch operations.
+
+    Garbage is collected before the block starts, so that an earlier
+    measurement's unreachable tensors are freed first.
+
+    Parameters
+    ----------
+    device : torch.device or str
+        The device whose memory to measure: ``"cpu"`` or a CUDA device.
+
+    Attributes
+    ----------
+    bytes : int or None
+        The peak, in bytes, once the block has ended (``None`` before).
+    method : str
+        How it was measured, as above.
+
+    Raises
+    ------
+    ValueError
+        If ``device`` is neither the CPU nor a CUDA device.
+
+    Examples
+    --------
+    >>> kept = torch.ones(1000)  # allocated before: not counted
+    >>> with PeakAllocation("cpu") as peak:
+    ...     a = torch.ones(256)            # 1 KiB
+    ...     b = a * 2                      # 1 KiB more: the peak, 2 KiB
+    ...     del a, b
+    ...     c = torch.ones(128)            # 512 bytes, below the peak
+    >>> peak.bytes, peak.method
+    (2048, 'storage_peak_above_start')
+    """
+
+    def __init__(self, device: torch.device | str) -> None:
+        self.device = torch.device(device)
+        if self.device.type not in ("cpu", "cuda"):
+            raise ValueError(f"device must be the CPU or a CUDA device, got {device!r}")
+        self.method = (
+            "cuda_peak_above_start" if self.device.type == "cuda" else "storage_peak_above_start"
+        )
+        self.bytes: int | None = None
+        self._start = 0
+        self._tracker: _StorageTracker | None = None
+
+    def __enter__(self) -> Self:
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._start = torch.cuda.memory_allocated(self.device)
+        else:
+            self._tracker = _StorageTracker()
+            self._tracker.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.bytes = int(torch.cuda.max_memory_allocated(self.device)) - self._start
+        else:
+            assert self._tracker is not None
+            self._tracker.__exit__(kind, error, trace)
+            self.bytes = self._tracker.peak

@@ -27,6 +27,7 @@ The names a page needs are importable from here:
 
 from amp_lesson.bench.cli import main
 from amp_lesson.bench.measure import (
+    PEAK_MEMORY_METHODS,
     REGIMES,
     BenchRow,
     MatmulRow,
@@ -58,6 +59,7 @@ from amp_lesson.bench.tables import (
     bench_table,
     matmul_table,
     plot_rows,
+    unshown_peaks_note,
 )
 from amp_lesson.bench.workload import (
     CPU_SIZES,
@@ -78,6 +80,7 @@ __all__ = [
     "DEFAULT_FOLDER",
     "MODELS",
     "MODEL_LABELS",
+    "PEAK_MEMORY_METHODS",
     "PEAK_SOURCE",
     "PEAK_TFLOPS",
     "REGIMES",
@@ -111,6 +114,7 @@ __all__ = [
     "step_flops",
     "torch_counted_flops",
     "transformer_flops",
+    "unshown_peaks_note",
     "validate_recording",
     "write_recording",
 ]

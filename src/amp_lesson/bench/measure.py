@@ -12,9 +12,15 @@ How each number is taken, by device:
   holds the median, minimum and maximum.
 - memory: ``saved_bytes`` are the bytes autograd keeps for backward
   (:func:`amp_lesson.memory.measure_activation_memory`), on both devices;
-  ``peak_bytes`` is ``torch.cuda.max_memory_allocated`` over the timed steps
-  (weights, gradients, optimizer state and activations together), on CUDA
-  only -- the CPU has no such counter, so it is ``None`` there.
+  ``peak_bytes`` is the most memory the regime's own tensors held at once
+  (weights, gradients, optimizer state and activations together), from
+  building its model through its steps, above what was allocated when the
+  regime began (:class:`amp_lesson.memory.PeakAllocation`): the CUDA
+  allocator's count over the timed steps on a GPU, the storages counted one
+  by one over two untimed steps on a CPU. Each regime starts after the
+  previous one's model, optimizer and outputs are freed, and what is still
+  allocated then does not count, so no regime's figure depends on the
+  regimes measured before it.
 - speed-up over FP32: on the CPU the median of the per-round ratios of steps
   timed back to back (:func:`paired_speedup`), on CUDA the ratio of medians.
 - TFLOP/s: counted FLOPs (:func:`amp_lesson.bench.workload.step_flops`) over
@@ -43,10 +49,11 @@ from amp_lesson.bench.peaks import peak_tflops
 from amp_lesson.bench.workload import MODELS, BenchSizes, bench_sizes, build_workload, step_flops
 from amp_lesson.device import device_name, resolve_device
 from amp_lesson.formats import dtype_of
-from amp_lesson.memory import measure_activation_memory
+from amp_lesson.memory import PeakAllocation, measure_activation_memory
 from amp_lesson.timing import Timing, matmul_times, time_calls
 
 __all__ = [
+    "PEAK_MEMORY_METHODS",
     "REGIMES",
     "BenchRow",
     "MatmulRow",
@@ -108,7 +115,8 @@ class BenchRow:
     saved_bytes : int, optional
         Bytes autograd kept for backward.
     peak_bytes : int, optional
-        CUDA allocator peak over the timed steps.
+        The most memory the regime's tensors held at once, above what was
+        allocated before the regime began (see ``memory_method``).
     timing_method, memory_method : str, optional
         How the time and the memory were taken.
 
@@ -230,6 +238,18 @@ def _unavailable(regime: str, device: torch.device) -> str | None:
     return None
 
 
+PEAK_MEMORY_METHODS: frozenset[str] = frozenset(
+    {"saved_tensors + cuda_peak_above_start", "saved_tensors + storage_peak_above_start"}
+)
+"""The ``memory_method`` of rows whose ``peak_bytes`` count each regime alone.
+
+Recordings made before the book measured this way have ``"saved_tensors +
+cuda_max_memory_allocated"``: the allocator's peak since
+``reset_peak_memory_stats``, which also counts what earlier regimes left
+allocated, so the book does not show their ``peak_bytes``.
+"""
+
+
 def _row(
     model: str,
     regime: str,
@@ -237,9 +257,9 @@ def _row(
     flops: int,
     timing: Timing,
     saved: int,
-    peak_bytes: int | None,
+    memory: PeakAllocation,
 ) -> BenchRow:
-    """A measured row from the step times, saved bytes and CUDA peak."""
+    """A measured row from the step times, the saved bytes and the regime's peak memory."""
     on_cuda = device.type == "cuda"
     achieved = flops / (timing.median * 1e-3) / 1e12
     peak = peak_tflops(device_name(device)) if on_cuda else None
@@ -257,9 +277,9 @@ def _row(
         peak_tflops=peak_value,
         pct_of_peak=None if peak_value is None else 100.0 * achieved / peak_value,
         saved_bytes=int(saved),
-        peak_bytes=peak_bytes,
+        peak_bytes=memory.bytes,
         timing_method=timing.method,
-        memory_method="saved_tensors + cuda_max_memory_allocated" if on_cuda else "saved_tensors",
+        memory_method=f"saved_tensors + {memory.method}",
     )
 
 
@@ -271,20 +291,33 @@ def _saved_bytes(net: nn.Module, x: torch.Tensor, regime: str) -> int:
 def _measure_cuda(
     model: str, regime: str, device: torch.device, sizes: BenchSizes, flops: int
 ) -> BenchRow:
-    """One regime on the GPU: its own model, TF32 set for the run, the allocator's peak."""
-    net, x, y = build_workload(model, sizes, device)
+    """One regime on the GPU: its own model, TF32 set for the run, its own peak memory."""
     with _tf32(regime == "tf32"):
-        step = make_train_step(net, x, y, regime)
-        gc.collect()
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(device)
-        timing = time_calls({regime: step}, device, warmup=sizes.warmup, repeats=sizes.repeats)
-        peak_bytes = int(torch.cuda.max_memory_allocated(device))
+        with PeakAllocation(device) as peak:
+            net, x, y = build_workload(model, sizes, device)
+            step = make_train_step(net, x, y, regime)
+            timing = time_calls({regime: step}, device, warmup=sizes.warmup, repeats=sizes.repeats)
         saved = _saved_bytes(net, x, regime)
-    del net, x, y, step
+    del net, x, y, step  # the next regime starts with this one's memory freed
     gc.collect()
     torch.cuda.empty_cache()
-    return _row(model, regime, device, flops, timing[regime], saved, peak_bytes)
+    return _row(model, regime, device, flops, timing[regime], saved, peak)
+
+
+def _peak_memory(
+    model: str, regime: str, device: torch.device, sizes: BenchSizes
+) -> PeakAllocation:
+    """The regime's peak memory on the CPU: its model built and two steps run, untimed.
+
+    The second step runs with the optimizer state the first one made, as
+    every later step does.
+    """
+    with PeakAllocation(device) as peak:
+        net, x, y = build_workload(model, sizes, device)
+        step = make_train_step(net, x, y, regime)
+        step()
+        step()
+    return peak
 
 
 def paired_speedup(reference_ms: Sequence[float], times_ms: Sequence[float]) -> float:
@@ -333,11 +366,13 @@ def _measure_cpu(
     built = {regime: build_workload(model, sizes, device) for regime in regimes}
     steps = {regime: make_train_step(*built[regime], regime) for regime in regimes}
     timings = time_calls(steps, device, warmup=sizes.warmup, repeats=sizes.repeats)
+    saved = {regime: _saved_bytes(built[regime][0], built[regime][1], regime) for regime in regimes}
+    del built, steps  # the peaks are measured one regime at a time, with nothing else alive
     rows = {}
     for regime in regimes:
         row = _row(
-            model, regime, device, flops, timings[regime],
-            _saved_bytes(built[regime][0], built[regime][1], regime), None,
+            model, regime, device, flops, timings[regime], saved[regime],
+            _peak_memory(model, regime, device, sizes),
         )  # fmt: skip
         if "fp32" in timings and len(timings) > 1:
             fp32 = timings["fp32"].times_ms
@@ -414,8 +449,8 @@ def measure_step(
     >>> tiny = BenchSizes(batch=16, width=16, depth=2, tf_batch=2, seq_len=8, d_model=16,
     ...                   n_heads=2, ff=32, warmup=1, repeats=2)
     >>> row = measure_step("linear_stack", "bf16", "cpu", tiny)
-    >>> row.timing_method, row.memory_method, row.step_ms > 0, row.saved_bytes > 0
-    ('perf_counter', 'saved_tensors', True, True)
+    >>> row.timing_method, row.memory_method, row.peak_bytes > row.saved_bytes > 0
+    ('perf_counter', 'saved_tensors + storage_peak_above_start', True)
     >>> measure_step("linear_stack", "tf32", "cpu", tiny).note
     'not available on CPU'
     """
@@ -458,8 +493,8 @@ def run_benchmarks(
     ``speedup`` compares each row with the FP32 row of its model (when that
     was measured). On a CPU the regimes of a model are timed taking turns,
     so that load from other programs falls on all of them alike; on CUDA
-    each regime runs as its own block (TF32 is a global switch, and the
-    allocator's peak is taken per regime).
+    each regime runs as its own block (TF32 is a global switch). Each
+    regime's peak memory is its own (see :class:`amp_lesson.memory.PeakAllocation`).
 
     Parameters
     ----------

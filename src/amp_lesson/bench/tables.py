@@ -10,12 +10,13 @@ is chosen here.
 from __future__ import annotations
 
 import html
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from amp_lesson._checks import check_choice
-from amp_lesson.bench.measure import REGIMES, BenchRow, MatmulRow
+from amp_lesson.bench.measure import PEAK_MEMORY_METHODS, REGIMES, BenchRow, MatmulRow
 from amp_lesson.bench.recording import Recording
 from amp_lesson.bench.workload import MODELS
 from amp_lesson.display import Table
@@ -29,6 +30,7 @@ __all__ = [
     "bench_table",
     "matmul_table",
     "plot_rows",
+    "unshown_peaks_note",
 ]
 
 REGIME_LABELS: dict[str, str] = {
@@ -87,11 +89,14 @@ def bench_table(
         Some of :data:`TABLE_COLUMNS`, in the order to show (default: all):
         model, regime, median step time (ms) with its min-max, speed
         relative to FP32, achieved and peak TFLOP/s, the share of peak, the
-        MB saved for backward, the CUDA peak allocated (MB) and a note.
+        MB saved for backward, the regime's peak memory (MB) and a note. A
+        peak measured another way than
+        :data:`~amp_lesson.bench.measure.PEAK_MEMORY_METHODS` (an older
+        recording's, which counted earlier regimes' memory too) shows as a dash.
     drop_empty : bool, default False
         Leave out the columns that hold nothing but dashes (on a CPU: the
-        peak columns and the allocator's peak). A dash is a value that was
-        not measured or is not known.
+        datasheet peak and the share of it). A dash is a value that was not
+        measured or is not known.
     caption : str, optional
         The table's caption.
 
@@ -137,7 +142,7 @@ def bench_table(
             "peak TFLOP/s": r.peak_tflops,
             "% of peak": r.pct_of_peak,
             "saved MB": r.saved_bytes,
-            "peak alloc MB": r.peak_bytes,
+            "peak alloc MB": r.peak_bytes if r.memory_method in PEAK_MEMORY_METHODS else None,
             "note": r.note or _DASH,
         }
         for r in rows
@@ -279,9 +284,13 @@ class RecordingsView:
     def __str__(self) -> str:
         if not self.recordings:
             return self._without()
-        return "\n\n".join(
-            f"{r.describe()}\n{bench_table(r.rows, drop_empty=True)}" for r in self.recordings
-        )
+        parts = []
+        for r in self.recordings:
+            parts.append(f"{r.describe()}\n{bench_table(r.rows, drop_empty=True)}")
+            note = unshown_peaks_note(r)
+            if note:
+                parts.append(note)
+        return "\n\n".join(parts)
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(str(self))
@@ -293,4 +302,58 @@ class RecordingsView:
         for r in self.recordings:
             parts.append(f'<p class="amp-recording">{html.escape(r.describe())}</p>')
             parts.append(bench_table(r.rows, drop_empty=True)._repr_html_())
+            note = unshown_peaks_note(r)
+            if note:
+                parts.append(f'<p class="amp-recording-note">{html.escape(note)}</p>')
         return "\n".join(parts)
+
+
+def unshown_peaks_note(recording: Recording) -> str | None:
+    """Why a recording's allocator peaks are not shown, or ``None`` when they are (or it has none).
+
+    A row's peak is shown only when its ``memory_method`` is one of
+    :data:`~amp_lesson.bench.measure.PEAK_MEMORY_METHODS`: measured for the
+    regime alone. An older recording's peaks also counted what the regimes
+    measured before it left allocated.
+
+    Parameters
+    ----------
+    recording : Recording
+        A loaded recording.
+
+    Returns
+    -------
+    str or None
+        A sentence for the reader, built from the recording's own rows.
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> from amp_lesson.bench.workload import BenchSizes
+    >>> old = "saved_tensors + cuda_max_memory_allocated"
+    >>> rows = [BenchRow("linear_stack", g, "cuda", peak_bytes=b, memory_method=old)
+    ...         for g, b in [("fp32", 2_000_000_000), ("fp16", 3_000_000_000)]]
+    >>> p = {"gpu_name": "NVIDIA H200", "torch_version": "2.11.0", "date": "2026-11-30"}
+    >>> print(unshown_peaks_note(Recording(Path("h200.json"), p, BenchSizes(), rows)))
+    The recording's "peak alloc MB" is not shown. It was read as torch.cuda.max_memory_allocated ... in the order the regimes ran they only rise, from 2000 to 3000 MB. ...
+    """
+    stale = [
+        r for r in recording.rows
+        if r.peak_bytes is not None and r.memory_method not in PEAK_MEMORY_METHODS
+    ]  # fmt: skip
+    if not stale:
+        return None
+    peaks = [r.peak_bytes / 1e6 for r in stale]
+    rising = all(a < b for a, b in itertools.pairwise(peaks))
+    how = (
+        f"in the order the regimes ran they only rise, from {_g3(peaks[0])} to {_g3(peaks[-1])} MB"
+        if rising and len(peaks) > 1
+        else "so each depends on the regimes measured before it"
+    )
+    return (
+        'The recording\'s "peak alloc MB" is not shown. It was read as '
+        "torch.cuda.max_memory_allocated after reset_peak_memory_stats, which starts from what is "
+        "allocated at that moment, and that included memory the regimes measured before had left "
+        f"allocated: {how}. The benchmark now measures each regime's peak above what was "
+        "allocated when the regime began; a new recording on this GPU will show it."
+    )
