@@ -1,12 +1,13 @@
 """Scaling tensors into FP8, one tensor at a time.
 
 FP8 comes in two layouts: E4M3 (largest value 448, the forward pass's
-format) and E5M2 (largest value 57344, for gradients). Either range is wide
-enough for any *one* tensor, once that tensor is multiplied by a scale that
-moves its largest value near the format's maximum; it is not wide enough
-for activations, weights and gradients at once. So FP8 training gives every
-tensor its own scale ``S``: the tensor is stored as ``cast(x * S)`` and read
-back as ``stored / S``.
+format) and E5M2 (largest value 57344, for gradients). A scale that moves a
+tensor's largest value near the format's maximum keeps the values within
+the format's span below it, about 18 powers of two down to E4M3's smallest
+subnormal and about 32 down to E5M2's; values further down still flush to
+zero. That span holds most of one tensor, but not activations, weights and
+gradients at once. So FP8 training gives every tensor its own scale ``S``:
+the tensor is stored as ``cast(x * S)`` and read back as ``stored / S``.
 
 >>> x = torch.tensor([1e-6, -3e-6, 2e-6])        # gradient-sized values
 >>> quantize(x, "fp8_e4m3").tolist()            # unscaled: all below E4M3's smallest subnormal

@@ -3,8 +3,11 @@
 The book trains a small MLP on scikit-learn's bundled 8×8 digits (no
 download) and looks at every gradient value it produces. The question is
 Micikevicius et al.'s (*Mixed Precision Training*, ICLR 2018, Fig. 3): how
-many gradient values lie below FP16's smallest subnormal ``2**-24``, where
-a cast to FP16 flushes them to zero, and how many a loss scale rescues.
+many gradient values lie at or below half of FP16's smallest subnormal
+``2**-24``, where a cast to FP16 flushes them to zero (values between
+``2**-25`` and ``2**-24`` round up to ``2**-24``), and how many a loss scale
+rescues. :func:`cast_shares` counts what the cast itself stores, so the
+boundary is torch's rounding, not a threshold of this module.
 
 >>> g = torch.tensor([0.0, 1e-9, 1e-6, 1e-3])
 >>> shares = cast_shares(g, "fp16")

@@ -4,7 +4,7 @@
 but ``torch``, keeps no records, and the chapter shows it exactly as it stands
 here. The tables on the book's pages come from its instrumented twin,
 :func:`amp_lesson.accumulation.train_amp_accumulated`, which logs every step;
-the test suite checks that the two give bitwise identical weights and scales.
+the test suite compares the two bit for bit, weights and scales.
 
 >>> import torch
 >>> X = torch.randn(128, 2, generator=torch.Generator().manual_seed(0))

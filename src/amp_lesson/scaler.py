@@ -1,7 +1,8 @@
 """Dynamic loss scaling, exactly as :class:`torch.amp.GradScaler` does it.
 
-Small gradients underflow in float16: anything below about ``6e-8`` is
-stored as zero, and the gradient is lost. Loss scaling multiplies the loss
+Small gradients underflow in float16: a value at or below ``2**-25`` (about
+``3e-8``, half the smallest subnormal ``2**-24``) is stored as zero, and the
+gradient is lost; one between ``2**-25`` and ``2**-24`` rounds up to ``2**-24``. Loss scaling multiplies the loss
 by a factor ``S`` before ``backward()``; by the chain rule every gradient is
 multiplied by ``S`` too, which lifts the small ones back into fp16's range.
 Before the optimizer step the gradients are divided by ``S`` again (in
@@ -15,7 +16,8 @@ gradients contain ``inf`` or ``NaN`` is skipped and ``S`` shrinks; after
 This module holds
 
 - :class:`ScalerSimulator` and :func:`simulate` -- a pure-Python model of the
-  scale that reproduces GradScaler's float32 arithmetic bit for bit;
+  scale in GradScaler's float32 arithmetic, which the tests compare bit for
+  bit with the real scaler;
 - :func:`run_torch_scaler` -- the same schedule driven through a *real*
   ``torch.amp.GradScaler``, a one-parameter model and SGD, so the book can
   show that the model and PyTorch agree;
@@ -25,8 +27,8 @@ This module holds
 - :func:`max_safe_scale` -- the largest power-of-two scale that keeps a
   given gradient below the format's largest value.
 
-Why this module is long: the pure-Python model and the real GradScaler it must match bit
-for bit stand side by side; more than half of its lines are docstrings.
+Why this module is long: the pure-Python model and the real GradScaler it is compared with
+bit for bit stand side by side; more than half of its lines are docstrings.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ Two models stand for two kinds of network: ``"linear_stack"``, ``depth``
 is matrix products (GEMMs); and ``"transformer"``, one
 :class:`torch.nn.TransformerEncoderLayer`. The sizes depend on the device
 (:func:`bench_sizes`): small enough on a CPU for the book's page to run in
-seconds, GEMM-sized on a GPU. Every width is a multiple of 8, the size tensor
-cores tile matrix products by.
+seconds, GEMM-sized on a GPU. Every width is a multiple of 8, the alignment
+NVIDIA's performance guides ask of FP16 matrix dimensions so that the products
+can run on tensor cores (the tiles those units work on are larger).
 
 The work of a step is counted from the shapes (:func:`step_flops`), and
 checked against torch's own counter (:func:`torch_counted_flops`), so that an
@@ -70,7 +71,7 @@ class BenchSizes:
     >>> BenchSizes(batch=16, width=12)
     Traceback (most recent call last):
     ...
-    ValueError: width must be a multiple of 8 (tensor cores tile by 8), got 12
+    ValueError: width must be a multiple of 8 (the alignment FP16 tensor cores ask of matrix sizes), got 12
     """
 
     batch: int = 1024
@@ -91,7 +92,8 @@ class BenchSizes:
             value = getattr(self, name)
             if value % 8:
                 raise ValueError(
-                    f"{name} must be a multiple of 8 (tensor cores tile by 8), got {value}"
+                    f"{name} must be a multiple of 8 (the alignment FP16 tensor cores ask of "
+                    f"matrix sizes), got {value}"
                 )
         if self.d_model % self.n_heads:
             raise ValueError(
