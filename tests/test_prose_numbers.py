@@ -1,19 +1,28 @@
-"""No computed number is typed into the book's prose.
+"""No computed number is typed into the book's prose, and no outcome into any text it shows.
 
 A value with a decimal point or an exponent, or one of 1000 or more, can only
 enter a page's text through a glue role, so that it is the output of this
 build. Small counts that are inputs ("4 micro-batches of 32") may be written.
 Code, outputs, inline literals, glue and other roles, and directive options are
-not prose; math is.
+not prose; math, self-check texts and figure captions are.
+
+Outcome words ("bitwise identical", "slower here") are refused by the build
+itself, wherever a reader sees them (:mod:`amp_lesson.sphinxext.prose`); the
+last part of this file tests its rules and plants one in a self-check, a
+caption and a docstring to see the build fail.
 """
 
 from __future__ import annotations
 
+import base64
+import os
 import re
 from pathlib import Path
 
 import pytest
-from helpers import DOCS
+from helpers import DOCS, mini_book, sphinx_build
+
+from amp_lesson.claims import typed_outcomes
 
 FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,}|:{3,})(?P<info>.*)$")
 STRIP = [
@@ -23,6 +32,7 @@ STRIP = [
     re.compile(r"<[^>]+>"),  # inline HTML tags and autolinks
     re.compile(r"https?://\S+"),
     re.compile(r"#\d+"),  # issue and pull-request numbers
+    re.compile(r"\b\d{4}-\d{2}-\d{2}\b"),  # the date a source was read
     re.compile(
         r"\b(?:January|February|March|April|May|June|July|August|September|October|"
         r"November|December|ICLR|NeurIPS|ICML|arXiv:?)\s+\d{4}(?:\.\d+)?\b"
@@ -69,10 +79,27 @@ def prose_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
+# A cell's figure caption is MyST, so a computed number can be glued into it; its alt text is a
+# plain string (it describes the axes, whose ranges are the plot's inputs).
+CAPTION = re.compile(r"^\s*caption:\s*(?P<text>.+)$")
+
+
+def caption_lines(text: str) -> list[tuple[int, str]]:
+    """(line number, text) of the figure captions in code cells' metadata."""
+    return [
+        (i, m["text"].strip().strip("\"'"))
+        for i, line in enumerate(text.splitlines(), 1)
+        if (m := CAPTION.match(line))
+    ]
+
+
 def offending_numbers(text: str) -> list[tuple[int, str, str]]:
-    """(line, number, line text) for each typed-in number in the prose of ``text``."""
+    """(line, number, line text) for each typed-in number in the prose of ``text``.
+
+    Prose includes the captions of figures made by cells.
+    """
     found = []
-    for lineno, line in prose_lines(text):
+    for lineno, line in sorted(prose_lines(text) + caption_lines(text)):
         cleaned = line
         for pattern in STRIP:
             cleaned = pattern.sub(" ", cleaned)
@@ -106,6 +133,10 @@ def test_prose_has_no_typed_in_numbers(page: Path) -> None:
         ("```{code-cell} ipython3\nx = 1e-8\n```\nAfter 1.5 steps.", ["1.5"]),
         (":::{selfcheck-choice} Is 1e-8 stored?\n:id: q1\n- [x] no\n:::", ["1e-8"]),
         ("$$\nx = 0.5\n$$\nmath is prose too", ["0.5"]),
+        (
+            '```{code-cell} ipython3\n---\nmystnb:\n  figure:\n    caption: "Up 1.5 times"\n---\n```',
+            ["1.5"],
+        ),
     ],
 )
 def test_the_scanner_finds_what_it_should(text: str, numbers: list[str]) -> None:
@@ -113,57 +144,8 @@ def test_the_scanner_finds_what_it_should(text: str, numbers: list[str]) -> None
 
 
 # --------------------------------------------------------------------------- outcomes
-
-# Words that state an outcome of this build. In prose they must come through glue (the run
-# chooses or checks them: amp_lesson.claims.claim), never be typed, so that a build on another
-# device cannot print a sentence its own run contradicts.
-OUTCOME = re.compile(
-    r"\bbitwise\b|\bto the bit\b|\bbit for bit\b|\b(?:slower|faster) (?:here|on this)\b"
-    r"|\bevery step (?:is |was )?skipped\b|\bskipped only\b",
-    re.IGNORECASE,
-)
-# Reporting what the lesson asserts is not an outcome of this build.
-QUOTING_THE_LESSON = re.compile(
-    r"\bthe lesson (?:says|claims|writes|lists|asserts)\b", re.IGNORECASE
-)
-QUESTION = re.compile(r"^\s*(?:`{3,}|:{3,})\{selfcheck-[\w-]+\}")
-
-
-def unbound_outcomes(text: str) -> list[tuple[int, str]]:
-    """(line, sentence) for each sentence of prose that types an outcome word."""
-    lines = text.splitlines()
-    found: list[tuple[int, str]] = []
-    sentence, start = "", 0
-    for lineno, line in prose_lines(text):
-        if QUESTION.match(lines[lineno - 1]):  # an exercise's prompt poses, it does not report
-            sentence = ""
-            continue
-        cleaned = line
-        for pattern in STRIP:
-            cleaned = pattern.sub(" ", cleaned)
-        if not cleaned.strip():
-            sentence = ""
-            continue
-        if not sentence:
-            start = lineno
-        sentence += " " + cleaned
-        *complete, sentence = re.split(r"(?<=[.!?;:])\s+", sentence)
-        for part in complete:
-            if OUTCOME.search(part) and not QUOTING_THE_LESSON.search(part):
-                found.append((start, part.strip()))
-            start = lineno
-    if OUTCOME.search(sentence) and not QUOTING_THE_LESSON.search(sentence):
-        found.append((start, sentence.strip()))
-    return found
-
-
-@pytest.mark.parametrize("page", book_pages(), ids=lambda p: p.relative_to(DOCS).as_posix())
-def test_prose_types_no_outcome_the_run_should_choose(page: Path) -> None:
-    problems = unbound_outcomes(page.read_text(encoding="utf-8"))
-    assert problems == [], (
-        "outcome words typed into prose; bind them to the run with amp_lesson.claims.claim "
-        "and {glue:text}:\n" + "\n".join(f"  line {n}: {s!r}" for n, s in problems)
-    )
+# The build itself refuses a typed outcome (amp_lesson.sphinxext.prose), in everything a reader
+# sees; these tests hold the rules of amp_lesson.claims.typed_outcomes and the build to them.
 
 
 @pytest.mark.parametrize(
@@ -171,11 +153,94 @@ def test_prose_types_no_outcome_the_run_should_choose(page: Path) -> None:
     [
         ("The two runs are bitwise identical.", True),
         ("FP16 is slower here than FP32.", True),
-        ("The two runs are {glue:text}`same_bits`.", False),
+        ("Here FP16 without a scaler trains as well as FP32.", True),
+        ("The scales stay in step too.", True),
+        ("From then on every step is skipped.", True),
+        ("The two runs are ⟦run⟧.", False),
         ("The lesson says the runs are bitwise identical.", False),
-        (":::{selfcheck-predict} Are they bitwise identical?\n:answer: see below\n:::", False),
+        ("Are they bitwise identical?", False),
         ("Dividing by four is exact, so the gradients agree.", False),
+        ("The tests compare the two bit for bit.", False),
+        ("Bitwise equality depends on the order of the sums.", False),
+        ("Suppose your runs agree to six decimals but not bitwise.", False),
+        ("Bitwise identical: ⟦run⟧.", False),
+        ("FP16 trains as well as FP32: ⟦run⟧ against ⟦run⟧.", True),
+        ("A sentence that says “bitwise identical” states an outcome.", False),
     ],
 )
-def test_the_outcome_scanner_finds_what_it_should(text: str, flagged: bool) -> None:
-    assert bool(unbound_outcomes(text)) is flagged
+def test_the_outcome_rules_flag_what_they_should(text: str, flagged: bool) -> None:
+    assert bool(typed_outcomes(text)) is flagged
+
+
+PLANTED_PAGE = """\
+# Planted
+
+Are the two runs bitwise identical? The lesson says they are bitwise identical.
+
+:::{selfcheck-choice} Which loop gives the full batch's weights?
+:id: planted
+
+- [x] the divided one
+
+  The two runs are bitwise identical.
+- [ ] the raw one
+
+  Its gradient is four times too large.
+:::
+
+```{figure} dot.png
+:alt: a dot
+
+FP16 is slower here than FP32.
+```
+
+A request for this is open as pytorch/pytorch#152279.
+"""
+
+PLANTED_MODULE = '''\
+"""A module whose docstring types an outcome."""
+
+
+def compare():
+    """Compare two runs.
+
+    On this machine the two runs are bit for bit the same.
+    """
+'''
+
+
+@pytest.mark.book
+def test_the_build_fails_on_a_typed_outcome_in_a_self_check_a_caption_or_a_docstring(
+    tmp_path: Path,
+) -> None:
+    """Plant one of each, and an undated issue state; the build fails and names every one."""
+    src = mini_book(tmp_path, PLANTED_PAGE, front_matter="")
+    (src / "index.md").write_text("# Mini\n\n```{toctree}\npage\napi\n```\n")
+    (src / "api.md").write_text(
+        "# API\n\n```{eval-rst}\n.. automodule:: planted_outcome\n   :members:\n```\n"
+    )
+    (src / "dot.png").write_bytes(base64.b64decode(PNG_1X1))
+    (tmp_path / "planted_outcome.py").write_text(PLANTED_MODULE)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    proc = sphinx_build(src, tmp_path / "html", env=env, check=False)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0, log[-3000:]
+    warnings = [line for line in log.splitlines() if "WARNING" in line]
+    page = PLANTED_PAGE.splitlines()
+
+    def line_of(text: str) -> int:
+        # mini_book writes an empty line, "# Page" and an empty line before the body
+        return next(i for i, ln in enumerate(page, 1) if text in ln) + 3
+
+    expected = {
+        f"page.md:{line_of('The two runs are bitwise identical.')}": "typed_outcome",
+        f"page.md:{line_of('FP16 is slower here')}": "typed_outcome",
+        f"page.md:{line_of('is open as pytorch')}": "undated_issue_state",
+        "docstring of planted_outcome.compare": "typed_outcome",
+    }
+    for where, subtype in expected.items():
+        assert any(where in w and subtype in w for w in warnings), (where, warnings)
+    assert len(warnings) == len(expected), warnings  # the question and the lesson's words pass
+
+
+PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="

@@ -9,6 +9,8 @@ Loaded from ``docs/conf.py`` as ``amp_lesson.sphinxext``. It wires up:
   and the page that gathers them;
 - :mod:`.selfcheck` -- the interactive self-check directives;
 - :mod:`.playgrounds` -- the bit explorer and the GradScaler playground;
+- :mod:`.prose` -- the check that no sentence a reader sees types an outcome
+  the run should choose;
 - :mod:`.theme` -- what the book adds to and mends in the theme (templates,
   accessible names, the reading path, the maths font, colours without
   JavaScript).
@@ -27,11 +29,12 @@ if TYPE_CHECKING:  # the kernel server (.kernels) runs from this package without
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
-    from amp_lesson.sphinxext import book, corrections, playgrounds, selfcheck, theme
+    from amp_lesson.sphinxext import book, corrections, playgrounds, prose, selfcheck, theme
 
     book.setup(app)
     corrections.setup(app)
     selfcheck.setup(app)
     playgrounds.setup(app)
+    prose.setup(app)
     theme.setup(app)
     return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True}
