@@ -561,8 +561,9 @@ class PeakAllocation:
       bytes, not the allocator's rounding of them, and only tensors made by
       torch operations.
 
-    Garbage is collected before the block starts, so that an earlier
-    measurement's unreachable tensors are freed first.
+    On CUDA, garbage is collected before the block starts, so that an
+    earlier measurement's unreachable tensors are freed first (on the CPU
+    they do not count either way).
 
     Parameters
     ----------
@@ -605,8 +606,8 @@ class PeakAllocation:
         self._tracker: _StorageTracker | None = None
 
     def __enter__(self) -> Self:
-        gc.collect()
         if self.device.type == "cuda":
+            gc.collect()  # an earlier measurement's unreachable tensors, freed before the start
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
             self._start = torch.cuda.memory_allocated(self.device)
