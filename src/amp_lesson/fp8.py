@@ -92,8 +92,8 @@ def scale_for(amax: float, fmt: str | torch.dtype = "fp8_e4m3", margin: int = 0)
     """Return the scale that maps ``amax`` onto the format's largest value: ``max / amax / 2**margin``.
 
     This is Transformer Engine's formula (``DelayedScaling``'s default scale
-    computation). A scale too large for float32 is clamped to float32's
-    largest value, as there.
+    computation, in its version 2.20.0.dev0, read on 2026-12-01). A scale
+    too large for float32 is clamped to float32's largest value, as there.
 
     Parameters
     ----------
@@ -359,8 +359,9 @@ class DelayedScaler:
     ``scale = max / max(history) / 2**margin`` (:func:`scale_for`). After
     each cast the tensor's own amax joins the history and the scale is
     recomputed, ready for the next step. The first step uses scale 1. As in
-    Transformer Engine's ``DelayedScaling``, a history whose maximum is zero
-    or not finite leaves the scale unchanged.
+    Transformer Engine's ``DelayedScaling`` (version 2.20.0.dev0, read on
+    2026-12-01), a history whose maximum is zero or not finite leaves the
+    scale unchanged.
 
     The scale is always one step behind: a tensor that grows past the
     history's maximum saturates for a step, and a large amax keeps the scale

@@ -372,7 +372,8 @@ def scheduler_after_skipped_step(
     guard : bool
         ``False``: the scheduler steps every iteration. ``True``: only when
         the scale did not drop in ``update()`` (i.e. the optimizer really
-        stepped), the test Accelerate uses.
+        stepped). Accelerate tells a skipped step another way, by a flag its
+        wrapped ``optimizer.step`` sets (version 1.15.0.dev0, read on 2026-12-01).
     steps : int, default 4
         Iterations.
     device : torch.device or str, optional
