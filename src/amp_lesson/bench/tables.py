@@ -355,5 +355,5 @@ def unshown_peaks_note(recording: Recording) -> str | None:
         "torch.cuda.max_memory_allocated after reset_peak_memory_stats, which starts from what is "
         "allocated at that moment, and that included memory the regimes measured before had left "
         f"allocated: {how}. The benchmark now measures each regime's peak above what was "
-        "allocated when the regime began; a new recording on this GPU will show it."
+        "allocated when the regime began, and a recording made with it carries the column."
     )
