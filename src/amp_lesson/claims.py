@@ -32,7 +32,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["OUTCOME_PHRASES", "RUN_VALUE", "ClaimContradicted", "claim", "typed_outcomes"]
+__all__ = [
+    "OUTCOME_PHRASES",
+    "RUN_VALUE",
+    "ClaimContradicted",
+    "claim",
+    "sentences",
+    "typed_outcomes",
+]
 
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -145,6 +152,27 @@ _QUOTED = re.compile(r"\u201c[^\u201d]*\u201d|\"[^\"]*\"")
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
 
 
+def sentences(text: str) -> list[str]:
+    """Cut ``text`` into sentences at ``.``, ``!``, ``?`` and ``;``, whitespace collapsed.
+
+    Parameters
+    ----------
+    text : str
+        Prose.
+
+    Returns
+    -------
+    list of str
+        The sentences, in order.
+
+    Examples
+    --------
+    >>> sentences("One.  Two?   Three")
+    ['One.', 'Two?', 'Three']
+    """
+    return _SENTENCE_END.split(" ".join(text.split()))
+
+
 def typed_outcomes(text: str) -> list[str]:
     """The sentences of ``text`` that type an outcome phrase instead of taking it from the run.
 
@@ -190,7 +218,7 @@ def typed_outcomes(text: str) -> list[str]:
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, got {type(text).__name__}")
     found = []
-    for sentence in _SENTENCE_END.split(" ".join(text.split())):
+    for sentence in sentences(text):
         words = _QUOTED.sub(" ", sentence)
         phrase = OUTCOME_PHRASES.search(words)
         if phrase is None or sentence.rstrip().endswith("?"):

@@ -26,7 +26,7 @@ from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from amp_lesson.claims import RUN_VALUE, typed_outcomes
+from amp_lesson.claims import RUN_VALUE, sentences, typed_outcomes
 
 logger = logging.getLogger(__name__)
 
@@ -125,10 +125,9 @@ def undated_issue_states(text: str) -> list[str]:
     >>> undated_issue_states("When read on 2026-12-01, pytorch/pytorch#152279 was closed.")
     []
     """
-    sentences = re.split(r"(?<=[.!?;])\s+", " ".join(text.split()))
     return [
         sentence
-        for sentence in sentences
+        for sentence in sentences(text)
         if _ISSUE.search(sentence) and _STATE.search(sentence) and not _DATE.search(sentence)
     ]
 
