@@ -121,6 +121,132 @@ def test_the_gpu_workflow_never_runs_for_forks_or_unlabelled_pull_requests() -> 
         assert "pull_request_target" not in path.read_text(), path.name
 
 
+# -- the workflows' supply chain: actions pinned by commit, least-privilege tokens ------
+
+# `owner/repo[/path]@<commit>`: a tag or branch can be moved to other code, a commit cannot.
+_PINNED_USES = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+@[0-9a-f]{40}")
+# what follows the pinned value on its line: the release it is, for people and Dependabot
+_VERSION_COMMENT = re.compile(r"[ \t]+#[ \t]*v\d+(?:\.\d+){0,2}[ \t]*")
+# a run step that installs or compiles packages: code from any package it resolves may run
+_RUNS_PACKAGE_CODE = re.compile(
+    r"\bpip\s+(?:install|compile)\b|\buv\s+(?:pip|sync|lock|run)\b|\bnox\b"
+)
+
+
+def _mapping_get(node: yaml.Node | None, key: str) -> yaml.Node | None:
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    return next(
+        (v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None
+    )
+
+
+def _uses(path: Path) -> list[tuple[str, str, str]]:
+    """Every ``uses:`` of a workflow (a job's or a step's): (where, value, rest of its line)."""
+    text = path.read_text()
+    root = yaml.compose(text)
+    found = []
+
+    def add(where: str, node: yaml.Node | None) -> None:
+        if node is not None:
+            assert isinstance(node, yaml.ScalarNode), where
+            found.append((where, node.value, text[node.end_mark.index :].split("\n", 1)[0]))
+
+    jobs = _mapping_get(root, "jobs")
+    assert isinstance(jobs, yaml.MappingNode), path.name
+    for key, job in jobs.value:
+        add(f"{path.name}: jobs.{key.value}", _mapping_get(job, "uses"))
+        steps = _mapping_get(job, "steps")
+        for i, step in enumerate(steps.value if isinstance(steps, yaml.SequenceNode) else []):
+            add(f"{path.name}: jobs.{key.value}.steps[{i}]", _mapping_get(step, "uses"))
+    return found
+
+
+def _writes(permissions: dict | str | None) -> set[str]:
+    """The scopes ``permissions`` grants write access to; no declaration counts as a write."""
+    if permissions is None:  # the repository's default token, which may be write-all
+        return {"(undeclared: the repository default)"}
+    if isinstance(permissions, str):
+        return set() if permissions == "read-all" else {permissions}
+    return {scope for scope, level in permissions.items() if level != "read" and level != "none"}
+
+
+def _job_permissions(workflow: dict, job: dict) -> dict | str | None:
+    """What a job's token may do: its own ``permissions``, else the workflow's."""
+    return job["permissions"] if "permissions" in job else workflow.get("permissions")
+
+
+def _runs_package_code(job: dict) -> bool:
+    return any(_RUNS_PACKAGE_CODE.search(step.get("run", "")) for step in job.get("steps", []))
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_every_action_is_pinned_to_a_commit_with_its_version_in_a_comment(path: Path) -> None:
+    uses = _uses(path)
+    assert uses, f"{path.name} uses no action"
+    for where, value, rest in uses:
+        if value.startswith("./"):  # an action of this repository, at the checked-out commit
+            continue
+        assert _PINNED_USES.fullmatch(value), f"{where}: {value} is not pinned to a commit SHA"
+        assert _VERSION_COMMENT.fullmatch(rest), f"{where}: {value} has no `# vX.Y.Z` comment"
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_every_workflow_declares_read_only_default_permissions(path: Path) -> None:
+    data = _workflow(path.name)
+    assert "permissions" in data, f"{path.name} leaves its token at the repository default"
+    assert _writes(data["permissions"]) == set(), f"{path.name} grants writes to every job"
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_no_job_that_installs_or_compiles_packages_holds_a_write_permission(path: Path) -> None:
+    data = _workflow(path.name)
+    for name, job in data["jobs"].items():
+        if _runs_package_code(job):
+            writes = _writes(_job_permissions(data, job))
+            assert writes == set(), f"{path.name}: {name} installs packages and may write {writes}"
+
+
+def test_the_lock_is_compiled_read_only_and_proposed_by_a_job_that_runs_no_package_code() -> None:
+    data = _workflow("lock.yml")
+    assert set(data["on"]) == {"schedule", "workflow_dispatch"}
+    assert data["permissions"] == {}
+    compiling = [n for n, j in data["jobs"].items() if _runs_package_code(j)]
+    writing = [n for n, j in data["jobs"].items() if _writes(_job_permissions(data, j))]
+    (compile_name,) = compiling
+    (propose_name,) = writing
+    compile_job, propose_job = data["jobs"][compile_name], data["jobs"][propose_name]
+    assert compile_job["permissions"] == {"contents": "read"}
+    assert any("nox -s lock -- --upgrade" in s.get("run", "") for s in compile_job["steps"])
+
+    def steps_using(job: dict, action: str) -> list[dict]:
+        return [s for s in job["steps"] if s.get("uses", "").startswith(f"{action}@")]
+
+    (checkout,) = steps_using(compile_job, "actions/checkout")
+    assert checkout["with"]["persist-credentials"] is False  # no token left in .git/config
+    (upload,) = steps_using(compile_job, "actions/upload-artifact")
+    assert upload["with"]["path"] == str(LOCK.relative_to(ROOT))
+    # the writing job takes that artifact and only commits it and opens the pull request
+    assert propose_job["needs"] in (compile_name, [compile_name])
+    assert set(_writes(propose_job["permissions"])) == {"contents", "pull-requests", "actions"}
+    (download,) = steps_using(propose_job, "actions/download-artifact")
+    assert download["with"]["name"] == upload["with"]["name"]
+    (pr,) = steps_using(propose_job, "peter-evans/create-pull-request")
+    assert pr["with"]["add-paths"] == str(LOCK.relative_to(ROOT))
+    assert pr["with"]["branch"] == "lock-refresh"
+    allowed = {"actions/checkout", "actions/download-artifact", "peter-evans/create-pull-request"}
+    for step in propose_job["steps"]:
+        if "uses" in step:
+            assert step["uses"].split("@")[0] in allowed, step["uses"]
+        run = step.get("run", "")
+        assert not _RUNS_PACKAGE_CODE.search(run), run
+        assert "python" not in run, run
+    assert any(
+        "gh workflow run ci.yml --ref lock-refresh" in s.get("run", "")
+        for s in propose_job["steps"]
+    )
+
+
 # -- Read the Docs, and CI's copy of it -----------------------------------------------
 
 
