@@ -516,6 +516,111 @@ def test_train_amp_mistake_rejects_bad_mistakes() -> None:
         train_amp_mistake(*fresh(), X, y, LOSS, mistake="raw_loss", n_accum=0)
 
 
+FLOAT32_MAX = float(torch.finfo(torch.float32).max)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        # beyond float32: GradScaler's torch.full(..., dtype=float32) raised a bare RuntimeError
+        ({"init_scale": 1e60}, ValueError, r"\['init_scale'\] must be representable in float32"),
+        ({"init_scale": 3.4028235e38}, ValueError, r"\['init_scale'\] must be representable"),
+        (
+            {"init_scale": 10**400},
+            ValueError,
+            r"\['init_scale'\] must be a finite number within a float's range",
+        ),
+        ({"growth_factor": 0.5}, ValueError, r"\['growth_factor'\] must be a finite number > 1"),
+        ({"growth_factor": 1.0}, ValueError, r"\['growth_factor'\] must be a finite number > 1"),
+        ({"backoff_factor": 1.5}, ValueError, r"\['backoff_factor'\] must be in the open interv"),
+        ({"backoff_factor": 0.0}, ValueError, r"\['backoff_factor'\] must be in the open interv"),
+        ({"backoff_factor": -0.5}, ValueError, r"\['backoff_factor'\] must be in the open inter"),
+        ({"growth_interval": 2**63}, ValueError, r"\['growth_interval'\] must be an integer in \["),
+        ({"enabled": "no"}, TypeError, r"\['enabled'\] must be True or False, got 'no'"),
+        ({"enabled": 1}, TypeError, r"\['enabled'\] must be True or False, got 1"),
+    ],
+)
+@pytest.mark.parametrize("loop", [train_amp, train_amp_mistake])
+def test_scaler_kwargs_get_a_message_naming_the_setting(kwargs, error, message, loop) -> None:
+    X, y = toy()
+    extra = {"mistake": "raw_loss"} if loop is train_amp_mistake else {}
+    with pytest.raises(error, match=rf"^scaler_kwargs{message}"):
+        loop(*fresh(), X, y, LOSS, scaler_kwargs=kwargs, **extra)
+
+
+def test_scaler_kwargs_take_what_gradscaler_takes_up_to_its_limits() -> None:
+    X, y = toy()
+    edge = {"init_scale": FLOAT32_MAX, "growth_interval": 2**63 - 1, "backoff_factor": 1e-30}
+    result = train_amp(*fresh(), X, y, LOSS, scaler_kwargs=edge)
+    assert result.log[0].scale == FLOAT32_MAX  # taken as it is
+    assert result.log[0].skipped  # and it overflows, as a scale that large does
+    off = train_amp(*fresh(), X, y, LOSS, scaler_kwargs={"enabled": False, "init_scale": 1})
+    assert off.final_scale == 1.0  # a disabled GradScaler reports a scale of 1
+    with pytest.raises(RuntimeError, match="cannot be converted to type float without overflow"):
+        torch.full((), 3.4028235e38, dtype=torch.float32)  # why init_scale stops at FLOAT32_MAX
+
+
+@pytest.mark.parametrize(("name", "loop"), LOOPS)
+def test_every_loop_refuses_an_optimizer_over_another_models_parameters(name, loop) -> None:
+    X, y = toy()
+    model, other = make_toy_model(device=CPU), make_toy_model(device=CPU)
+    with pytest.raises(ValueError, match=r"^optimizer must hold the model's trainable param"):
+        loop(model, make_toy_optimizer(other), X, y)
+    assert torch.equal(model.weight, torch.zeros(1, 2))  # refused before anything ran
+
+
+@pytest.mark.parametrize(("name", "loop"), LOOPS)
+def test_every_loop_wants_every_trainable_parameter_in_the_optimizer(name, loop) -> None:
+    from amp_lesson.models import make_mlp
+
+    X, y = toy()
+    model = make_mlp(2, 4, depth=1, device=CPU)
+    partial = torch.optim.SGD([p for n, p in model.named_parameters() if n != "2.bias"], lr=LR)
+    with pytest.raises(ValueError, match=r"^optimizer must hold every trainable .* misses '2.b"):
+        loop(model, partial, X, y)
+    model[2].bias.requires_grad_(False)  # frozen, it may be left out
+    loop(model, partial, X, y)
+    extra = nn.Linear(1, 1)  # and the optimizer may hold more than the model's
+    loop(model, torch.optim.SGD([*model.parameters(), *extra.parameters()], lr=LR), X, y)
+
+
+@pytest.mark.parametrize(("name", "loop"), LOOPS)
+def test_every_loop_refuses_an_x_whose_dtype_the_model_cannot_take(name, loop) -> None:
+    X, y = toy()
+    with pytest.raises(ValueError, match=r"^X must have the dtype of the model's parameters, "):
+        loop(*fresh(), X.double(), y)
+    with pytest.raises(ValueError, match=r"^X must have .* torch\.float64; got torch\.float32"):
+        loop(*fresh(torch.float64), X, y)
+    with pytest.raises(ValueError, match=r"^X must have the dtype of the model's parameters"):
+        loop(*fresh(), X.int(), y)
+    with pytest.raises(ValueError, match=r"^X must have the dtype of the model's parameters"):
+        grad_after_backward(fresh()[0], X.double(), y, LOSS, 4)
+
+
+@pytest.mark.parametrize("loop", [train_amp, train_amp_accumulated])
+def test_amp_loops_take_an_x_autocast_casts_and_refuse_float16_weights(loop) -> None:
+    X, y = toy()
+    extra = (4,) if loop is train_amp_accumulated else ()
+    loop(*fresh(), X.half(), y, LOSS, *extra)  # autocast casts it, as it casts float32
+    model = make_toy_model(device=CPU).half()
+    with pytest.raises(ValueError, match=r"^model must keep its parameters out of float16"):
+        loop(model, make_toy_optimizer(model), X, y, LOSS, *extra)
+    model = make_toy_model(device=CPU).half()  # without a scaler, float16 weights do train
+    off = loop(
+        model, make_toy_optimizer(model), X, y, LOSS, *extra, scaler_kwargs={"enabled": False}
+    )
+    assert off.weight.dtype == torch.float16
+
+
+def test_the_toy_problem_takes_every_seed_torch_takes_and_names_the_rest() -> None:
+    X, _ = make_toy_problem(seed=2**64 - 1, device=CPU)
+    assert torch.equal(X, torch.randn(128, 2, generator=torch.Generator().manual_seed(2**64 - 1)))
+    with pytest.raises(ValueError, match=r"^seed must be an integer in \[0, 2\*\*64 - 1\]"):
+        make_toy_problem(seed=2**64)
+    with pytest.raises(ValueError, match=r"^seed must be an integer in .* an integer of about 401"):
+        make_toy_problem(seed=10**400)
+
+
 def test_toy_factories_reject_bad_input() -> None:
     with pytest.raises(ValueError, match=r"seed must be an integer >= 0"):
         make_toy_problem(seed=-1)

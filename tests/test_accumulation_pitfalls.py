@@ -158,3 +158,12 @@ def test_scheduler_per_micro_batch_decays_n_times_too_fast() -> None:
     assert bad[0] == pytest.approx(good[4])
     assert min(bad) == pytest.approx(0.0, abs=1e-12)
     assert good == sorted(good, reverse=True)
+
+
+@pytest.mark.parametrize(
+    "func", [compare_norm_split, make_token_batch, summation_order_rows], ids=lambda f: f.__name__
+)
+def test_a_seed_beyond_torchs_range_is_named(func) -> None:
+    # torch's own message was "Overflow when unpacking long long"
+    with pytest.raises(ValueError, match=r"^seed must be an integer in \[0, 2\*\*64 - 1\]"):
+        func(seed=2**64)

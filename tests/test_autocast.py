@@ -119,3 +119,10 @@ def test_train_choice_checks_its_arguments() -> None:
         train_choice("fp8", device="cpu")
     with pytest.raises(ValueError, match="steps must be an integer >= 1"):
         train_choice("fp32", steps=0, device="cpu")
+
+
+def test_a_seed_beyond_torchs_range_is_named() -> None:
+    with pytest.raises(ValueError, match=r"^seed must be an integer in \[0, 2\*\*64 - 1\]"):
+        make_regression_problem(seed=2**64)
+    X, _ = make_regression_problem(seed=2**64 - 1, device="cpu")  # torch's largest seed
+    assert X.shape == (256, 16)

@@ -141,3 +141,10 @@ def test_train_ddp_accumulated_rejects_an_unknown_sync_mode() -> None:
             2,
             sync="never",
         )
+
+
+def test_a_seed_beyond_torchs_range_is_named_before_any_process_starts() -> None:
+    with pytest.raises(ValueError, match=r"^seed must be an integer in \[0, 2\*\*64 - 1\]"):
+        run_ddp_accumulation(seed=2**64)
+    with pytest.raises(ValueError, match=r"^seed must be an integer in \[0, 2\*\*64 - 1\]"):
+        reference_full_batch(seed=2**64)

@@ -582,3 +582,9 @@ def test_round_to_tf32_keeps_shape_device_and_rejects_integers() -> None:
     assert torch.equal(round_to_tf32(out), out)  # idempotent
     with pytest.raises(TypeError, match="floating-point"):
         round_to_tf32(torch.tensor([1, 2]))
+
+
+def test_an_int_too_long_to_print_is_described_not_printed() -> None:
+    # repr itself raised "Exceeds the limit (4300 digits) for integer string conversion"
+    with pytest.raises(ValueError, match=r"^value is too large to be a float: an integer of about"):
+        store(10**5000, "fp16")

@@ -190,3 +190,36 @@ def test_train_digits_bad_arguments(data) -> None:
         train_digits(data, scaler=1)
     with pytest.raises(ValueError, match="loss_multiplier"):
         train_digits(data, loss_multiplier=0.0)
+
+
+def test_a_seed_beyond_torchs_range_is_named() -> None:
+    with pytest.raises(ValueError, match=r"^seed must be an integer in \[0, 2\*\*64 - 1\]"):
+        load_digits_data(seed=2**64)
+    with pytest.raises(ValueError, match=r"^seed must be an integer in \[0, 2\*\*64 - 1\]"):
+        train_digits(load_digits_data(device="cpu"), seed=2**64)
+
+
+def _digits_step_parts():
+    data = load_digits_data(n_test=100, device="cpu")
+    model = make_mlp(64, DIGITS_HIDDEN, out_features=10, device="cpu")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    return model, optimizer, torch.amp.GradScaler("cpu"), data.X_train[:32], data.y_train[:32]
+
+
+def test_amp_step_refuses_an_optimizer_over_another_models_parameters() -> None:
+    model, _, scaler, X, y = _digits_step_parts()
+    other = torch.optim.SGD(make_mlp(64, DIGITS_HIDDEN, out_features=10).parameters(), lr=0.1)
+    # GradScaler's own message was "No inf checks were recorded for this optimizer."
+    with pytest.raises(ValueError, match=r"^optimizer must hold the model's trainable param"):
+        amp_step(model, other, scaler, X, y)
+
+
+def test_amp_step_refuses_dtypes_autocast_would_ignore_or_the_model_cannot_take() -> None:
+    model, optimizer, scaler, X, y = _digits_step_parts()
+    for dtype in (torch.int32, torch.float32):  # autocast warned and switched itself off
+        with pytest.raises(ValueError, match=r"^autocast_dtype must be one of 'fp16', 'bf16'"):
+            amp_step(model, optimizer, scaler, X, y, autocast_dtype=dtype)
+    with pytest.raises(ValueError, match=r"^X must have the dtype of the model's parameters"):
+        amp_step(model, optimizer, scaler, X.double(), y)
+    loss, _, _ = amp_step(model, optimizer, scaler, X, y, autocast_dtype="bf16")  # a name works
+    assert math.isfinite(loss)

@@ -234,3 +234,14 @@ def test_peak_allocation_on_cuda_is_the_allocators_peak_above_the_start() -> Non
     assert peak.method == "cuda_peak_above_start"
     assert peak.bytes == 2**20
     assert kept.is_cuda
+
+
+def test_an_input_whose_dtype_the_model_cannot_take_is_named() -> None:
+    mlp = make_mlp(8, 16, 1, device="cpu")
+    x = torch.randn(4, 8)
+    with pytest.raises(ValueError, match=r"^x must have the dtype of the model's parameters"):
+        measure_activation_memory(mlp, x.double())  # torch: "mat1 and mat2 must have the same"
+    with pytest.raises(ValueError, match=r"^x must have .* or one that autocast to torch\.float16"):
+        measure_activation_memory(mlp, x.double(), autocast_dtype=torch.float16)
+    half = measure_activation_memory(mlp, x.half(), autocast_dtype=torch.float16)  # autocast casts
+    assert half.bytes > 0

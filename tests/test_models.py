@@ -100,3 +100,35 @@ def test_transformer_block_is_seeded_and_checks_heads() -> None:
     assert a.dropout.p == 0.0
     with pytest.raises(ValueError, match="divisible by n_heads"):
         make_transformer_block(30, 4, 8)
+
+
+SEED_BEYOND = (
+    r"^seed must be an integer in \[0, 2\*\*64 - 1\] \(the seeds torch's generators take\)"
+)
+
+
+def test_every_seed_torch_takes_is_taken_and_draws_as_torch_draws() -> None:
+    top = 2**64 - 1  # torch's largest seed (it reads -1 as this one)
+    with seeded(top):
+        ours = torch.rand(3)
+    assert torch.equal(ours, torch.rand(3, generator=torch.Generator().manual_seed(top)))
+    assert make_mlp(2, 4, 1, seed=top, device="cpu")[0].weight.shape == (4, 2)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda seed: seeded(seed).__enter__(),
+        lambda seed: make_mlp(2, 4, 1, seed=seed, device="cpu"),
+        lambda seed: make_transformer_block(16, 2, 32, seed=seed, device="cpu"),
+    ],
+    ids=["seeded", "make_mlp", "make_transformer_block"],
+)
+def test_a_seed_beyond_torchs_range_gets_the_range_not_an_overflow(make) -> None:
+    # torch's own message was "Overflow when unpacking long long"
+    with pytest.raises(ValueError, match=SEED_BEYOND + ", got 18446744073709551616$"):
+        make(2**64)
+    with pytest.raises(ValueError, match=SEED_BEYOND + ", got an integer of about 401 digits$"):
+        make(10**400)
+    with pytest.raises(ValueError, match=r"^seed must be an integer >= 0, got -1$"):
+        make(-1)

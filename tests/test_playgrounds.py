@@ -15,6 +15,7 @@ import math
 import random
 import shutil
 import struct
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,12 @@ import torch
 from bs4 import BeautifulSoup
 from helpers import DOCS, BadPagesBuild, build_bad_pages, sphinx_build
 
+from amp_lesson import playground
 from amp_lesson.formats import FORMATS, store
 from amp_lesson.playground import (
     EXAMPLE_VALUES,
     EXPLORER_FORMATS,
+    MAX_NUMBER_LENGTH,
     MAX_STEPS,
     PATTERN_PREFIXES,
     class_text,
@@ -139,6 +142,38 @@ def test_a_tf32_pattern_is_the_fp32_one_with_its_low_bits_zero() -> None:
 )
 def test_text_that_is_not_a_number_gets_a_message_saying_what_is(text: str, message: str) -> None:
     assert message in _error_message(read_number, text)
+
+
+def test_a_text_longer_than_any_number_is_refused_with_the_limit() -> None:
+    # A run of digits and one more character used to take seconds (regex backtracking).
+    message = _error_message(read_number, "1" * 12000 + "x")
+    assert message.startswith(
+        f"text must be at most {MAX_NUMBER_LENGTH} characters long, got 12001"
+    )
+    assert "type a decimal such as 0.1" in message
+    assert read_number("  " + "1" * MAX_NUMBER_LENGTH + "  ") == math.inf  # spaces do not count
+
+
+def test_a_long_text_within_the_limit_is_read_or_refused_as_a_short_one_is() -> None:
+    longest = format(Decimal(2.0**-1074), "f")  # the longest exact decimal of a float64
+    assert len(longest) == 1076
+    assert read_number("-" + longest) == -(2.0**-1074)
+    almost = "1" * (MAX_NUMBER_LENGTH - 1) + "x"
+    assert "” is not a number: type a decimal such as 0.1" in _error_message(read_number, almost)
+    field = "1" * 12000 + "x"  # the scaler playground's fields go through the same pattern
+    message = _error_message(read_scaler_settings, {**GOOD, "init_scale": field})
+    assert message.startswith("init_scale must be a number such as 2 or 0.5")
+
+
+def test_the_scripts_read_decimals_with_the_same_pattern_and_length_limit() -> None:
+    static = Path(inspect.getfile(read_number)).parent / "sphinxext" / "static"
+    floats, scaler = (
+        (static / name).read_text(encoding="utf-8")
+        for name in ("amp-floats.js", "amp-scaler-playground.js")
+    )
+    assert f"var MAX_NUMBER_LENGTH = {MAX_NUMBER_LENGTH};" in floats
+    for text in (floats, scaler):  # the one without backtracking
+        assert f"var DECIMAL = /^{playground._DECIMAL.pattern}$/;" in text
 
 
 def test_read_number_wants_a_string() -> None:
@@ -268,6 +303,7 @@ GOOD = {
         ("init_scale", "-1"),
         ("init_scale", "1e-50"),
         ("init_scale", "1e39"),
+        ("init_scale", "3.4028235e38"),  # rounds down to float32's largest, but torch refuses it
         ("init_scale", "1e999"),
         ("init_scale", "abc"),
         ("growth_factor", "1"),
@@ -341,7 +377,7 @@ def _book(root: Path, page: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built(sphinx: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("playgrounds")
     out = root / "html"
     sphinx_build(_book(root, PAGE), out)
@@ -430,7 +466,7 @@ BAD_OPTIONS = {
 
 
 @pytest.fixture(scope="module")
-def bad_options_build(tmp_path_factory: pytest.TempPathFactory) -> BadPagesBuild:
+def bad_options_build(sphinx: Any, tmp_path_factory: pytest.TempPathFactory) -> BadPagesBuild:
     """One build of a book with a page per bad option, not a build per case."""
     root = tmp_path_factory.mktemp("bad")
     bodies = {key: body for key, (body, _) in BAD_OPTIONS.items()}
@@ -445,6 +481,7 @@ def test_bad_options_fail_the_build_naming_the_problem(
     bad_options_build.assert_warned(case, BAD_OPTIONS[case][1])
 
 
+@pytest.mark.usefixtures("sphinx")
 def test_a_playgrounds_data_is_computed_once_per_execution_key(built: Path) -> None:
     # Stored beside the execution cache, one file a playground: a later read of the page
     # takes it from there (no torch in the Sphinx process), as this marked copy shows.

@@ -87,6 +87,38 @@ def test_the_plain_loop_names_bad_epochs(bad):
         )
 
 
+def test_the_plain_loop_refuses_an_optimizer_over_another_models_parameters():
+    X, y = make_toy_problem(device=CPU)
+    loader = DataLoader(TensorDataset(X, y), batch_size=32)
+    model, other = make_toy_model(device=CPU), make_toy_model(device=CPU)
+    with pytest.raises(ValueError, match=r"^optimizer must hold every trainable parameter$"):
+        train_mixed_precision(model, loader, nn.BCEWithLogitsLoss(), make_toy_optimizer(other))
+    assert torch.equal(model.weight, torch.zeros(1, 2))  # it trained nothing, and said so
+
+
+def test_the_plain_loop_wants_every_trainable_parameter_and_lets_a_frozen_one_out():
+    X, y = make_toy_problem(device=CPU)
+    loader = DataLoader(TensorDataset(X, y), batch_size=32)
+    model = nn.Linear(2, 1)
+    weight_only = torch.optim.SGD([model.weight], lr=0.1)
+    with pytest.raises(ValueError, match=r"^optimizer must hold every trainable parameter$"):
+        train_mixed_precision(model, loader, nn.BCEWithLogitsLoss(), weight_only)
+    model.bias.requires_grad_(False)
+    train_mixed_precision(model, loader, nn.BCEWithLogitsLoss(), weight_only)
+
+
+@pytest.mark.parametrize("bad", [torch.float32, torch.int32, "fp16"])
+def test_the_plain_loop_names_a_dtype_autocast_would_ignore(bad):
+    X, y = make_toy_problem(device=CPU)
+    loader = DataLoader(TensorDataset(X, y), batch_size=32)
+    model = make_toy_model(device=CPU)
+    # autocast only warned "the target dtype is not supported. Disabling autocast."
+    with pytest.raises(ValueError, match=r"^dtype must be float16 or bfloat16, got "):
+        train_mixed_precision(
+            model, loader, nn.BCEWithLogitsLoss(), make_toy_optimizer(model), dtype=bad
+        )
+
+
 # A reader's fresh interpreter: torch and nothing of the book. Importing amp_lesson fails.
 READER_SCRIPT = """
 import sys

@@ -344,6 +344,48 @@ def test_bad_init_scale(value):
         ScalerSimulator(init_scale=value)
 
 
+@pytest.mark.parametrize(
+    "value", [10**400, -(10**400), 10**5000], ids=["1e400", "-1e400", "1e5000"]
+)
+def test_an_int_too_large_for_a_float_is_named_not_overflowed(value):
+    with pytest.raises(
+        ValueError,
+        match=r"^init_scale must be a finite number within a float's range .*, got .*integer of",
+    ):
+        ScalerSimulator(init_scale=value)
+    with pytest.raises(
+        ValueError, match=r"^growth_factor must be a finite number within a float's range"
+    ):
+        simulate([True], growth_factor=value)
+    with pytest.raises(
+        ValueError,
+        match=r"^scale must be a finite number within a float's range .*, got .*integer of",
+    ):
+        follow_gradient(1e-8, value)
+
+
+def test_init_scale_stops_where_torch_stops_at_float32s_largest_value():
+    # 3.4028235e38 rounds down to float32's largest value, but torch.full refuses it
+    with pytest.raises(RuntimeError, match="cannot be converted to type float"):
+        torch.full((), 3.4028235e38, dtype=torch.float32)
+    for func in (ScalerSimulator, lambda **kw: run_torch_scaler([False], "cpu", **kw)):
+        with pytest.raises(ValueError, match=r"^init_scale must be representable in float32"):
+            func(init_scale=3.4028235e38)
+    assert run_torch_scaler([False], "cpu", init_scale=FP32_MAX) == simulate(
+        [False], init_scale=FP32_MAX
+    )
+
+
+def test_growth_interval_stops_where_gradscalers_64_bit_kernel_argument_stops():
+    big = 2**63 - 1
+    assert run_torch_scaler([False] * 3, "cpu", growth_interval=big) == simulate(
+        [False] * 3, growth_interval=big
+    )
+    for func in (ScalerSimulator, lambda **kw: run_torch_scaler([False], "cpu", **kw)):
+        with pytest.raises(ValueError, match=r"^growth_interval must be an integer in \[1, 2\*\*6"):
+            func(growth_interval=2**63)
+
+
 def test_init_scale_must_be_a_number():
     with pytest.raises(TypeError, match="init_scale"):
         ScalerSimulator(init_scale="65536")

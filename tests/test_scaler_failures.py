@@ -99,3 +99,10 @@ def test_scheduler_warning_after_a_skipped_first_step() -> None:
     assert warned == []
     assert rows[0]["lr after"] == pytest.approx(0.1)
     assert [r["lr used"] for r in rows[1:]] == pytest.approx([0.1, 0.05, 0.025])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_scaler_extra_calls_refuses_a_dtype_autocast_would_ignore(dtype) -> None:
+    # autocast only warned, switched itself off and the run went on in float32
+    with pytest.raises(ValueError, match=r"^dtype must be one of 'fp16', 'bf16'"):
+        scaler_extra_calls(dtype, device=CPU)

@@ -52,7 +52,19 @@ import torch
 from torch import nn
 from torch.nn.utils import clip_grad_norm_
 
-from amp_lesson._checks import check_choice, check_dtype, check_finite, check_int, check_positive
+from amp_lesson._checks import (
+    check_bool,
+    check_choice,
+    check_dtype,
+    check_finite,
+    check_input_dtype,
+    check_int,
+    check_optimizer,
+    check_positive,
+    check_scaler_kwargs,
+    check_seed,
+    check_unscalable,
+)
 from amp_lesson.device import place_model, resolve_device
 from amp_lesson.formats import dtype_of
 
@@ -102,9 +114,6 @@ MISTAKES: tuple[str, ...] = (
 - ``"clip_before_unscale"``: ``clip_grad_norm_`` runs on the scaled
   gradients, so the threshold is compared with ``scale`` times the true norm.
 """
-
-_SCALER_KEYS = ("init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled")
-
 
 # --------------------------------------------------------------------------- results
 
@@ -238,7 +247,7 @@ def make_toy_problem(
     Parameters
     ----------
     seed : int, default 42
-        The seed.
+        The seed, from 0 to ``2**64 - 1`` (the seeds torch's generators take).
     n_samples : int, default 128
         Rows.
     n_features : int, default 2
@@ -259,9 +268,9 @@ def make_toy_problem(
     Raises
     ------
     TypeError
-        If ``dtype`` is not a torch dtype.
+        If ``dtype`` is not a torch dtype, or ``seed`` or a count not an int.
     ValueError
-        If a count is out of range or ``dtype`` is neither float32 nor float64.
+        If a count or ``seed`` is out of range or ``dtype`` is neither float32 nor float64.
 
     Examples
     --------
@@ -269,7 +278,7 @@ def make_toy_problem(
     >>> tuple(X.shape), tuple(y.shape), y.sum().item()
     ((128, 2), (128, 1), 69.0)
     """
-    check_int("seed", seed, minimum=0)
+    check_seed("seed", seed)
     check_int("n_samples", n_samples, minimum=1)
     check_int("n_features", n_features, minimum=1)
     check_dtype("dtype", dtype, (torch.float32, torch.float64))
@@ -375,6 +384,7 @@ def _prepare(
     n_accum: Any = 1,
     weight_by_samples: Any = False,
     device: Any = None,
+    autocast_dtype: Any = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.device]:
     """Check the common arguments, move model and data to one device."""
     if not isinstance(model, nn.Module):
@@ -383,10 +393,7 @@ def _prepare(
     if not params:
         raise ValueError("model must have at least one parameter")
     if optimizer is not None:
-        if not isinstance(optimizer, torch.optim.Optimizer):
-            raise TypeError(
-                f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}"
-            )
+        check_optimizer("optimizer", optimizer, model)
         for group in optimizer.param_groups:
             if not isinstance(group.get("lr"), torch.Tensor):
                 check_finite("optimizer lr", group.get("lr"))
@@ -399,12 +406,12 @@ def _prepare(
         raise ValueError(f"X and y must hold the same number of samples, got {len(X)} and {len(y)}")
     if len(X) == 0:
         raise ValueError("X must hold at least one sample, got an empty batch")
+    check_input_dtype("X", X, model, autocast_dtype)
     if not callable(loss_fn):
         raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
     check_int("steps", steps, minimum=1)
     check_int("n_accum", n_accum, minimum=1)
-    if not isinstance(weight_by_samples, bool):
-        raise TypeError(f"weight_by_samples must be True or False, got {weight_by_samples!r}")
+    check_bool("weight_by_samples", weight_by_samples)
     if n_accum > len(X):
         raise ValueError(
             f"n_accum must be <= the batch size ({len(X)}) so no micro-batch is empty, "
@@ -421,18 +428,7 @@ def _prepare(
 
 
 def _make_scaler(device: torch.device, scaler_kwargs: Any) -> torch.amp.GradScaler:
-    if scaler_kwargs is None:
-        scaler_kwargs = {}
-    if not isinstance(scaler_kwargs, Mapping):
-        raise TypeError(f"scaler_kwargs must be a dict or None, got {type(scaler_kwargs).__name__}")
-    for key in scaler_kwargs:
-        check_choice("scaler_kwargs key", key, _SCALER_KEYS)
-    for key in ("init_scale", "growth_factor", "backoff_factor"):
-        if key in scaler_kwargs:
-            check_positive(f"scaler_kwargs[{key!r}]", scaler_kwargs[key])
-    if "growth_interval" in scaler_kwargs:
-        check_int("scaler_kwargs['growth_interval']", scaler_kwargs["growth_interval"], minimum=1)
-    return torch.amp.GradScaler(device.type, **scaler_kwargs)
+    return torch.amp.GradScaler(device.type, **check_scaler_kwargs("scaler_kwargs", scaler_kwargs))
 
 
 def _check_amp_args(dtype: Any, clip_norm: Any) -> torch.dtype:
@@ -495,9 +491,10 @@ def train_full_batch(
     model : torch.nn.Module
         The model.
     optimizer : torch.optim.Optimizer
-        Its optimizer.
+        Its optimizer; it must hold every trainable parameter of ``model``
+        (freeze one with ``requires_grad_(False)``, not by leaving it out).
     X, y : torch.Tensor
-        The batch and its targets.
+        The batch and its targets; ``X`` in the dtype of the model's parameters.
     loss_fn : callable
         ``loss_fn(output, target)``, a mean loss.
     steps : int, default 1
@@ -513,7 +510,10 @@ def train_full_batch(
     Raises
     ------
     TypeError, ValueError
-        If an argument is of the wrong kind or out of range (the message names it).
+        If an argument is of the wrong kind or out of range (the message names it),
+        among them an ``optimizer`` that misses some of the model's trainable
+        parameters (one built over another model's would train nothing) and an
+        ``X`` whose dtype the model's parameters cannot take.
 
     Examples
     --------
@@ -560,9 +560,10 @@ def train_accumulated(
     model : torch.nn.Module
         The model.
     optimizer : torch.optim.Optimizer
-        Its optimizer.
+        Its optimizer; it must hold every trainable parameter of ``model``
+        (freeze one with ``requires_grad_(False)``, not by leaving it out).
     X, y : torch.Tensor
-        The batch and its targets.
+        The batch and its targets; ``X`` in the dtype of the model's parameters.
     loss_fn : callable
         ``loss_fn(output, target)``, a mean loss.
     n_accum : int
@@ -585,7 +586,10 @@ def train_accumulated(
     Raises
     ------
     TypeError, ValueError
-        If an argument is of the wrong kind or out of range (the message names it).
+        If an argument is of the wrong kind or out of range (the message names it),
+        among them an ``optimizer`` that misses some of the model's trainable
+        parameters (one built over another model's would train nothing) and an
+        ``X`` whose dtype the model's parameters cannot take.
 
     Examples
     --------
@@ -640,16 +644,21 @@ def train_amp(
     model : torch.nn.Module
         The model (FP32 parameters).
     optimizer : torch.optim.Optimizer
-        Its optimizer.
+        Its optimizer; it must hold every trainable parameter of ``model``
+        (freeze one with ``requires_grad_(False)``, not by leaving it out).
     X, y : torch.Tensor
-        The batch and its targets.
+        The batch and its targets; ``X`` in the dtype of the model's parameters
+        (or float16/bfloat16, which autocast casts too).
     loss_fn : callable
         ``loss_fn(output, target)``, a mean loss.
     steps : int, default 1
         Optimizer steps.
     scaler_kwargs : dict, optional
-        Passed to ``GradScaler(device.type, **scaler_kwargs)``: ``init_scale``,
-        ``growth_factor``, ``backoff_factor``, ``growth_interval``, ``enabled``.
+        Passed to ``GradScaler(device.type, **scaler_kwargs)``: ``init_scale``
+        (a float32 value > 0), ``growth_factor`` (> 1), ``backoff_factor`` (in
+        ``(0, 1)``), ``growth_interval`` (an int from 1 to ``2**63 - 1``) and
+        ``enabled`` (a bool), checked as :class:`~amp_lesson.scaler.ScalerSimulator`
+        checks its settings.
     dtype : {"fp16", "bf16"} or torch.dtype, default torch.float16
         The autocast dtype.
     clip_norm : float, optional
@@ -666,7 +675,13 @@ def train_amp(
     Raises
     ------
     TypeError, ValueError
-        If an argument is of the wrong kind or out of range (the message names it).
+        If an argument is of the wrong kind or out of range (the message names it),
+        among them an ``optimizer`` that misses some of the model's trainable
+        parameters (one built over another model's would train nothing), an ``X``
+        whose dtype the model's parameters cannot take, float16 parameters with
+        an enabled scaler (GradScaler refuses to unscale them), and
+        ``scaler_kwargs`` that GradScaler would refuse, or misread (an
+        ``init_scale`` beyond float32, an ``enabled`` that is not a bool).
 
     Examples
     --------
@@ -709,9 +724,11 @@ def train_amp_accumulated(
     model : torch.nn.Module
         The model (FP32 parameters).
     optimizer : torch.optim.Optimizer
-        Its optimizer.
+        Its optimizer; it must hold every trainable parameter of ``model``
+        (freeze one with ``requires_grad_(False)``, not by leaving it out).
     X, y : torch.Tensor
-        The batch and its targets.
+        The batch and its targets; ``X`` in the dtype of the model's parameters
+        (or float16/bfloat16, which autocast casts too).
     loss_fn : callable
         ``loss_fn(output, target)``, a mean loss.
     n_accum : int
@@ -719,7 +736,11 @@ def train_amp_accumulated(
     steps : int, default 1
         Optimizer steps.
     scaler_kwargs : dict, optional
-        Passed to ``GradScaler(device.type, **scaler_kwargs)``.
+        Passed to ``GradScaler(device.type, **scaler_kwargs)``: ``init_scale``
+        (a float32 value > 0), ``growth_factor`` (> 1), ``backoff_factor`` (in
+        ``(0, 1)``), ``growth_interval`` (an int from 1 to ``2**63 - 1``) and
+        ``enabled`` (a bool), checked as :class:`~amp_lesson.scaler.ScalerSimulator`
+        checks its settings.
     dtype : {"fp16", "bf16"} or torch.dtype, default torch.float16
         The autocast dtype.
     clip_norm : float, optional
@@ -735,7 +756,13 @@ def train_amp_accumulated(
     Raises
     ------
     TypeError, ValueError
-        If an argument is of the wrong kind or out of range (the message names it).
+        If an argument is of the wrong kind or out of range (the message names it),
+        among them an ``optimizer`` that misses some of the model's trainable
+        parameters (one built over another model's would train nothing), an ``X``
+        whose dtype the model's parameters cannot take, float16 parameters with
+        an enabled scaler (GradScaler refuses to unscale them), and
+        ``scaler_kwargs`` that GradScaler would refuse, or misread (an
+        ``init_scale`` beyond float32, an ``enabled`` that is not a bool).
 
     Examples
     --------
@@ -748,9 +775,11 @@ def train_amp_accumulated(
     """
     dtype = _check_amp_args(dtype, clip_norm)
     X, y, device = _prepare(
-        model, optimizer, X, y, loss_fn, steps=steps, n_accum=n_accum, device=device
-    )
+        model, optimizer, X, y, loss_fn, steps=steps, n_accum=n_accum, device=device,
+        autocast_dtype=dtype,
+    )  # fmt: skip
     scaler = _make_scaler(device, scaler_kwargs)
+    check_unscalable("model", model, scaler)
     log = []
     optimizer.zero_grad()
     for step in range(1, steps + 1):
@@ -798,9 +827,11 @@ def train_amp_mistake(
     model : torch.nn.Module
         The model (FP32 parameters).
     optimizer : torch.optim.Optimizer
-        Its optimizer.
+        Its optimizer; it must hold every trainable parameter of ``model``
+        (freeze one with ``requires_grad_(False)``, not by leaving it out).
     X, y : torch.Tensor
-        The batch and its targets.
+        The batch and its targets; ``X`` in the dtype of the model's parameters
+        (or float16/bfloat16, which autocast casts too).
     loss_fn : callable
         ``loss_fn(output, target)``, a mean loss.
     mistake : str
@@ -810,7 +841,11 @@ def train_amp_mistake(
     steps : int, default 1
         Optimizer steps.
     scaler_kwargs : dict, optional
-        Passed to ``GradScaler(device.type, **scaler_kwargs)``.
+        Passed to ``GradScaler(device.type, **scaler_kwargs)``: ``init_scale``
+        (a float32 value > 0), ``growth_factor`` (> 1), ``backoff_factor`` (in
+        ``(0, 1)``), ``growth_interval`` (an int from 1 to ``2**63 - 1``) and
+        ``enabled`` (a bool), checked as :class:`~amp_lesson.scaler.ScalerSimulator`
+        checks its settings.
     dtype : {"fp16", "bf16"} or torch.dtype, default torch.float16
         The autocast dtype.
     clip_norm : float, optional
@@ -828,7 +863,13 @@ def train_amp_mistake(
     RuntimeError
         From GradScaler itself under ``"no_update"``, on the second step.
     TypeError, ValueError
-        If an argument is of the wrong kind or out of range (the message names it).
+        If an argument is of the wrong kind or out of range (the message names it),
+        among them an ``optimizer`` that misses some of the model's trainable
+        parameters (one built over another model's would train nothing), an ``X``
+        whose dtype the model's parameters cannot take, float16 parameters with
+        an enabled scaler (GradScaler refuses to unscale them), and
+        ``scaler_kwargs`` that GradScaler would refuse, or misread (an
+        ``init_scale`` beyond float32, an ``enabled`` that is not a bool).
 
     Examples
     --------
@@ -850,9 +891,11 @@ def train_amp_mistake(
     if mistake == "clip_before_unscale" and clip_norm is None:
         raise ValueError("mistake='clip_before_unscale' needs clip_norm (a number > 0), got None")
     X, y, device = _prepare(
-        model, optimizer, X, y, loss_fn, steps=steps, n_accum=n_accum, device=device
-    )
+        model, optimizer, X, y, loss_fn, steps=steps, n_accum=n_accum, device=device,
+        autocast_dtype=dtype,
+    )  # fmt: skip
     scaler = _make_scaler(device, scaler_kwargs)
+    check_unscalable("model", model, scaler)
     log = []
     optimizer.zero_grad()
     for step in range(1, steps + 1):
@@ -932,8 +975,7 @@ def grad_after_backward(
     >>> (raw["weight"] / good["weight"]).tolist()
     [[4.0, 4.0]]
     """
-    if not isinstance(divide, bool):
-        raise TypeError(f"divide must be True or False, got {divide!r}")
+    check_bool("divide", divide)
     X, y, _ = _prepare(model, None, X, y, loss_fn, n_accum=n_accum)
     model.zero_grad(set_to_none=True)
     for xb, yb in zip(X.tensor_split(n_accum), y.tensor_split(n_accum), strict=True):

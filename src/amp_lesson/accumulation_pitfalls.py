@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from amp_lesson._checks import check_choice, check_int, check_positive
+from amp_lesson._checks import check_choice, check_int, check_positive, check_seed
 from amp_lesson.accumulation import make_toy_model, make_toy_problem
 from amp_lesson.device import resolve_device
 from amp_lesson.gradients import flat_grads
@@ -121,7 +121,7 @@ def compare_norm_split(norm: str = "batch", n_accum: int = 4, seed: int = 0) -> 
     Raises
     ------
     ValueError
-        If ``norm`` is unknown or ``n_accum`` is below 1.
+        If ``norm`` is unknown, ``n_accum`` is below 1 or ``seed`` outside ``[0, 2**64 - 1]``.
 
     Examples
     --------
@@ -133,6 +133,7 @@ def compare_norm_split(norm: str = "batch", n_accum: int = 4, seed: int = 0) -> 
     """
     check_choice("norm", norm, ("batch", "layer"))
     check_int("n_accum", n_accum, minimum=1)
+    check_seed("seed", seed)
     X, y = make_toy_problem(device="cpu")
     full, split = (make_mlp(2, 8, 1, norm=norm, seed=seed, device="cpu") for _ in range(2))
     loss_fn = nn.BCEWithLogitsLoss()
@@ -228,7 +229,7 @@ def make_token_batch(
     Raises
     ------
     ValueError
-        If ``lengths`` is empty or a number is out of range.
+        If ``lengths`` is empty or a number is out of range (``seed``: ``[0, 2**64 - 1]``).
 
     Examples
     --------
@@ -240,7 +241,7 @@ def make_token_batch(
     if not lengths:
         raise ValueError("lengths must hold at least one sequence length")
     check_int("vocab", vocab, minimum=2)
-    check_int("seed", seed, minimum=0)
+    check_seed("seed", seed)
     generator = torch.Generator().manual_seed(seed)
     shape = (len(lengths), max(lengths))
     inputs = torch.randint(0, vocab, shape, generator=generator)
@@ -519,7 +520,7 @@ def summation_order_rows(
     Raises
     ------
     ValueError
-        If a count is below 1 or ``seed`` is negative.
+        If a count is below 1 or ``seed`` is outside ``[0, 2**64 - 1]``.
 
     Examples
     --------
@@ -532,7 +533,7 @@ def summation_order_rows(
     for name, value in (("n_samples", n_samples), ("n_features", n_features)):
         check_int(name, value, minimum=1)
     check_int("n_accum", n_accum, minimum=1)
-    generator = torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
+    generator = torch.Generator().manual_seed(check_seed("seed", seed))
     X = torch.randn(n_samples, n_features, generator=generator)
     y = (torch.randn(n_samples, 1, generator=generator) > 0).float()
     model = make_mlp(n_features, depth=0, out_features=1, seed=seed, device="cpu")

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from amp_lesson._checks import check_choice, check_int
+from amp_lesson._checks import check_choice, check_int, check_seed
 from amp_lesson.device import resolve_device
 from amp_lesson.formats import dtype_name, dtype_of
 from amp_lesson.models import make_mlp
@@ -212,7 +212,7 @@ def make_regression_problem(
     Raises
     ------
     ValueError
-        If a count is below 1 or ``seed`` is negative.
+        If a count is below 1 or ``seed`` is outside ``[0, 2**64 - 1]``.
 
     Examples
     --------
@@ -222,7 +222,7 @@ def make_regression_problem(
     """
     check_int("n_samples", n_samples, minimum=1)
     check_int("n_features", n_features, minimum=1)
-    check_int("seed", seed, minimum=0)
+    check_seed("seed", seed)
     device = resolve_device(device)
     g = torch.Generator().manual_seed(seed)
     X = torch.randn(n_samples, n_features, generator=g)

@@ -48,7 +48,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
-from amp_lesson._checks import check_choice, check_int, check_positive
+from amp_lesson._checks import check_choice, check_int, check_positive, check_seed
 from amp_lesson.accumulation import make_toy_problem, train_full_batch
 from amp_lesson.models import make_mlp
 from amp_lesson.scaler import step_skipped
@@ -441,14 +441,14 @@ def run_ddp_accumulation(
     Raises
     ------
     ValueError
-        If a setting is out of range, a mode unknown, or a rank would hold
-        fewer samples than ``n_accum``.
+        If a setting is out of range (``seed``: ``[0, 2**64 - 1]``), a mode unknown, or a
+        rank would hold fewer samples than ``n_accum``.
     """
     check_int("world_size", world_size, minimum=1)
     check_int("n_accum", n_accum, minimum=1)
     check_int("steps", steps, minimum=1)
     check_positive("lr", lr)
-    check_int("seed", seed, minimum=0)
+    check_seed("seed", seed)
     if bucket_cap_mb is not None:
         check_positive("bucket_cap_mb", bucket_cap_mb)
     check_choice("start_method", start_method, ("spawn", "forkserver"))
@@ -529,6 +529,7 @@ def reference_full_batch(steps: int = 2, lr: float = 0.1, seed: int = 0) -> dict
     >>> sorted(ref)
     ['0.bias', '0.weight', '2.bias', '2.weight']
     """
+    check_seed("seed", seed)
     X, y = make_toy_problem(device="cpu")
     model = _model(seed)
     optimizer = torch.optim.SGD(model.parameters(), lr=check_positive("lr", lr))

@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from amp_lesson._checks import check_choice, check_finite
+from amp_lesson._checks import check_choice, check_finite, shown
 
 __all__ = [
     "COLUMN_TITLES",
@@ -391,7 +391,7 @@ def _check_real(name: str, value: Any) -> float:
     try:
         return float(value)
     except OverflowError:
-        raise ValueError(f"{name} is too large to be a float: {value!r}") from None
+        raise ValueError(f"{name} is too large to be a float: {shown(value)}") from None
 
 
 def _as_tensor(name: str, value: Any) -> torch.Tensor:

@@ -37,7 +37,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from amp_lesson._checks import check_int, check_positive
+from amp_lesson._checks import (
+    check_input_dtype,
+    check_int,
+    check_optimizer,
+    check_positive,
+    check_seed,
+    check_unscalable,
+)
 from amp_lesson.device import resolve_device
 from amp_lesson.formats import dtype_of, format_spec
 from amp_lesson.models import make_mlp
@@ -107,7 +114,8 @@ def load_digits_data(
     ImportError
         Without scikit-learn (it is in the ``docs`` extra).
     ValueError
-        If ``n_test`` is not between 1 and the number of images, or ``seed`` negative.
+        If ``n_test`` is not between 1 and the number of images, or ``seed`` outside
+        ``[0, 2**64 - 1]``.
 
     Examples
     --------
@@ -121,7 +129,7 @@ def load_digits_data(
         raise ImportError(
             "load_digits_data needs scikit-learn (pip install 'amp-lesson[docs]')"
         ) from error
-    check_int("seed", seed, minimum=0)
+    check_seed("seed", seed)
     digits = load_digits()
     n = len(digits.target)
     check_int("n_test", n_test, minimum=1)
@@ -452,6 +460,24 @@ class DigitsRun:
     params: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
+def _check_step(
+    model: Any, optimizer: Any, scaler: Any, X: Any, autocast_dtype: Any
+) -> torch.dtype | None:
+    """:func:`amp_step`'s arguments, checked; returns the autocast dtype (``None``: FP32)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    check_optimizer("optimizer", optimizer, model)
+    if not isinstance(scaler, torch.amp.GradScaler):
+        raise TypeError(f"scaler must be a torch.amp.GradScaler, got {type(scaler).__name__}")
+    check_unscalable("model", model, scaler)
+    if not isinstance(X, torch.Tensor):
+        raise TypeError(f"X must be a torch.Tensor, got {type(X).__name__}")
+    if autocast_dtype is not None:
+        autocast_dtype = dtype_of(autocast_dtype, name="autocast_dtype")
+    check_input_dtype("X", X, model, autocast_dtype)
+    return autocast_dtype
+
+
 def amp_step(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -490,7 +516,18 @@ def amp_step(
         Whether the scaler skipped the step (its scale dropped).
     grads : torch.Tensor or None
         :func:`flat_grads` after ``unscale_``, with ``keep_grads``.
+
+    Raises
+    ------
+    TypeError
+        If an argument is of the wrong kind.
+    ValueError
+        If ``optimizer`` misses some of the model's trainable parameters
+        (one built over another model's would train nothing),
+        ``autocast_dtype`` is not a half format, ``X``'s dtype is not one
+        the model takes, or the scaler would refuse float16 gradients.
     """
+    autocast_dtype = _check_step(model, optimizer, scaler, X, autocast_dtype)
     optimizer.zero_grad(set_to_none=True)
     with torch.autocast(
         X.device.type, dtype=autocast_dtype or torch.float16, enabled=autocast_dtype is not None
@@ -580,6 +617,7 @@ def train_digits(
     if not isinstance(scaler, bool):
         raise TypeError(f"scaler must be True or False, got {scaler!r}")
     loss_multiplier = check_positive("loss_multiplier", loss_multiplier)
+    check_seed("seed", seed)
     check_int("epochs", epochs, minimum=1)
     check_int("batch_size", batch_size, minimum=1)
     record = set(record_grads_at)

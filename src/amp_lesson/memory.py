@@ -40,7 +40,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from amp_lesson._checks import check_choice, check_int, check_positive
+from amp_lesson._checks import check_choice, check_input_dtype, check_int, check_positive
 from amp_lesson.device import place_model
 from amp_lesson.formats import dtype_name, dtype_of
 
@@ -419,7 +419,9 @@ def measure_activation_memory(
     TypeError
         If ``model``, ``x`` or ``loss_fn`` has the wrong type.
     ValueError
-        If ``autocast_dtype`` is not a half format or ``device`` is unknown.
+        If ``autocast_dtype`` is not a half format, ``x``'s dtype is not one
+        the model's parameters take (without autocast, theirs), or ``device``
+        is unknown.
 
     Examples
     --------
@@ -441,6 +443,7 @@ def measure_activation_memory(
         loss_fn = _default_loss
     elif not callable(loss_fn):
         raise TypeError(f"loss_fn must be callable or None, got {type(loss_fn).__name__}")
+    check_input_dtype("x", x, model, autocast_dtype)
     device = place_model(model, device)
     x = x.to(device)
     params = list(model.parameters())

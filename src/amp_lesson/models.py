@@ -25,7 +25,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from amp_lesson._checks import check_choice, check_dtype, check_int
+from amp_lesson._checks import check_choice, check_dtype, check_int, check_seed
 from amp_lesson.device import resolve_device
 
 __all__ = ["make_mlp", "make_transformer_block", "seeded"]
@@ -41,7 +41,8 @@ def seeded(seed: int) -> Iterator[None]:
     Parameters
     ----------
     seed : int
-        The seed, ``>= 0``.
+        The seed, in ``[0, 2**64 - 1]``: the seeds torch's generators take (they
+        read a negative one as ``seed + 2**64``).
 
     Yields
     ------
@@ -50,8 +51,10 @@ def seeded(seed: int) -> Iterator[None]:
 
     Raises
     ------
+    TypeError
+        If ``seed`` is not an int.
     ValueError
-        If ``seed`` is negative.
+        If ``seed`` is outside ``[0, 2**64 - 1]``.
 
     Examples
     --------
@@ -66,7 +69,7 @@ def seeded(seed: int) -> Iterator[None]:
     >>> torch.equal(a, b), torch.equal(before, torch.random.get_rng_state())
     (True, True)
     """
-    check_int("seed", seed, minimum=0)
+    check_seed("seed", seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         yield
@@ -121,8 +124,9 @@ def make_mlp(
     TypeError
         If a size is not an int or ``dtype`` is not a torch dtype.
     ValueError
-        If a size is below 1 (``depth`` below 0), ``norm`` is unknown, or
-        ``depth`` disagrees with a sequence of widths.
+        If a size is below 1 (``depth`` below 0), ``norm`` is unknown,
+        ``depth`` disagrees with a sequence of widths, or ``seed`` is outside
+        ``[0, 2**64 - 1]``.
 
     Examples
     --------
@@ -200,7 +204,8 @@ def make_transformer_block(
     Raises
     ------
     ValueError
-        If a size is below 1 or ``d_model`` is not a multiple of ``n_heads``.
+        If a size is below 1, ``d_model`` is not a multiple of ``n_heads``, or
+        ``seed`` is outside ``[0, 2**64 - 1]``.
 
     Examples
     --------

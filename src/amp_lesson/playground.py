@@ -50,6 +50,7 @@ __all__ = [
     "EVENT_TEXT",
     "EXAMPLE_VALUES",
     "EXPLORER_FORMATS",
+    "MAX_NUMBER_LENGTH",
     "MAX_STEPS",
     "PATTERN_PREFIXES",
     "class_text",
@@ -112,7 +113,16 @@ CLASS_TEXT: Mapping[str, str] = {
 MAX_STEPS = 1000
 """The longest schedule the GradScaler playground runs (the page stays quick)."""
 
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+MAX_NUMBER_LENGTH = 2000
+"""The longest text :func:`read_number` reads, in characters, spaces around it left out.
+
+Every float64 fits: the longest exact decimal of one, ``2**-1074`` written
+out in full as ``0.000...``, has 1076 characters.
+"""
+
+# One way to match each text: "[0-9]+\.?[0-9]*" could split a run of digits
+# anywhere, and a failing fullmatch tried every split (quadratic in the length).
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _SPECIAL = re.compile(r"[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
 _PATTERN = re.compile(r"(?:([A-Za-z0-9_]+)\s*:\s*)?0[xX](.*)", re.DOTALL)
 _HEX_DIGITS = re.compile(r"[0-9A-Fa-f]+")
@@ -154,7 +164,8 @@ def read_number(text: str) -> float:
       payloads included (a TF32 pattern is the FP32 one with its low 13
       mantissa bits zero).
 
-    Leading and trailing spaces are ignored. Anything else raises
+    Leading and trailing spaces are ignored. Anything else, or a text
+    longer than :data:`MAX_NUMBER_LENGTH` characters, raises
     :class:`ValueError` with the message the explorer shows.
 
     Parameters
@@ -169,8 +180,11 @@ def read_number(text: str) -> float:
 
     Raises
     ------
+    TypeError
+        If ``text`` is not a str.
     ValueError
-        If ``text`` is none of those; the message says what is allowed.
+        If ``text`` is none of those, or longer than
+        :data:`MAX_NUMBER_LENGTH` characters; the message says what is allowed.
 
     Examples
     --------
@@ -188,6 +202,11 @@ def read_number(text: str) -> float:
     stripped = text.strip()
     if not stripped:
         raise ValueError(f"Type a number: {_HOW_TO_TYPE}.")
+    if len(stripped) > MAX_NUMBER_LENGTH:
+        raise ValueError(
+            f"text must be at most {MAX_NUMBER_LENGTH} characters long, got "
+            f"{len(stripped)}: {_HOW_TO_TYPE}."
+        )
     if _DECIMAL.fullmatch(stripped) or _SPECIAL.fullmatch(stripped):
         return float(stripped)
     match = _PATTERN.fullmatch(stripped)

@@ -47,14 +47,16 @@ def train_mixed_precision(
     loss_fn : torch.nn.Module
         A mean loss, ``loss_fn(output, y)``.
     optimizer : torch.optim.Optimizer
-        The model's optimizer.
+        The model's optimizer; it must hold every trainable parameter of
+        ``model`` (freeze one with ``requires_grad_(False)``, not by leaving
+        it out).
     accum_steps : int, default 1
         Micro-batches per optimizer step; the step's gradient is that of
         their combined mean loss. It must divide ``len(loader)``.
     max_norm : float, optional
         Clip the gradient's 2-norm to it, after unscaling.
     dtype : torch.dtype, default torch.float16
-        The autocast dtype.
+        The autocast dtype, ``torch.float16`` or ``torch.bfloat16``.
     epochs : int, default 1
         Passes over ``loader``.
 
@@ -66,7 +68,10 @@ def train_mixed_precision(
     Raises
     ------
     ValueError
-        If ``accum_steps`` or ``epochs`` is out of range.
+        If ``accum_steps`` or ``epochs`` is out of range, ``dtype`` is not
+        a half dtype (autocast would quietly switch itself off), or
+        ``optimizer`` misses a trainable parameter of ``model`` (one built
+        over another model's parameters would train nothing, without a word).
     """
     if not (isinstance(accum_steps, int) and accum_steps >= 1 and len(loader) % accum_steps == 0):
         # A window that ran across two epochs would mix their gradients.
@@ -75,6 +80,12 @@ def train_mixed_precision(
         )
     if not (isinstance(epochs, int) and epochs >= 1):
         raise ValueError(f"epochs must be an int >= 1, got {epochs!r}")
+    if dtype not in (torch.float16, torch.bfloat16):  # else autocast is off
+        raise ValueError(f"dtype must be float16 or bfloat16, got {dtype}")
+    held = {id(p) for g in optimizer.param_groups for p in g["params"]}
+    if any(id(p) not in held for p in model.parameters() if p.requires_grad):
+        # One built over another model's parameters would train nothing.
+        raise ValueError("optimizer must hold every trainable parameter")
     device = next(model.parameters()).device
     scaler = torch.amp.GradScaler(device.type)
     model.train()

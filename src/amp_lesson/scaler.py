@@ -41,7 +41,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from amp_lesson._checks import check_finite, check_int, check_positive
+from amp_lesson._checks import (
+    check_backoff_factor,
+    check_finite,
+    check_growth_factor,
+    check_growth_interval,
+    check_positive,
+    check_scale,
+)
 from amp_lesson.device import resolve_device
 from amp_lesson.formats import dtype_of, format_spec
 
@@ -76,31 +83,6 @@ def _check_bool(name: str, value: Any) -> bool:
         f"{name} must be a bool (True if the step's scaled gradients had inf/NaN), "
         f"got {type(value).__name__} {value!r}"
     )
-
-
-def _check_f32_positive(name: str, value: Any) -> float:
-    value = check_positive(name, value)
-    as_f32 = _to_f32(value)
-    if not math.isfinite(as_f32) or as_f32 == 0.0:
-        raise ValueError(
-            f"{name} must be representable in float32 (GradScaler keeps the scale in a "
-            f"float32 tensor): between about 1.4e-45 and {_FP32_MAX:.7g}, got {value!r}"
-        )
-    return value
-
-
-def _check_growth_factor(value: Any) -> float:
-    value = check_finite("growth_factor", value)
-    if value <= 1.0:
-        raise ValueError(f"growth_factor must be a finite number > 1, got {value!r}")
-    return value
-
-
-def _check_backoff_factor(value: Any) -> float:
-    value = check_finite("backoff_factor", value)
-    if not 0.0 < value < 1.0:
-        raise ValueError(f"backoff_factor must be in the open interval (0, 1), got {value!r}")
-    return value
 
 
 def _check_sequence(found_inf_sequence: Any) -> list[bool]:
@@ -145,18 +127,25 @@ class ScalerSimulator:
     Parameters
     ----------
     init_scale : float, default 2.0**16
-        The first scale; it must be representable in float32.
+        The first scale; it must be representable in float32: at most
+        float32's largest value ``3.4028234663852886e+38``, which torch
+        refuses to exceed, and not so small that it rounds to 0.
     growth_factor : float, default 2.0
         Factor the scale grows by (``> 1``).
     backoff_factor : float, default 0.5
         Factor the scale shrinks by (in ``(0, 1)``).
     growth_interval : int, default 2000
-        Good steps in a row before the scale grows.
+        Good steps in a row before the scale grows, from 1 to ``2**63 - 1``
+        (GradScaler's kernel takes a 64-bit int).
 
     Raises
     ------
+    TypeError
+        If a setting is not a number (``growth_interval``: not an int).
     ValueError
-        If a setting is out of range (GradScaler itself would only assert).
+        If a setting is out of range, infinite or NaN, or an int too large
+        for a float (GradScaler itself would only assert, or fail later in
+        torch's conversion to float32).
 
     Examples
     --------
@@ -177,10 +166,10 @@ class ScalerSimulator:
         backoff_factor: float = 0.5,
         growth_interval: int = 2000,
     ) -> None:
-        self._init_scale = _check_f32_positive("init_scale", init_scale)
-        self._growth_factor = _check_growth_factor(growth_factor)
-        self._backoff_factor = _check_backoff_factor(backoff_factor)
-        self._growth_interval = check_int("growth_interval", growth_interval, minimum=1)
+        self._init_scale = check_scale("init_scale", init_scale)
+        self._growth_factor = check_growth_factor("growth_factor", growth_factor)
+        self._backoff_factor = check_backoff_factor("backoff_factor", backoff_factor)
+        self._growth_interval = check_growth_interval("growth_interval", growth_interval)
         self._scale = _to_f32(self._init_scale)
         self._growth_tracker = 0
 
@@ -320,9 +309,9 @@ def simulate(
     Raises
     ------
     TypeError
-        If the schedule is not an iterable of bools.
+        If the schedule is not an iterable of bools, or a setting not a number.
     ValueError
-        If a setting is out of range.
+        If a setting is out of range (see :class:`ScalerSimulator`).
 
     Examples
     --------
@@ -430,10 +419,11 @@ def run_torch_scaler(
     Raises
     ------
     TypeError
-        If the schedule is not an iterable of bools.
+        If the schedule is not an iterable of bools, or a setting not a number.
     ValueError
-        If a setting is out of range (checked before GradScaler's bare
-        assertions could fire).
+        If a setting is out of range (checked as :class:`ScalerSimulator`
+        checks it, before GradScaler's bare assertions or torch's conversion
+        to float32 could fail).
 
     Examples
     --------
@@ -574,7 +564,7 @@ def follow_gradient(
     ('2.8e-04', 1.0)
     """
     grad = _check_f32_value("grad", grad)
-    scale = _check_f32_positive("scale", scale)
+    scale = check_scale("scale", scale)
     low = dtype_of(dtype)
     name = format_spec(low).name
 

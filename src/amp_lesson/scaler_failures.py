@@ -39,6 +39,7 @@ from amp_lesson.accumulation import (
     train_amp_mistake,
 )
 from amp_lesson.device import resolve_device
+from amp_lesson.formats import dtype_of
 from amp_lesson.scaler import step_skipped
 from amp_lesson.timing import one_thread
 
@@ -278,7 +279,7 @@ def scaler_extra_calls(
 
     Parameters
     ----------
-    dtype : torch.dtype, default torch.bfloat16
+    dtype : {"fp16", "bf16"} or torch.dtype, default torch.bfloat16
         The autocast dtype.
     device : torch.device or str, optional
         Where to run.
@@ -290,12 +291,19 @@ def scaler_extra_calls(
     same : bool
         Whether the two runs' weights are bitwise equal.
 
+    Raises
+    ------
+    ValueError
+        If ``dtype`` is not a half format (autocast would quietly switch
+        itself off for any other) or ``device`` is unknown.
+
     Examples
     --------
     >>> extra, same = scaler_extra_calls(device="cpu")
     >>> same, "_amp_foreach_non_finite_check_and_unscale_" in extra, extra["item"]
     (True, True, 1)
     """
+    dtype = dtype_of(dtype)
     device = resolve_device(device)
     X, y = make_toy_problem(device=device)
     loss_fn = nn.BCEWithLogitsLoss()

@@ -225,10 +225,13 @@
 
   /* ---------------------------------------------------------------- reading */
 
-  var DECIMAL = /^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$/;
+  // One way to match each text: [0-9]+\.?[0-9]* could split a run of digits anywhere, and a
+  // failed match tried every split (quadratic in the length).
+  var DECIMAL = /^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$/;
   var SPECIAL = /^([+-]?)(inf|infinity|nan)$/i;
   var PATTERN = /^(?:([A-Za-z0-9_]+)\s*:\s*)?0[xX]([\s\S]*)$/;
   var HEX_DIGITS = /^[0-9A-Fa-f]+$/;
+  var MAX_NUMBER_LENGTH = 2000; // amp_lesson.playground.MAX_NUMBER_LENGTH
   var HOW_TO_TYPE =
     "type a decimal such as 0.1 or -2.5e-8, inf, nan, or a bit pattern such as " +
     "0x3f800000 (FP32) or fp16:0x3c00";
@@ -246,6 +249,13 @@
   function readNumber(text, formats, prefixes) {
     var stripped = String(text).trim();
     if (!stripped) throw new InputError("Type a number: " + HOW_TO_TYPE + ".");
+    var length = Array.from(stripped).length; // code points, as Python's len counts
+    if (length > MAX_NUMBER_LENGTH) {
+      throw new InputError(
+        "text must be at most " + MAX_NUMBER_LENGTH + " characters long, got " + length + ": " +
+          HOW_TO_TYPE + "."
+      );
+    }
     if (DECIMAL.test(stripped)) return numberSource(Number(stripped));
     var special = SPECIAL.exec(stripped);
     if (special) {

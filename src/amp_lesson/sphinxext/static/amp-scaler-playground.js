@@ -23,7 +23,8 @@
   var SUMMARY_DELAY_MS = 400;
   var STRIP_LIMIT = 200; // step toggles shown; longer schedules are edited as text
   var FP32_MAX = floats.f32FromBits(0x7f7fffff);
-  var DECIMAL = /^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$/;
+  // As in amp-floats.js: one way to match each text, so a long one fails in linear time.
+  var DECIMAL = /^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$/;
   var INTEGER = /^[+-]?[0-9]+$/;
   var LARGEST_INTERVAL = 9007199254740991; // 2**53 - 1, the largest exact integer here
   var SVG = "http://www.w3.org/2000/svg";
@@ -62,8 +63,8 @@
     var shown = floats.pyRepr(value);
     if (name === "init_scale") {
       if (value <= 0) return { error: "init_scale must be a finite number > 0, got " + shown };
-      var asFloat32 = Math.fround(value);
-      if (!isFinite(asFloat32) || asFloat32 === 0) {
+      // torch refuses a scale above float32's largest value, even one that would round down to it
+      if (value > FP32_MAX || Math.fround(value) === 0) {
         return {
           error:
             "init_scale must be representable in float32 (GradScaler keeps the scale in a float32 " +
