@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
-from helpers import DOCS
+from helpers import DOCS, FRONT_MATTER
 
-CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(?P<body>.*?)^```", re.MULTILINE | re.DOTALL)
-TAGS = re.compile(r"^:tags:\s*\[(?P<tags>[^\]]*)\]", re.MULTILINE)
+from amp_lesson.sphinxext.pages import read_text
+
 HIDDEN = {"remove-cell", "remove-input"}
 # Gluing values into the prose and binding claims is the book's bookkeeping; printing a
 # function's source as plain text is what a highlighted {literalinclude} is for.
@@ -26,15 +25,12 @@ def pages() -> list[Path]:
 
 
 def visible_cells(text: str) -> list[tuple[int, str]]:
-    """(line, body) of each code cell whose input the reader sees."""
-    cells = []
-    for match in CELL.finditer(text):
-        body = match["body"]
-        tags = TAGS.search(body[:400])
-        if tags and HIDDEN & {t.strip() for t in tags["tags"].split(",")}:
-            continue
-        cells.append((text[: match.start()].count("\n") + 1, body))
-    return cells
+    """(line, source) of each code cell whose input the reader sees, as the build reads the page."""
+    return [
+        (cell.line, cell.source)
+        for cell in read_text(text).code_cells
+        if not HIDDEN & set(cell.tags)
+    ]
 
 
 @pytest.mark.parametrize("page", pages(), ids=lambda p: p.relative_to(DOCS).as_posix())
@@ -49,8 +45,12 @@ def test_visible_cells_hold_no_bookkeeping(page: Path) -> None:
 
 
 def test_the_check_sees_a_visible_glue_and_ignores_a_hidden_one() -> None:
-    page = (
+    top = FRONT_MATTER.count("\n")
+    page = FRONT_MATTER + (
         "```{code-cell} ipython3\nx = 1\nglue('x', x)\n```\n\n"
-        "```{code-cell} ipython3\n:tags: [remove-cell]\nglue('y', 2)\n```\n"
+        "```{code-cell} ipython3\n:tags: [remove-cell]\nglue('y', 2)\n```\n\n"
+        # hidden by a YAML option block, and a four-backtick fence: the old regex saw neither
+        "```{code-cell} ipython3\n---\ntags: [remove-input]\n---\nglue('z', 3)\n```\n\n"
+        "````{code-cell} ipython3\nglue('w', 4)\n````\n"
     )
-    assert [line for line, _ in visible_cells(page) if "glue(" in _] == [1]
+    assert [line for line, body in visible_cells(page) if "glue(" in body] == [top + 1, top + 18]

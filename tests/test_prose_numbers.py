@@ -20,9 +20,10 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import DOCS, mini_book, sphinx_build
+from helpers import DOCS, FRONT_MATTER, mini_book, sphinx_build
 
 from amp_lesson.claims import typed_outcomes
+from amp_lesson.sphinxext.pages import read_text
 
 FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,}|:{3,})(?P<info>.*)$")
 STRIP = [
@@ -50,14 +51,31 @@ NOT_PROSE = {"code-cell", "code-block", "code", "math", "glue:figure", "raw", "m
 
 
 def prose_lines(text: str) -> list[tuple[int, str]]:
-    """(line number, text) of the lines of a MyST page that are prose."""
-    lines = text.splitlines()
+    """(line number, text) of the lines of a MyST page that are prose.
+
+    The page is read as the build reads it (:mod:`amp_lesson.sphinxext.pages`):
+    its code cells are not prose, and each Markdown cell is scanned here for the
+    directives and blocks in it that are not prose either.
+    """
+    page = read_text(text)
     out: list[tuple[int, str]] = []
-    i = 0
-    if lines and lines[0].strip() == "---":  # front matter
-        i = lines.index("---", 1) + 1 if "---" in lines[1:] else len(lines)
+    for cell in page.cells:
+        if cell.kind != "markdown":
+            continue
+        lines = cell.source.splitlines()
+        skip = 0
+        if not page.is_notebook and lines and lines[0].strip() == "---":
+            # front matter of a page that is no notebook (the reader keeps it in the text)
+            skip = lines.index("---", 1) + 1 if "---" in lines[1:] else len(lines)
+        out.extend((cell.line + i, line) for i, line in _prose_in(lines, skip))
+    return out
+
+
+def _prose_in(lines: list[str], start: int = 0) -> list[tuple[int, str]]:
+    """(index, text) of the prose lines of a Markdown cell's ``lines``, from ``start``."""
+    out: list[tuple[int, str]] = []
     stack: list[tuple[str, bool]] = []  # (fence, prose inside)
-    while i < len(lines):
+    for i in range(start, len(lines)):
         line = lines[i]
         m = FENCE.match(line.strip())
         if m and stack and m["fence"] == stack[-1][0] and not m["info"].strip():
@@ -70,27 +88,47 @@ def prose_lines(text: str) -> list[tuple[int, str]]:
             stack.append((m["fence"], inside_prose))
             # a directive's argument (its title) is prose
             if inside_prose and "}" in m["info"]:
-                out.append((i + 1, m["info"].split("}", 1)[1]))
+                out.append((i, m["info"].split("}", 1)[1]))
         elif m and not m["info"].strip():
             stack.append((m["fence"], False))  # a plain fenced block is code
         elif (not stack or stack[-1][1]) and not re.match(r"^\s*:[\w-]+:|^\(.*\)=\s*$", line):
-            out.append((i + 1, line))
-        i += 1
+            out.append((i, line))
     return out
 
 
 # A cell's figure caption is MyST, so a computed number can be glued into it; its alt text is a
 # plain string (it describes the axes, whose ranges are the plot's inputs).
-CAPTION = re.compile(r"^\s*caption:\s*(?P<text>.+)$")
+CAPTION = re.compile(r"^\s*caption:")
 
 
 def caption_lines(text: str) -> list[tuple[int, str]]:
-    """(line number, text) of the figure captions in code cells' metadata."""
-    return [
-        (i, m["text"].strip().strip("\"'"))
-        for i, line in enumerate(text.splitlines(), 1)
-        if (m := CAPTION.match(line))
-    ]
+    """(line number, text) of the figure captions in code cells' metadata.
+
+    The caption is the cell's ``mystnb.figure.caption`` as MyST-NB reads it; its
+    line is the ``caption:`` line of the cell's option block (else the fence's).
+    """
+    lines = text.splitlines()
+    found = []
+    for cell in read_text(text).code_cells:
+        caption = ((cell.metadata.get("mystnb") or {}).get("figure") or {}).get("caption")
+        if not caption:
+            continue
+        options = _option_lines(lines, cell.line - 1)
+        line = next((i + 1 for i in options if CAPTION.match(lines[i])), cell.line)
+        found.append((line, str(caption)))
+    return found
+
+
+def _option_lines(lines: list[str], fence: int) -> range:
+    """Indices of the option block of the cell whose fence is ``lines[fence]``."""
+    first = fence + 1
+    if first < len(lines) and lines[first].strip() == "---":  # a YAML block
+        end = next((j for j in range(first + 1, len(lines)) if lines[j].strip() == "---"), first)
+        return range(first + 1, end)
+    end = first
+    while end < len(lines) and re.match(r"^:[\w-]+:", lines[end].strip()):
+        end += 1
+    return range(first, end)
 
 
 def offending_numbers(text: str) -> list[tuple[int, str, str]]:
@@ -140,7 +178,52 @@ def test_prose_has_no_typed_in_numbers(page: Path) -> None:
     ],
 )
 def test_the_scanner_finds_what_it_should(text: str, numbers: list[str]) -> None:
-    assert [n for _, n, _ in offending_numbers(text)] == numbers
+    assert [n for _, n, _ in offending_numbers(FRONT_MATTER + text)] == numbers
+
+
+def test_the_scanner_reads_cells_as_the_build_does_and_names_the_right_lines() -> None:
+    """Code cells of any fence (four backticks, an option block) are skipped, not the prose."""
+    body = [
+        "# Title",  # 1
+        "",
+        "````{code-cell} ipython3",  # 3: a four-backtick fence, a plain fence inside
+        "```",
+        "x = 1.5",
+        "```",
+        "````",
+        "After 2.5 steps.",  # 8
+        "",
+        "```{code-cell} ipython3",  # 10
+        "---",
+        "tags: [remove-input]",
+        "mystnb:",
+        "  figure:",
+        "    caption: Up 3.5 times",  # 15
+        "---",
+        "y = 4.5",
+        "```",
+        "",
+        "+++",
+        "",
+        ":::{note} Note 6.5",  # 22
+        "Inside 7.5 too.",
+        ":::",
+    ]
+    top = FRONT_MATTER.count("\n")
+    found = offending_numbers(FRONT_MATTER + "\n".join(body) + "\n")
+    assert [(line - top, n) for line, n, _ in found] == [
+        (8, "2.5"),
+        (15, "3.5"),
+        (22, "6.5"),
+        (23, "7.5"),
+    ]
+
+
+def test_a_page_that_is_no_notebook_has_no_cells_to_skip() -> None:
+    """Without notebook front matter the page is one Markdown cell: its front matter and a
+    code-cell directive in it (which the build never runs) are still no prose."""
+    text = "---\norphan: true\n---\n# Plain 1.5\n\n```{code-cell} ipython3\nx = 2.5\n```\n"
+    assert [(line, n) for line, n, _ in offending_numbers(text)] == [(4, "1.5")]
 
 
 # --------------------------------------------------------------------------- outcomes
@@ -209,6 +292,7 @@ def compare():
 '''
 
 
+@pytest.mark.usefixtures("sphinx")
 @pytest.mark.book
 def test_the_build_fails_on_a_typed_outcome_in_a_self_check_a_caption_or_a_docstring(
     tmp_path: Path,

@@ -33,12 +33,10 @@ EXECUTED = DOCS / "_build" / "jupyter_execute"
 
 
 def pages() -> list[Path]:
-    """The book's pages that hold code cells."""
-    return sorted(
-        p
-        for p in DOCS.rglob("*.md")
-        if "_build" not in p.parts and "{code-cell}" in p.read_text(encoding="utf-8")
-    )
+    """The book's pages that hold code cells (as MyST-NB reads them: a notebook's cells)."""
+    from amp_lesson.sphinxext.pages import has_code_cells
+
+    return sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts and has_code_cells(p))
 
 
 def docname(page: Path) -> str:
@@ -50,12 +48,22 @@ def twin_path(page: Path) -> Path:
 
 
 def page_notebook(page: Path) -> dict[str, Any]:
-    """The page as MyST-NB reads it (jupytext), unexecuted."""
-    import jupytext
+    """The page, unexecuted, as MyST-NB reads it to run it (:mod:`amp_lesson.sphinxext.pages`)."""
+    from amp_lesson.sphinxext.pages import read_page
 
-    nb = jupytext.read(page)
-    nb.metadata.pop("jupytext", None)
-    return json.loads(jupytext.writes(nb, fmt="ipynb"))
+    read = read_page(page)
+    cells = []
+    for cell in read.cells:
+        new: dict[str, Any] = {
+            "cell_type": cell.kind,
+            "metadata": json.loads(json.dumps(cell.metadata)),
+            "source": cell.source,
+        }
+        if cell.kind == "code":
+            new |= {"execution_count": None, "outputs": []}
+        cells.append(new)
+    metadata = json.loads(json.dumps(read.metadata))
+    return {"cells": cells, "metadata": metadata, "nbformat": 4, "nbformat_minor": 5}
 
 
 def quoted_keys(page: Path) -> set[str]:

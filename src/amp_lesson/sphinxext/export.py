@@ -779,37 +779,68 @@ def titles_and_labels(
 ) -> tuple[dict[str, str], dict[str, tuple[str, str, str]]]:
     """Page titles and section labels of MyST ``pages`` (docname: text), as Sphinx finds them.
 
+    Each page is read as the build reads it (:func:`.pages.read_text`): titles
+    and ``(label)=`` targets come from its Markdown cells, outside literal
+    blocks, and a code cell's figure ``name`` is a label too.
+
     >>> titles_and_labels({"a/b": "# Bee\\n\\n(sec-x)=\\n## Sec X\\n"})
     ({'a/b': 'Bee'}, {'sec-x': ('a/b', 'sec-x', 'Sec X')})
     """
+    from amp_lesson.sphinxext.pages import read_text
+
     titles: dict[str, str] = {}
     labels: dict[str, tuple[str, str, str]] = {}
     for doc, text in pages.items():
-        lines = _markdown_outside_fences(text.splitlines())
-        for i, line in enumerate(lines):
-            heading = re.match(r"^#{1,6}\s+(.*?)\s*$", line)
-            if heading and doc not in titles:
-                titles[doc] = heading[1]
-            target = _TARGET.match(line.strip())
-            if target:
-                after = next((x for x in lines[i + 1 :] if x.strip()), "")
-                section = re.match(r"^#{1,6}\s+(.*?)\s*$", after)
-                labels[target[1]] = (doc, target[1], section[1] if section else "")
+        for cell in read_text(text).cells:
+            if cell.kind == "code":
+                figure = (cell.metadata.get("mystnb") or {}).get("figure") or {}
+                if figure.get("name"):
+                    labels[figure["name"]] = (doc, figure["name"], figure.get("caption", ""))
+                continue
+            if cell.kind != "markdown":
+                continue
+            lines = _markdown_outside_literals(cell.source.splitlines())
+            for i, line in enumerate(lines):
+                heading = _HEADING.match(line)
+                if heading and doc not in titles:
+                    titles[doc] = heading[1]
+                target = _TARGET.match(line.strip())
+                if target:
+                    after = next((x for x in lines[i + 1 :] if x.strip()), "")
+                    section = _HEADING.match(after)
+                    labels[target[1]] = (doc, target[1], section[1] if section else "")
     return titles, labels
 
 
-def _markdown_outside_fences(lines: list[str]) -> list[str]:
-    out, fence = [], ""
-    for line in lines:
-        m = re.match(r"^\s*(`{3,}|~{3,})", line)
-        if fence:
-            if line.strip() == fence[0] * len(line.strip()) and len(line.strip()) >= len(fence):
-                fence = ""
+_HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*$")
+_LITERAL_DIRECTIVES = frozenset(
+    ["code-block", "code", "sourcecode", "code-cell", "math", "eval-rst", "raw", "mermaid"]
+)
+"""Directives whose content is not MyST (a heading or a target in it is none)."""
+
+
+def _markdown_outside_literals(lines: list[str]) -> list[str]:
+    """``lines`` of a Markdown cell less the content of its code blocks.
+
+    A directive's fence lines stay (a target right above one labels no
+    section) and so does its content, unless it is literal; a plain fenced
+    block's content goes. Fences are matched as :func:`_convert_block` does.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        fence = _FENCE.match(lines[i]) or _PLAIN_FENCE.match(lines[i])
+        if not fence:
+            out.append(lines[i])
+            i += 1
             continue
-        if m and "{" not in line:
-            fence = m[1]
-            continue
-        out.append(line)
+        end = _closing(lines, i, fence["fence"])
+        out.append(lines[i])
+        name = fence.groupdict().get("name")
+        if name is not None and name not in _LITERAL_DIRECTIVES:
+            out.extend(_markdown_outside_literals(lines[i + 1 : end]))
+        out.extend(lines[end : end + 1])
+        i = end + 1
     return out
 
 
