@@ -52,6 +52,26 @@ def probe(nb: nbformat.NotebookNode) -> dict[str, object]:
     return json.loads(text(nb, 0))
 
 
+@pytest.fixture(autouse=True, scope="module")
+def own_kernel_folders() -> Iterator[Path]:
+    """The servers of this module's tests make their folders in a folder of their own.
+
+    So a build elsewhere on the machine is never taken for theirs. One thread
+    for OpenBLAS, as a build's kernels get it (numpy's import would start
+    threads, and the server forks only without any).
+    """
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="akt-", dir="/tmp"))  # short: a socket's path
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(kernels.TMPDIR_ENV, str(base))
+        mp.setenv("OPENBLAS_NUM_THREADS", "1")
+        yield base
+    import shutil
+
+    shutil.rmtree(base, ignore_errors=True)
+
+
 @pytest.fixture
 def server_env() -> Iterator[Path]:
     """This process set up as a build is: kernels come from a server in a new folder."""
@@ -381,16 +401,19 @@ def servers_running() -> set[int]:
     return found
 
 
+@pytest.mark.usefixtures("sphinx")
 @pytest.mark.parametrize("fork", [True, False])
-def test_the_book_forks_its_kernels_and_cleans_up(tmp_path: Path, fork: bool) -> None:
+def test_the_book_forks_its_kernels_and_cleans_up(
+    tmp_path: Path, fork: bool, own_kernel_folders: Path
+) -> None:
     src = mini_book(tmp_path, PAGE)
-    before = set(Path("/tmp").glob("amp-lesson-kernels-*"))
+    folders_before = set(own_kernel_folders.glob(kernels.FOLDER_PREFIX + "*"))
     servers_before = servers_running()
     out = tmp_path / "html"
-    sphinx_build(src, out, "-D", f"amp_lesson_fork_kernels={int(fork)}")
+    sphinx_build(src, out, "-D", f"amp_lesson_fork_kernels={int(fork)}", env=dict(os.environ))
     html = (out / "page.html").read_text(encoding="utf-8")
     assert f"torch imported before the page: {fork}" in html
-    assert set(Path("/tmp").glob("amp-lesson-kernels-*")) <= before  # its folder is removed
+    assert set(own_kernel_folders.glob(kernels.FOLDER_PREFIX + "*")) <= folders_before
     assert all(wait_until_gone(pid) for pid in servers_running() - servers_before)
 
 
@@ -407,3 +430,163 @@ def test_a_build_can_start_the_server_before_any_kernel(server_env: Path) -> Non
     time.sleep(0.5)
     assert int((server_env / kernels.PID_NAME).read_text()) == first
     assert servers_running() & {first} == {first}
+
+
+# -- a server that survives its clients and ends its kernels -------------------------------
+
+
+def raw_request(folder: Path, payload: bytes, fds: bool = True) -> dict[str, object] | None:
+    """Send ``payload`` to the server of ``folder`` as a client would; its reply, if any."""
+    import json
+    import socket
+
+    conn = kernels.connect(folder, os.environ[kernels.OWNER_ENV])
+    try:
+        with open(os.devnull, "rb") as devnull:
+            descriptors = [devnull.fileno()] * 3 if fds else []
+            socket.send_fds(conn, [payload], descriptors)
+        conn.settimeout(30)
+        reply = b""
+        while not reply.endswith(b"\n"):
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+    finally:
+        conn.close()
+    return json.loads(reply) if reply else None
+
+
+def test_the_server_answers_bad_requests_and_goes_on_serving(
+    server_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    env = dict(os.environ)
+    for payload, words in [
+        (b"{}\n", "args must be a list"),
+        (b"[]\n", "not list"),
+        (b"not json\n", "one line of JSON"),
+        (b'{"args": [], "cwd": "relative", "env": {}}\n', "absolute path"),
+        (b'{"args": [1], "cwd": "/", "env": {}}\n', "list of strings"),
+    ]:
+        reply = raw_request(server_env, payload)
+        assert reply is not None, payload
+        assert words in str(reply["error"]), (payload, reply)
+    # A request larger than the cap is cut off at the cap: refused, not read whole.
+    big = b'{"args": [], "cwd": "/", "env": {"X": "' + b"x" * (8 << 20) + b'"}}\n'
+    started = time.monotonic()
+    with contextlib.suppress(OSError):  # the server may close before all of it is sent
+        reply = raw_request(server_env, big)
+        assert reply is None or "at most" in str(reply["error"])
+    cut_off_s = time.monotonic() - started
+    # A client that connects and sends nothing does not hold up the others.
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent.connect(str(server_env / kernels.SOCKET_NAME))
+    try:
+        nb = run(notebook(PROBE), tmp_path, env)
+        assert probe(nb)["preloaded"] is True  # served, forked, while the silent one waits
+    finally:
+        silent.close()
+    log = (server_env / kernels.LOG_NAME).read_text()
+    assert "at most" in log, log[-2000:]
+    print(f"an 8 MB request was refused after {cut_off_s:.2f} s")
+
+
+def test_a_silent_client_is_dropped_after_the_timeout(
+    server_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    monkeypatch.setattr(kernels, "REQUEST_TIMEOUT_S", kernels.REQUEST_TIMEOUT_S)  # documented
+    kernels.connect(server_env, os.environ[kernels.OWNER_ENV]).close()
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent.connect(str(server_env / kernels.SOCKET_NAME))
+    silent.settimeout(kernels.REQUEST_TIMEOUT_S + 30)
+    try:
+        assert silent.recv(1) == b""  # the server hangs up on it
+    finally:
+        silent.close()
+    assert "not complete within" in (server_env / kernels.LOG_NAME).read_text()
+
+
+def test_the_server_does_not_fork_with_threads(
+    server_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With more than one OpenBLAS thread, numpy's import starts threads in the server.
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "3")
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(tmp_path), env=dict(os.environ))
+    try:
+        assert not isinstance(km.provisioner.process, kernels.ForkedKernel)  # the usual way
+    finally:
+        km.shutdown_kernel(now=True)
+    log = (server_env / kernels.LOG_NAME).read_text()
+    assert "forks only with one" in log, log[-2000:]
+
+
+def kernel_through(folder: Path, tmp_path: Path) -> tuple[KernelManager, int]:
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(tmp_path), env=dict(os.environ))
+    assert isinstance(km.provisioner.process, kernels.ForkedKernel)
+    return km, km.provisioner.process.pid
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_signal_ends_the_server_and_its_kernels(
+    server_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signum: int
+) -> None:
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    km, kernel = kernel_through(server_env, tmp_path)
+    server = int((server_env / kernels.PID_NAME).read_text())
+    os.kill(server, signum)
+    try:
+        log = server_env / kernels.LOG_NAME
+        assert wait_until_gone(server), f"the server outlived the signal: {log.read_text()[-2000:]}"
+        assert wait_until_gone(kernel), "its kernel outlived it"
+        assert not (server_env / kernels.SOCKET_NAME).exists()
+    finally:
+        km.cleanup_resources()
+
+
+def test_a_server_whose_owner_is_killed_ends_its_kernels_and_removes_its_folder(
+    tmp_path: Path,
+) -> None:
+    # The owner (the build's main process) starts the server and a kernel, then is killed
+    # outright: nobody is left to clean up but the server.
+    script = (
+        "import os, sys, time\n"
+        "from jupyter_client.manager import KernelManager\n"
+        "from amp_lesson.sphinxext import kernels\n"
+        "server = kernels.KernelServer()\n"
+        "folder = server.open()\n"
+        "km = KernelManager(kernel_name='python3')\n"
+        "km.start_kernel()\n"
+        "print(folder, km.provisioner.process.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    owner = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=tmp_path
+    )
+    folder_name, pid = owner.stdout.readline().split()
+    folder = Path(folder_name)
+    server = int((folder / kernels.PID_NAME).read_text())
+    owner.kill()
+    owner.wait()
+    assert wait_until_gone(server), "the server outlived its owner"
+    assert wait_until_gone(int(pid)), "a kernel outlived its server"
+    assert not folder.exists()
+
+
+def test_a_kernel_dies_with_its_server_even_when_the_server_is_killed(
+    server_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    km, kernel = kernel_through(server_env, tmp_path)
+    os.kill(int((server_env / kernels.PID_NAME).read_text()), signal.SIGKILL)
+    try:
+        assert wait_until_gone(kernel), "a kernel outlived its server's SIGKILL"
+    finally:
+        km.cleanup_resources()

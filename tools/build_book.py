@@ -4,16 +4,26 @@
 Read the Docs (``.readthedocs.yaml``) all build through :data:`SPHINX_OPTS`,
 so a build that passes in one passes in the others.
 
-    python tools/build_book.py [OUTDIR] [-- extra sphinx-build options]
+    python tools/build_book.py [--docs SRC] [OUTDIR] [-- extra sphinx-build options]
 
-``OUTDIR`` defaults to ``docs/_build/html``. Standard library only: Read the
+``OUTDIR`` defaults to ``docs/_build/html``; ``--docs`` builds another book
+than ``docs/`` (the tests build small ones). Standard library only: Read the
 Docs runs it in an environment with ``.[docs]`` and nothing else.
+
+A signal (Ctrl-C, SIGTERM, SIGHUP) is passed on to the build, which ends all
+of its processes (``amp_lesson.sphinxext.shutdown``), and this script ends
+when the build has; on Linux it also ends when its own parent does (nox, a
+terminal that closes), so a build never goes on alone.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,14 +56,75 @@ def main(argv: list[str]) -> int:
     if "--" in argv:
         cut = argv.index("--")
         argv, extra = argv[:cut], argv[cut + 1 :]
+    docs = DOCS
+    if argv[:1] == ["--docs"] and len(argv) > 1:
+        docs, argv = Path(argv[1]), argv[2:]
     if len(argv) > 1 or any(a.startswith("-") for a in argv):
         print(__doc__, file=sys.stderr)
         return 2
     out = Path(argv[0]) if argv else HTML
-    cmd = sphinx_command(DOCS, out, *extra)
-    status = subprocess.run(cmd, cwd=ROOT, check=False).returncode
+    cmd = sphinx_command(docs, out, *extra)
+    status = run_to_the_end(cmd)
     if status == 0:
         print(f"The book is in {out / 'index.html'}")
+    return status
+
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+KILL_AFTER_S = 15.0
+"""How long a build has to end after a signal was passed on, before it is killed."""
+
+
+def _die_with_parent() -> None:
+    """Receive SIGTERM when the parent ends (Linux's parent-death signal; elsewhere nothing)."""
+    if sys.platform != "linux":
+        return
+    import ctypes
+
+    parent = os.getppid()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent ended before the line above
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def run_to_the_end(cmd: list[str]) -> int:
+    """Run ``cmd`` from the repository's root; pass signals on; return its status.
+
+    A signal received is passed on, and the command has :data:`KILL_AFTER_S`
+    to end before it is killed; this process then ends by the same signal.
+    """
+    received: list[int] = []
+    since: list[float] = []  # when the first signal arrived
+    started: list[subprocess.Popen[bytes]] = []
+
+    def pass_on(signum: int, frame: object) -> None:
+        received.append(signum)
+        since.append(time.monotonic())
+        for proc in started:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signum)
+
+    saved = {signum: signal.signal(signum, pass_on) for signum in SIGNALS}
+    _die_with_parent()
+    proc = subprocess.Popen(cmd, cwd=ROOT)
+    started.append(proc)
+    if received:  # a signal came before the build started
+        proc.send_signal(received[0])
+    try:
+        while True:
+            try:
+                status = proc.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if since and time.monotonic() - since[0] > KILL_AFTER_S:
+                    proc.kill()
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+    if received:
+        signal.signal(received[0], signal.SIG_DFL)
+        os.kill(os.getpid(), received[0])
     return status
 
 

@@ -88,6 +88,17 @@ PRELOADED_NAME = "preloaded"
 """Written when the server has imported every module it will: their names, one a line."""
 START_LOCK_NAME = "start.lock"  # holds "STARTER_PID SERVER_PID" once a process started it
 START_TIMEOUT_S = 120.0
+MAX_REQUEST_BYTES = 1 << 20
+"""The largest request the server reads (a build's requests are a few kilobytes: its environment)."""
+REQUEST_TIMEOUT_S = 10.0
+"""How long the server waits for a connected client to finish sending its request."""
+TMPDIR_ENV = "AMP_LESSON_KERNEL_TMPDIR"
+"""Environment variable naming where the build makes its server folder (default ``/tmp``).
+
+The tests point it at a folder of their own, so that another build on the machine is never
+taken for theirs.
+"""
+FOLDER_PREFIX = "amp-lesson-kernels-"
 PRELOAD_ALL_FLAG = "--preload-all"
 _KERNEL_MODULE = "ipykernel_launcher"
 
@@ -145,15 +156,100 @@ def preload(modules: Iterable[str]) -> None:
             )
 
 
-def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
-    """One JSON request line from ``conn`` and the file descriptors sent with it."""
-    data, fds, _flags, _addr = socket.recv_fds(conn, 1 << 16, 3)
-    while data and not data.endswith(b"\n"):
-        more = conn.recv(1 << 16)
-        if not more:
-            break
-        data += more
-    return json.loads(data.decode()), list(fds)
+class BadRequest(ValueError):
+    """A request the server does not serve: what is wrong with it."""
+
+
+def parse_request(data: bytes) -> dict[str, Any]:
+    """The request in ``data`` (one JSON line), checked; raises :class:`BadRequest`.
+
+    A request holds the kernel's arguments, working folder and environment:
+
+    >>> parse_request(b'{"args": ["-f", "k.json"], "cwd": "/tmp", "env": {"A": "1"}}')["args"]
+    ['-f', 'k.json']
+    >>> parse_request(b"[]")
+    Traceback (most recent call last):
+    ...
+    amp_lesson.sphinxext.kernels.BadRequest: a request is a JSON object with args, cwd and env, not list
+    """
+    try:
+        request = json.loads(data.decode())
+    except (UnicodeDecodeError, ValueError) as error:
+        raise BadRequest(f"a request is one line of JSON ({error})") from None
+    if not isinstance(request, dict):
+        raise BadRequest(
+            "a request is a JSON object with args, cwd and env, not " + type(request).__name__
+        )
+    args, cwd, env = request.get("args"), request.get("cwd"), request.get("env")
+    if not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
+        raise BadRequest("a request's args must be a list of strings")
+    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+        raise BadRequest("a request's cwd must be an absolute path")
+    if not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
+        raise BadRequest("a request's env must map names to strings")
+    return {"args": args, "cwd": cwd, "env": env}
+
+
+class _PendingRequest:
+    """A connection whose request has not all arrived: its bytes, descriptors and deadline."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn = conn
+        self.data = b""
+        self.fds: list[int] = []
+        self.deadline = time.monotonic() + REQUEST_TIMEOUT_S
+
+    def read(self) -> bool:
+        """Read what has arrived; whether the request is complete. Raises BadRequest."""
+        try:
+            chunk, fds, _flags, _addr = socket.recv_fds(self.conn, 1 << 16, 3)
+        except BlockingIOError:
+            return False
+        except OSError as error:
+            raise BadRequest(f"the client went away ({error})") from None
+        self.fds += fds
+        if len(self.fds) > 3:
+            raise BadRequest("a request sends at most 3 file descriptors")
+        if not chunk:
+            raise BadRequest("the client closed the connection before the end of its request")
+        self.data += chunk
+        if len(self.data) > MAX_REQUEST_BYTES:
+            raise BadRequest(f"a request is at most {MAX_REQUEST_BYTES} bytes")
+        return self.data.endswith(b"\n")
+
+    def close(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = []
+        self.conn.close()
+
+
+def thread_count() -> int:
+    """The number of threads of this process (every thread, not only Python's)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+
+        return threading.active_count()
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(signum: int = signal.SIGKILL) -> bool:
+    """Have the kernel receive ``signum`` when the process that forked it ends (Linux).
+
+    Returns whether the request was accepted (``False`` off Linux).
+    """
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def _send(conn: socket.socket, message: dict[str, Any]) -> None:
@@ -188,6 +284,21 @@ def listen(folder: Path) -> socket.socket:
     return listener
 
 
+class _Stopped(BaseException):
+    """A signal asked the server to end.
+
+    A ``BaseException``, as ``KeyboardInterrupt`` is: a library that imports
+    an optional module under ``except Exception`` must not swallow it.
+    """
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise _Stopped(signum)
+
+
 def serve(
     listener: socket.socket,
     folder: Path,
@@ -199,10 +310,18 @@ def serve(
 
     A request whose environment differs from ``env`` (the server's, taken
     before it imported anything) is refused: its imports might have differed.
+    So is any request while the server has more than one thread (a fork
+    copies only the thread that forks; a lock another thread held stays held
+    in the kernel for ever), and one that is malformed, larger than
+    :data:`MAX_REQUEST_BYTES` or not complete within :data:`REQUEST_TIMEOUT_S`.
     Between requests it imports the modules ``later``, one at a time.
-    Returns ``None`` in the server when it is done; in each forked kernel it
-    returns that kernel's request, with the server's sockets closed and the
-    kernel's standard streams in place.
+
+    Returns ``None`` in the server when it is done: its owner ended, or a
+    signal (SIGTERM, SIGINT, SIGHUP) asked it to. However it ends, it kills
+    every kernel it forked and removes its socket; when its owner has ended it
+    removes its folder too, since nobody else will. In each forked kernel it
+    returns that kernel's request, with the server's sockets closed, the
+    kernel's standard streams in place and the default signal handlers back.
     """
     path = folder / SOCKET_NAME
     selector = selectors.DefaultSelector()
@@ -217,94 +336,168 @@ def serve(
     # pid -> a pidfd that becomes readable when the kernel exits, so that the server reaps
     # it and tells its client at once, not at the next timeout of the select below
     exit_fds: dict[int, int] = {}
+    reading: dict[socket.socket, _PendingRequest] = {}
     owner_alive = True
     pending = list(later)
-    while owner_alive:
-        events = selector.select(timeout=0 if pending else 0.2)
-        if not events and pending:
-            preload([pending.pop(0)])
-            if not pending:
-                (folder / PRELOADED_NAME).write_text("\n".join(sorted(sys.modules)))
-        for key, _events in events:
-            if key.data == "owner":
-                owner_alive = False
-            elif isinstance(key.data, tuple):  # ("exited", pid): reaped below
-                selector.unregister(key.fd)
-                os.close(exit_fds.pop(key.data[1]))
-            elif key.data == "accept":
-                conn, _ = listener.accept()
-                try:
-                    request, fds = _read_request(conn)
-                except (OSError, ValueError):
-                    conn.close()
-                    continue
-                if differ := env_differences(request["env"], env):
+    handlers = {signum: signal.signal(signum, _stop) for signum in _STOP_SIGNALS}
+    server_pid = os.getpid()
+    try:
+        while owner_alive:
+            timeout = 0 if pending else 0.2
+            if reading:
+                soonest = min(r.deadline for r in reading.values()) - time.monotonic()
+                timeout = max(0.0, min(timeout, soonest))
+            events = selector.select(timeout=timeout)
+            if not events and pending:
+                preload([pending.pop(0)])
+                if not pending:
+                    (folder / PRELOADED_NAME).write_text("\n".join(sorted(sys.modules)))
+            for key, _events in events:
+                if key.data == "owner":
+                    owner_alive = False
+                elif key.data == "accept":
+                    conn, _ = listener.accept()
+                    conn.setblocking(False)
+                    reading[conn] = _PendingRequest(conn)
+                    selector.register(conn, selectors.EVENT_READ, "request")
+                elif key.data == "request":
+                    waiting = reading[key.fileobj]  # type: ignore[index]
+                    try:
+                        if not waiting.read():
+                            continue
+                        request = parse_request(waiting.data)
+                    except BadRequest as error:
+                        _log(f"request refused: {error}")
+                        waiting.conn.setblocking(True)
+                        waiting.conn.settimeout(1.0)
+                        _send(waiting.conn, {"error": str(error)})
+                        selector.unregister(waiting.conn)
+                        del reading[waiting.conn]
+                        waiting.close()
+                        continue
+                    selector.unregister(waiting.conn)
+                    del reading[waiting.conn]
+                    conn, fds = waiting.conn, waiting.fds
+                    conn.setblocking(True)
+                    refusal = _refusal(request, env, len(fds))
+                    if refusal:
+                        _log(f"fork refused: {'; '.join(refusal)}")
+                        _send(conn, {"refused": refusal})
+                        waiting.close()  # the connection and the descriptors
+                        continue
+                    pid = os.fork()
+                    if pid == 0:  # the kernel
+                        server_pid = 0
+                        die_with_parent(signal.SIGKILL)
+                        for signum, handler in handlers.items():
+                            signal.signal(signum, handler)
+                        selector.close()
+                        listener.close()
+                        if owner_fd is not None:
+                            os.close(owner_fd)
+                        for fd in exit_fds.values():
+                            os.close(fd)
+                        for other in [*kernels.values(), *(r.conn for r in reading.values())]:
+                            if other is not None:
+                                other.close()
+                        conn.close()
+                        os.setsid()  # its own process group, as jupyter_client starts a kernel
+                        for target, fd in enumerate(fds):
+                            os.dup2(fd, target)
+                            os.close(fd)
+                        return request
                     for fd in fds:
                         os.close(fd)
-                    _send(conn, {"refused": differ})
-                    conn.close()
-                    continue
-                pid = os.fork()
-                if pid == 0:  # the kernel
-                    selector.close()
-                    listener.close()
-                    if owner_fd is not None:
-                        os.close(owner_fd)
-                    for fd in exit_fds.values():
-                        os.close(fd)
-                    for other in kernels.values():
-                        if other is not None:
-                            other.close()
-                    conn.close()
-                    os.setsid()  # its own process group, as jupyter_client starts a kernel
-                    for target, fd in enumerate(fds):
-                        os.dup2(fd, target)
-                        os.close(fd)
-                    return request
-                for fd in fds:
-                    os.close(fd)
-                kernels[pid] = conn
-                selector.register(conn, selectors.EVENT_READ, pid)
-                with contextlib.suppress(AttributeError, OSError):  # else reaped within 0.2 s
-                    exit_fds[pid] = os.pidfd_open(pid)
-                    selector.register(exit_fds[pid], selectors.EVENT_READ, ("exited", pid))
-                _send(conn, {"pid": pid})
-            else:  # the client went away: its kernel goes too
-                pid, conn = key.data, key.fileobj
-                with contextlib.suppress(OSError):
-                    if conn.recv(1):  # type: ignore[union-attr]
-                        continue
-                selector.unregister(conn)
-                conn.close()  # type: ignore[union-attr]
-                kernels[pid] = None
+                    kernels[pid] = conn
+                    selector.register(conn, selectors.EVENT_READ, pid)
+                    with contextlib.suppress(AttributeError, OSError):  # else reaped within 0.2 s
+                        exit_fds[pid] = os.pidfd_open(pid)
+                        selector.register(exit_fds[pid], selectors.EVENT_READ, ("exited", pid))
+                    _send(conn, {"pid": pid})
+                elif isinstance(key.data, tuple):  # ("exited", pid): reaped below
+                    selector.unregister(key.fd)
+                    os.close(exit_fds.pop(key.data[1]))
+                else:  # a kernel's client sent something or went away: its kernel goes too
+                    pid, conn = key.data, key.fileobj
+                    with contextlib.suppress(OSError):
+                        if conn.recv(1):  # type: ignore[union-attr]
+                            continue
+                    selector.unregister(conn)
+                    conn.close()  # type: ignore[union-attr]
+                    kernels[pid] = None
+                    with contextlib.suppress(OSError):
+                        os.killpg(pid, signal.SIGKILL)
+            now = time.monotonic()
+            for conn, waiting in list(reading.items()):  # clients that sent too little
+                if waiting.deadline <= now:
+                    _log(f"request refused: not complete within {REQUEST_TIMEOUT_S:g} s")
+                    selector.unregister(conn)
+                    del reading[conn]
+                    waiting.close()
+            if owner_fd is None and owner_alive:
+                try:
+                    os.kill(owner, 0)
+                except ProcessLookupError:
+                    owner_alive = False
+            _reap(kernels, exit_fds, selector)
+    except _Stopped as stop:
+        _log(f"stopped by signal {stop.args[0]}")
+    finally:
+        if server_pid == os.getpid():  # the server, not a kernel returning its request
+            for pid in kernels:
                 with contextlib.suppress(OSError):
                     os.killpg(pid, signal.SIGKILL)
-        if owner_fd is None and owner_alive:
-            try:
-                os.kill(owner, 0)
-            except ProcessLookupError:
-                owner_alive = False
-        while kernels:  # reap the kernels that ended; tell their clients how
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            if pid in exit_fds:  # reaped before its pidfd was read
-                selector.unregister(exit_fds[pid])
-                os.close(exit_fds.pop(pid))
-            conn = kernels.pop(pid, None)
-            if conn is not None:  # else its client has gone
-                selector.unregister(conn)
-                _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
-                conn.close()
-    for pid in kernels:
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
-    with contextlib.suppress(OSError):
-        path.unlink()
+            for waiting in reading.values():
+                waiting.close()
+            with contextlib.suppress(OSError):
+                path.unlink()
+            if not _running(owner):
+                import shutil
+
+                shutil.rmtree(folder, ignore_errors=True)
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
     return None
+
+
+def _refusal(request: dict[str, Any], env: dict[str, str], n_fds: int) -> list[str]:
+    """Why the server does not fork the kernel of ``request`` (empty: it does)."""
+    if n_fds != 3:
+        return [f"a request sends 3 file descriptors (stdin, stdout, stderr), not {n_fds}"]
+    if differ := env_differences(request["env"], env):
+        return differ  # the names of the variables that differ
+    if (threads := thread_count()) > 1:
+        return [f"the server has {threads} threads; it forks only with one"]
+    return []
+
+
+def _reap(
+    kernels: dict[int, socket.socket | None],
+    exit_fds: dict[int, int],
+    selector: selectors.BaseSelector,
+) -> None:
+    """Reap the kernels that ended; tell their clients how."""
+    while kernels:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        if pid in exit_fds:  # reaped before its pidfd was read
+            selector.unregister(exit_fds[pid])
+            os.close(exit_fds.pop(pid))
+        conn = kernels.pop(pid, None)
+        if conn is not None:  # else its client has gone
+            selector.unregister(conn)
+            _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
+            conn.close()
+
+
+def _log(message: str) -> None:
+    """A line in the server's log (its standard error)."""
+    with contextlib.suppress(Exception):
+        print(f"[kernel server {os.getpid()}] {message}", file=sys.stderr, flush=True)
 
 
 def run_kernel(request: dict[str, Any]) -> None:
@@ -348,8 +541,14 @@ def exit_kernel(code: int = 0) -> None:
 
 def main(argv: list[str]) -> int:
     """``python -m amp_lesson.sphinxext.kernels FOLDER OWNER_PID [--preload-all]``: run the server."""
+    import warnings
+
     folder, owner = Path(argv[0]), int(argv[1])
     env = dict(os.environ)
+    # Python 3.12 warns when a process with threads forks. The server checks that it has one
+    # thread before each fork; should the check ever miss one, the warning stops the server
+    # (and so the build) instead of scrolling past in its log.
+    warnings.filterwarnings("error", message=".*fork", category=DeprecationWarning)
     listener = listen(folder)
     preload(PRELOAD)
     later = later_modules()
@@ -407,7 +606,8 @@ class KernelServer:
         if self.folder is not None:
             return self.folder
         # Short and in /tmp: a Unix socket's path has a limit of about 100 bytes.
-        self.folder = Path(tempfile.mkdtemp(prefix="amp-lesson-kernels-", dir="/tmp"))
+        base = os.environ.get(TMPDIR_ENV) or "/tmp"
+        self.folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=base))
         self._saved = {name: os.environ.get(name) for name in self._ENV}
         os.environ[SERVER_ENV] = str(self.folder)
         os.environ[OWNER_ENV] = str(os.getpid())
@@ -431,14 +631,20 @@ class KernelServer:
 
         if self.folder is None:
             return
+        server_pid = None
         with contextlib.suppress(OSError, ValueError):
-            os.kill(int((self.folder / PID_NAME).read_text()), signal.SIGTERM)
+            server_pid = int((self.folder / PID_NAME).read_text())
+            os.kill(server_pid, signal.SIGTERM)
         started_here = own_server(self.folder)
         _servers.pop(self.folder, None)
         _started_by.pop(self.folder, None)
         if started_here is not None:  # this process's child: reap it
             with contextlib.suppress(subprocess.TimeoutExpired):
                 started_here.wait(timeout=10)
+        elif server_pid is not None:  # a reader's child: wait until it has ended
+            deadline = time.monotonic() + 10
+            while _running(server_pid) and time.monotonic() < deadline:
+                time.sleep(0.02)
         shutil.rmtree(self.folder, ignore_errors=True)
         for name, value in self._saved.items():
             if value is None:
@@ -676,7 +882,10 @@ def start_kernel(request: dict[str, Any]) -> ForkedKernel | None:
         raise server_failed(folder, "closed the connection")
     line, _, rest = reply.partition(b"\n")
     answer = json.loads(line)
-    if "pid" not in answer:
+    if "error" in answer:
+        conn.close()
+        raise server_failed(folder, f"could not read the request: {answer['error']}")
+    if "pid" not in answer:  # refused: the kernel starts the usual way
         conn.close()
         return None
     return ForkedKernel(conn, int(answer["pid"]), rest)

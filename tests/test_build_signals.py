@@ -1,0 +1,164 @@
+"""A signal at any moment of a real build ends every process of it and leaves no folder."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, mini_book
+
+from amp_lesson.sphinxext import kernels
+
+pytestmark = [
+    pytest.mark.book,
+    pytest.mark.skipif(sys.platform != "linux", reason="the build's processes end so on Linux"),
+]
+
+SLOW_CELL = """\
+```{{code-cell}} ipython3
+from pathlib import Path
+Path({marker!r}).write_text("running")
+import time
+time.sleep(120)
+```
+"""
+
+
+def build_processes(tag: str) -> list[int]:
+    """The processes whose environment carries ``tag``: every process of that build."""
+    found = []
+    needle = f"AMP_LESSON_TEST_BUILD={tag}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+                if state not in ("Z", "X"):
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def wait_for(predicate, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+@pytest.fixture
+def slow_book(tmp_path: Path) -> Iterator[tuple[Path, Path, dict[str, str], str]]:
+    """A book whose page runs for two minutes; its marker file; the build's environment."""
+    marker = tmp_path / "cell-running"
+    src = mini_book(tmp_path, SLOW_CELL.format(marker=str(marker)))
+    kernel_tmp = Path(tempfile.mkdtemp(prefix="aks-", dir="/tmp"))
+    tag = uuid.uuid4().hex
+    env = dict(
+        os.environ,
+        AMP_LESSON_TEST_BUILD=tag,
+        **{kernels.TMPDIR_ENV: str(kernel_tmp)},
+    )
+    env.pop("PYTEST_CURRENT_TEST", None)
+    yield src, marker, env, tag
+    for pid in build_processes(tag):  # a failed test leaves nothing running either
+        os.kill(pid, signal.SIGKILL)
+    for folder in kernel_tmp.glob("*"):
+        subprocess.run(["rm", "-rf", str(folder)], check=False)
+    kernel_tmp.rmdir()
+
+
+BUILD_BOOK = [sys.executable, str(ROOT / "tools" / "build_book.py")]
+
+
+def start(cmd: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    # A session of its own, as a terminal gives a command: Ctrl-C reaches its process group.
+    return subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def assert_everything_ended(proc: subprocess.Popen[bytes], env: dict[str, str], tag: str) -> None:
+    proc.wait(timeout=30)
+    assert wait_for(lambda: not build_processes(tag), timeout=10), (
+        f"still running: {build_processes(tag)}"
+    )
+    left = list(Path(env[kernels.TMPDIR_ENV]).glob(kernels.FOLDER_PREFIX + "*"))
+    assert not left, [(p, sorted(f.name for f in p.iterdir())) for p in left]
+
+
+@pytest.mark.parametrize(
+    ("moment", "signum", "to_group"),
+    [
+        ("while a cell runs", signal.SIGTERM, False),
+        ("while a cell runs", signal.SIGINT, True),  # Ctrl-C in a terminal
+        ("while a cell runs", signal.SIGHUP, True),  # the terminal closes
+        ("as the build starts", signal.SIGTERM, False),
+        ("as the build starts", signal.SIGINT, True),
+    ],
+)
+def test_a_signal_to_build_book_ends_every_process_of_the_build(
+    slow_book: tuple[Path, Path, dict[str, str], str],
+    moment: str,
+    signum: int,
+    to_group: bool,
+) -> None:
+    src, marker, env, tag = slow_book
+    proc = start([*BUILD_BOOK, "--docs", str(src), str(src.parent / "html")], env)
+    if moment == "as the build starts":
+        time.sleep(2.0)  # Sphinx is reading its configuration and starting the kernel server
+    else:
+        assert wait_for(marker.exists, timeout=120), "the cell never started"
+    started = time.monotonic()
+    (os.killpg if to_group else os.kill)(proc.pid, signum)
+    assert_everything_ended(proc, env, tag)
+    print(
+        f"{signal.Signals(signum).name} {moment}: all ended in {time.monotonic() - started:.1f} s"
+    )
+
+
+def test_a_build_whose_parent_is_killed_ends_every_process(
+    slow_book: tuple[Path, Path, dict[str, str], str],
+) -> None:
+    # As when nox, or the terminal running it, is killed outright: nobody passes a signal on.
+    src, marker, env, tag = slow_book
+    parent = (
+        "import subprocess, sys\n"
+        f"subprocess.run({[*BUILD_BOOK, '--docs', str(src), str(src.parent / 'html')]!r})\n"
+    )
+    proc = start([sys.executable, "-c", parent], env)
+    assert wait_for(marker.exists, timeout=120), "the cell never started"
+    os.kill(proc.pid, signal.SIGKILL)
+    assert_everything_ended(proc, env, tag)
+
+
+def test_ctrl_c_of_the_live_preview_during_a_build_ends_every_process(
+    slow_book: tuple[Path, Path, dict[str, str], str],
+) -> None:
+    src, marker, env, tag = slow_book
+    autobuild = Path(sys.executable).with_name("sphinx-autobuild")
+    if not autobuild.is_file():
+        pytest.fail("sphinx-autobuild is part of the docs extra; it is missing")
+    from build_book import SPHINX_OPTS
+
+    cmd = [str(autobuild), *SPHINX_OPTS, str(src), str(src.parent / "html"), "--port", "0"]
+    proc = start(cmd, env)
+    assert wait_for(marker.exists, timeout=120), "the preview's build never reached the cell"
+    os.killpg(proc.pid, signal.SIGINT)
+    assert_everything_ended(proc, env, tag)
