@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import DOCS, mini_book, sphinx_build
+from helpers import DOCS, FRONT_MATTER, mini_book, sphinx_build
 
 import amp_lesson
+from amp_lesson.sphinxext.pages import code_cell_lines
 
 pytestmark = pytest.mark.book
 
@@ -43,8 +44,10 @@ def test_every_page_in_the_toctree_was_executed(built_book: Path) -> None:
     assert len(docs) > 1
     pages_with_code = 0
     for doc in docs:
-        source = Path(env.doc2path(doc)).read_text(encoding="utf-8")
-        if "{code-cell}" not in source:
+        source = Path(env.doc2path(doc))
+        # Code cells as MyST-NB finds them, notebook front matter or not: a page that has some
+        # but is no notebook never ran them, and fails below.
+        if source.suffix != ".ipynb" and not code_cell_lines(source.read_text(encoding="utf-8")):
             continue
         pages_with_code += 1
         exec_data = env.nb_metadata[doc].get("exec_data")
@@ -113,6 +116,7 @@ def test_each_pickled_doctree_holds_its_page_and_not_the_build_environment(
     assert all(node.document is doctree for node in doctree.findall())
 
 
+@pytest.mark.usefixtures("sphinx")
 def test_a_failing_cell_fails_the_build_and_prints_the_traceback(tmp_path: Path) -> None:
     src = mini_book(tmp_path, "```{code-cell} ipython3\ndef f():\n    return 1 / 0\nf()\n```\n")
     proc = sphinx_build(src, tmp_path / "html", check=False)
@@ -122,6 +126,7 @@ def test_a_failing_cell_fails_the_build_and_prints_the_traceback(tmp_path: Path)
     assert "return 1 / 0" in log  # the traceback itself, not just the error name
 
 
+@pytest.mark.usefixtures("sphinx")
 def test_a_cell_that_warns_fails_the_build_and_points_to_the_cell(tmp_path: Path) -> None:
     """A reader never sees a page whose own code prints a warning (``nb_output_stderr``)."""
     body = "```{code-cell} ipython3\nimport warnings\nwarnings.warn('kept for the reader')\n```\n"
@@ -153,6 +158,7 @@ def test_a_failing_cell_fails_even_a_build_without_w(tmp_path: Path) -> None:
     assert "ValueError: no" in log
 
 
+@pytest.mark.usefixtures("sphinx")
 def test_a_page_that_would_silently_not_execute_fails_the_build(tmp_path: Path) -> None:
     kernelspec_only = "---\nkernelspec:\n  name: python3\n  display_name: Python 3\n---\n"
     src = mini_book(tmp_path, "```{code-cell} ipython3\n1 + 1\n```\n", kernelspec_only)
@@ -161,18 +167,30 @@ def test_a_page_that_would_silently_not_execute_fails_the_build(tmp_path: Path) 
     assert "has code cells but was not executed" in proc.stdout + proc.stderr
 
 
-def test_changing_the_package_reexecutes_the_page(tmp_path: Path) -> None:
-    """A constant changed in amp_lesson shows on the rebuilt page (no stale cache)."""
+@pytest.mark.usefixtures("sphinx")
+def test_a_module_edit_reexecutes_the_pages_that_import_it_and_no_other(
+    tmp_path: Path,
+) -> None:
+    """A constant changed in one module shows on the rebuilt page that imports it; the page
+    that imports another module is served from the cache (and not even read again)."""
     pkg = tmp_path / "pkg"
     shutil.copytree(
         Path(amp_lesson.__file__).parent,
         pkg / "amp_lesson",
         ignore=shutil.ignore_patterns("__pycache__"),
     )
-    init = pkg / "amp_lesson" / "__init__.py"
-    init.write_text(init.read_text() + "\nLESSON_CONSTANT = 'first value'\n")
-    body = "```{code-cell} ipython3\nimport amp_lesson\nprint(amp_lesson.LESSON_CONSTANT)\n```\n"
+    lesson = pkg / "amp_lesson" / "lesson_constant.py"
+    lesson.write_text("LESSON_CONSTANT = 'first value'\n")
+    body = (
+        "```{code-cell} ipython3\nfrom amp_lesson.lesson_constant import LESSON_CONSTANT\n"
+        "print(LESSON_CONSTANT)\n```\n"
+    )
     src = mini_book(tmp_path, body)
+    (src / "other.md").write_text(
+        FRONT_MATTER + "\n# Other\n\n```{code-cell} ipython3\nimport amp_lesson.formats\n```\n"
+    )
+    index = src / "index.md"
+    index.write_text(index.read_text().replace("page\n", "page\nother\n"))
     out = tmp_path / "html"
     env = dict(os.environ, PYTHONPATH=str(pkg))
 
@@ -181,30 +199,17 @@ def test_changing_the_package_reexecutes_the_page(tmp_path: Path) -> None:
     # An unchanged rebuild is served from the cache (nothing re-executes)...
     sphinx_build(src, out, "-E", env=env)
     assert _env(out).nb_metadata["page"]["exec_data"]["method"] == "cache"
+    other_mtime = _env(out).nb_metadata["other"]["exec_data"]["mtime"]
 
-    init.write_text(init.read_text().replace("first value", "second value"))
-    sphinx_build(src, out, env=env)  # no -E: an author's plain rebuild
+    lesson.write_text("LESSON_CONSTANT = 'second value'\n")
+    proc = sphinx_build(src, out, env=env)  # no -E: an author's plain rebuild
     page = (out / "page.html").read_text()
     assert "second value" in page
     assert "first value" not in page
-
-
-def test_the_cache_key_covers_package_and_data(tmp_path: Path) -> None:
-    from amp_lesson.sphinxext.book import source_hash
-
-    pkg = tmp_path / "amp_lesson"
-    pkg.mkdir()
-    (pkg / "formats.py").write_text("BIAS = 15\n")
-    data = tmp_path / "_data"
-    data.mkdir()
-    (data / "gpu.json").write_text("{}")
-    base = source_hash([pkg, data])
-    (pkg / "__pycache__").mkdir()
-    (pkg / "__pycache__" / "formats.cpython-311.pyc").write_bytes(b"\0")
-    assert source_hash([pkg, data]) == base  # byte-code is not source
-    (data / "gpu.json").write_text('{"x": 1}')
-    assert source_hash([pkg, data]) != base
-    assert source_hash([pkg, data], ["torch=2.13"]) != source_hash([pkg, data], ["torch=2.14"])
+    log = proc.stdout + proc.stderr
+    assert "page.md: Executing notebook" in log
+    assert "other.md" not in log  # not read again, so not executed
+    assert _env(out).nb_metadata["other"]["exec_data"]["mtime"] == other_mtime
 
 
 def test_execution_timeout_is_raised_from_the_default() -> None:
@@ -231,6 +236,7 @@ def test_the_api_pages_and_only_they_are_known_to_need_amp_lesson_imported() -> 
     assert found == expected
 
 
+@pytest.mark.usefixtures("sphinx")
 def test_the_runner_keeps_sphinx_status_and_all_of_its_output(tmp_path: Path) -> None:
     # tools/run_sphinx.py ends the process without Python's teardown: nothing
     # buffered may be lost, and the status must be Sphinx's own.
@@ -282,6 +288,7 @@ def setup(app):
 '''
 
 
+@pytest.mark.usefixtures("sphinx")
 def test_with_j_n_the_pages_are_written_in_n_processes_at_once(tmp_path: Path) -> None:
     # Sphinx itself writes with N - 1 processes, one writer for -j 2; the extension uses N.
     # Two writers that each see the other while waiting on their first page ran at once; a
@@ -307,3 +314,38 @@ def test_with_j_n_the_pages_are_written_in_n_processes_at_once(tmp_path: Path) -
     assert len(list(meet.glob("*.arrived"))) >= 2, "fewer than two writer processes"
     met = {(a, b) for a in saw for b in saw[a] if a in saw.get(b, ())}
     assert met, f"no two writers ran at once: {saw}"
+
+
+DYING_CELLS = {
+    "exit": "x = 1\n```\n\n```{code-cell} ipython3\nimport os\nos._exit(3)",
+    "segfault": "import ctypes\nctypes.string_at(0)",
+    "kill": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
+    "raise": "raise ValueError('an ordinary failure')",
+}
+
+
+@pytest.mark.usefixtures("sphinx")
+@pytest.mark.parametrize("fork", [True, False])
+def test_a_kernel_that_dies_fails_its_page_naming_the_cell_and_every_failure_is_reported(
+    tmp_path: Path, fork: bool
+) -> None:
+    src = mini_book(tmp_path, "```{code-cell} ipython3\nprint('fine')\n```\n")
+    for name, code in DYING_CELLS.items():
+        (src / f"bad-{name}.md").write_text(
+            FRONT_MATTER + f"\n# Bad {name}\n\n```{{code-cell}} ipython3\n{code}\n```\n"
+        )
+    index = src / "index.md"
+    entries = "".join(f"bad-{name}\n" for name in DYING_CELLS)
+    index.write_text(index.read_text().replace("```{toctree}\n", "```{toctree}\n" + entries))
+    proc = sphinx_build(
+        src, tmp_path / "html", "-D", f"amp_lesson_fork_kernels={int(fork)}", check=False
+    )
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "4 page(s) failed to execute" in log, log[-4000:]
+    assert "parallel build error" not in log
+    died = "the kernel died in code cell"
+    assert f"bad-exit.md: {died} 2 (line 18: 'import os')" in log, log[-4000:]
+    assert f"bad-segfault.md: {died} 1 (line 14: 'import ctypes')" in log
+    assert f"bad-kill.md: {died} 1 (line 14: 'import os, signal')" in log
+    assert "an ordinary failure" in log  # the page that raised is reported too

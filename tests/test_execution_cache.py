@@ -105,6 +105,7 @@ def test_prune_leaves_a_link_to_a_cache_alone(tmp_path: Path) -> None:
     assert target.is_dir()
 
 
+@pytest.mark.usefixtures("sphinx")
 @pytest.mark.book
 def test_unrelated_files_beside_the_caches_survive_builds_with_new_keys(tmp_path: Path) -> None:
     """AMP_LESSON_CACHE_DIR pointed at a folder of the user's: builds delete only their caches."""
@@ -151,33 +152,82 @@ def test_kernels_encrypt_their_transport() -> None:
     assert KernelManager(kernel_name="python3").transport_encryption == "auto"
 
 
-def test_the_extension_is_outside_the_execution_key_and_inside_the_reread_key(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_page_is_keyed_on_the_modules_it_imports_and_not_on_the_extension(
+    tmp_path: Path,
 ) -> None:
-    """A style sheet edit re-runs no page; a module edit re-runs them all; an extension edit
-    only makes Sphinx read them again (from the cache)."""
-    package = tmp_path / "amp_lesson"
-    (package / "sphinxext" / "static").mkdir(parents=True)
-    (package / "formats.py").write_text("X = 1\n")
-    (package / "sphinxext" / "book.py").write_text("Y = 1\n")
-    css = package / "sphinxext" / "static" / "book.css"
-    css.write_text("a {}\n")
-    monkeypatch.setattr(book, "PACKAGE_DIR", package)
+    """A module edit changes the keys of the pages that import it (directly or not) only;
+    an extension edit changes no page's key, only the key that has Sphinx read them again."""
+    from amp_lesson.sphinxext import execution, pages
 
-    def keys() -> tuple[str, str]:
-        return execution_key(gpus=[]), extension_key()
+    package = tmp_path / "amp_lesson"
+    (package / "sphinxext").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "formats.py").write_text("X = 1\n")
+    (package / "display.py").write_text("from .formats import X\n")
+    (package / "scaler.py").write_text("Y = 1\n")
+    (package / "sphinxext" / "book.py").write_text("Z = 1\n")
+    data = tmp_path / "_data"
+    data.mkdir()
+    (data / "gpu.json").write_text("{}")
+    front = "---\nfile_format: mystnb\nkernelspec: {name: python3, display_name: P}\n---\n"
+    cells = {
+        "display": "import amp_lesson.display",
+        "scaler": "from amp_lesson.scaler import Y",
+        "data": "from pathlib import Path\nPath('../_data/gpu.json')",
+    }
+    book_pages = {
+        name: pages.read_text(front + f"```{{code-cell}} ipython3\n{code}\n```\n")
+        for name, code in cells.items()
+    }
+
+    def keys() -> dict[str, str]:
+        graph = execution.PackageGraph(package)
+        return {
+            name: execution.inputs_key(execution.page_inputs(page, graph, [data]), graph)
+            for name, page in book_pages.items()
+        }
 
     before = keys()
-    css.write_text("a { color: red }\n")
-    assert keys() == before
-    (package / "sphinxext" / "book.py").write_text("Y = 2\n")
-    after_extension = keys()
-    assert after_extension[0] == before[0]
-    assert after_extension[1] != before[1]
-    (package / "formats.py").write_text("X = 2\n")
-    assert keys()[0] != after_extension[0]
+    (package / "formats.py").write_text("X = 2\n")  # imported by display, not by scaler
+    after = keys()
+    assert after["display"] != before["display"]
+    assert after["scaler"] == before["scaler"]
+    assert after["data"] == before["data"]
+    (data / "gpu.json").write_text('{"x": 1}')
+    assert keys()["data"] != after["data"]
+    assert keys()["scaler"] == after["scaler"]
+    extension_before = extension_key_of(package)
+    (package / "sphinxext" / "book.py").write_text("Z = 2\n")
+    assert keys()["scaler"] == after["scaler"]
+    assert extension_key_of(package) != extension_before
 
 
+def extension_key_of(package: Path) -> str:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(book, "PACKAGE_DIR", package)
+        return extension_key()
+
+
+def test_the_cache_folder_is_keyed_on_the_installed_distributions_and_python(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from amp_lesson.sphinxext import execution
+
+    first = execution_key(gpus=[])
+    real = execution.installed_distributions()
+    monkeypatch.setattr(
+        execution,
+        "installed_distributions",
+        lambda: [d if not d.startswith("numpy==") else "numpy==0.0.1" for d in real],
+    )
+    assert execution_key(gpus=[]) != first
+    monkeypatch.setattr(execution, "installed_distributions", lambda: real)
+    assert execution_key(gpus=[]) == first
+    monkeypatch.setattr(execution.sys, "version", "3.99.0 (an other Python)")
+    assert execution_key(gpus=[]) != first
+
+
+@pytest.mark.usefixtures("sphinx")
 def test_a_page_read_again_from_the_cache_keeps_its_outputs_in_its_notebook(
     tmp_path: Path,
 ) -> None:

@@ -1,10 +1,16 @@
 """Build machinery that keeps the book honest and self-contained.
 
-- The execution cache is keyed on the source of ``amp_lesson`` (and any
-  watched data), the torch version and the build device, GPU model included:
-  MyST-NB's own key covers a page's cells only, so without this a change to
-  the package would leave old numbers on the page. Old caches are pruned,
-  and only folders the book itself created are ever deleted.
+- The execution cache is keyed on what each page depends on
+  (:mod:`.execution`): its cells (MyST-NB's own key), the modules of
+  ``amp_lesson`` it imports and the data it reads (the page's key), and what
+  every page depends on alike (the cache folder's key: the installed
+  distributions, Python, the build device, GPU model included). So no page
+  shows numbers older than what made them, and an edit re-runs only the pages
+  it can change. Old caches are pruned, and only folders the book itself
+  created are ever deleted.
+- A kernel that dies fails its page, naming the cell, and the build reports
+  every page's failure; a signal ends every process of the build
+  (:mod:`.shutdown`).
 - Each page's kernel is forked from a server that has already imported
   torch (:mod:`.kernels`), instead of starting from nothing.
 - Parallel execution (``-j``) is scheduled so the kernels finish together,
@@ -42,7 +48,7 @@ from sphinx.errors import ExtensionError, SphinxError
 from sphinx.util import logging
 
 import amp_lesson
-from amp_lesson.sphinxext import export, kernels
+from amp_lesson.sphinxext import execution, export, kernels, pages, shutdown
 
 logger = logging.getLogger(__name__)
 
@@ -139,30 +145,31 @@ def gpu_models(proc_dir: Path = NVIDIA_PROC) -> tuple[str, ...]:
     return tuple(sorted(models))
 
 
-def execution_key(watch: Iterable[Path] = (), gpus: Iterable[str] | None = None) -> str:
-    """The execution-cache key of this build environment.
+def device_description(gpus: Iterable[str] | None = None) -> list[str]:
+    """What names the device the cells will run on, as the cache key holds it.
 
-    It covers the package's source but for the Sphinx extension (no cell
-    imports it, so an edit to the extension's code, scripts or styles need not
-    re-run any page), watched files, the torch version and the device the
-    cells will run on (``AMP_LESSON_DEVICE``, the GPU models
-    present, ``gpus`` or :func:`gpu_models`, and ``CUDA_VISIBLE_DEVICES``),
-    since each of these changes what the pages print: a book executed on one
-    GPU never serves its outputs for another. torch itself is not imported:
-    that alone would cost an author two seconds on every rebuild.
+    ``AMP_LESSON_DEVICE``, the GPU models present (``gpus``, or
+    :func:`gpu_models`) and ``CUDA_VISIBLE_DEVICES``: a book executed on one
+    GPU never serves its outputs for another.
     """
-    try:
-        torch_version = importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        torch_version = "absent"
     models = gpu_models() if gpus is None else tuple(sorted(gpus))
-    extra = [
-        f"torch={torch_version}",
+    return [
         f"device={os.environ.get('AMP_LESSON_DEVICE', 'auto')}",
         f"gpus={'|'.join(models)}",
         f"visible={os.environ.get('CUDA_VISIBLE_DEVICES', '*')}",
     ]
-    return source_hash([PACKAGE_DIR, *watch], extra, exclude=["sphinxext"])
+
+
+def execution_key(gpus: Iterable[str] | None = None) -> str:
+    """The key of the execution-cache folder: what every page's output depends on alike.
+
+    The installed distributions and their versions (torch, numpy, matplotlib,
+    ...), the Python version and the device (:func:`device_description`).
+    What a page depends on besides (the package's modules it imports, the data
+    it reads) is that page's own key (:mod:`.execution`). torch itself is not
+    imported: that alone would cost an author two seconds on every rebuild.
+    """
+    return execution.environment_key(device_description(gpus))
 
 
 def extension_key() -> str:
@@ -222,10 +229,8 @@ def prune_caches(base: Path, current: Path, keep: int = KEEP_CACHES) -> list[Pat
 
 
 def _key_cache_on_sources(app: Sphinx, config: Config) -> None:
-    confdir = Path(app.confdir)
-    watch = [confdir / p for p in config.amp_lesson_watch]
-    key = execution_key(watch)
-    config.amp_lesson_source_hash = key
+    key = execution_key()
+    config.amp_lesson_environment_key = key
     config.amp_lesson_extension_hash = extension_key()
     base = Path(
         os.environ.get("AMP_LESSON_CACHE_DIR") or Path(app.outdir).parent / ".jupyter_cache"
@@ -247,6 +252,8 @@ def _key_cache_on_sources(app: Sphinx, config: Config) -> None:
 
         create_db(cache).dispose()
         lock_cache_writes()
+    # Each kernel records the cell it starts, so that a kernel that dies is named with its cell.
+    execution.record_cells(Path(app.outdir).parent / ".amp-lesson-kernels")
     logger.info("amp_lesson: execution cache key %s", key[:16])
 
 
@@ -391,8 +398,7 @@ def _page_costs(app: Sphinx, env: Any, docnames: list[str]) -> dict[str, float]:
         if last is None:
             last = hints.get(doc)
         if last is None:
-            has_code = source.suffix == ".md" and "{code-cell}" in text
-            last = DEFAULT_COST if has_code else 0.0
+            last = DEFAULT_COST if source.is_file() and pages.has_code_cells(source) else 0.0
         costs[doc] = float(last) + (AUTODOC_COST if _AUTODOC.search(text) else 0.0)
     return costs
 
@@ -417,8 +423,16 @@ def _write_on_every_core(app: Sphinx) -> None:
     safe), and nothing is patched if this Sphinx has no such method.
     """
     builder = app.builder
+    if app.parallel < 2 or not getattr(builder, "allow_parallel", True):
+        return
     write_parallel = getattr(builder, "_write_parallel", None)
-    if app.parallel < 2 or not callable(write_parallel):
+    if not callable(write_parallel):  # loud: -W fails the build, the benchmark would drop
+        logger.warning(
+            "amp_lesson: this Sphinx's builder has no _write_parallel; pages are written in "
+            "N - 1 processes (see CONTRIBUTING.md, 'Where the build leans on private APIs')",
+            type="amp_lesson",
+            subtype="upstream",
+        )
         return
 
     def write_in_n_processes(docnames: Any, nproc: int) -> None:
@@ -442,8 +456,11 @@ def _prepare_readers(app: Sphinx, env: Any, docnames: list[str]) -> None:
     A build that reads no such page (a no-change build) does neither.
     """
     sources = [Path(env.doc2path(doc)) for doc in docnames]
-    texts = [p.read_text(encoding="utf-8") for p in sources if p.suffix == ".md" and p.is_file()]
-    with_cells = sum(1 for t in texts if _CODE_CELL.search(t))
+    sources = [p for p in sources if p.suffix == ".md" and p.is_file()]
+    texts = [p.read_text(encoding="utf-8") for p in sources]
+    with_cells = sum(
+        1 for p, t in zip(sources, texts, strict=True) if pages.read_text(t, p).code_cells
+    )
     if _kernel_server.folder is not None and with_cells:
         _kernel_server.start_soon(preload_all=with_cells > app.parallel)
     if app.parallel > 1 and len(docnames) > 5 and any(_AUTODOC.search(t) for t in texts):
@@ -487,6 +504,7 @@ def _fork_kernels(app: Sphinx, config: Config) -> None:
         )
     _kernel_server.open()
     atexit.register(_kernel_server.close)
+    shutdown.watch(_kernel_server.close)  # a signal ends the server too
     app.connect("build-finished", lambda app, exc: _kernel_server.close())
 
 
@@ -510,23 +528,24 @@ def _fail_on_execution_errors(app: Sphinx, env: Any) -> None:
         if exec_data and not exec_data.get("succeeded", True):
             trace = exec_data.get("traceback") or exec_data.get("error") or "(no traceback)"
             failed.append(f"{docname}: a cell raised\n{trace}")
+    for docname, what in execution.dead_kernels(env).items():
+        failed.append(f"{env.doc2path(docname)}: {what}")
     if failed:
-        raise NotebookExecutionError("\n\n".join(failed))
-
-
-_CODE_CELL = re.compile(r"^(```|:::)\{code-cell\}", re.MULTILINE)
+        raise NotebookExecutionError(
+            f"{len(failed)} page(s) failed to execute:\n\n" + "\n\n".join(sorted(failed))
+        )
 
 
 def _check_pages_executed(app: Sphinx, env: Any) -> None:
     """Warn (so ``-W`` fails the build) for any page whose cells never ran."""
     nb_metadata = getattr(env, "nb_metadata", {})
+    dead = execution.dead_kernels(env)
     for docname in sorted(env.found_docs):
         source = Path(env.doc2path(docname))
-        if source.suffix not in {".md", ".ipynb"}:
+        if docname in dead or not source.is_file() or source.suffix not in {".md", ".ipynb"}:
             continue
         text = source.read_text(encoding="utf-8")
-        has_cells = bool(_CODE_CELL.search(text)) or source.suffix == ".ipynb"
-        if not has_cells:
+        if source.suffix == ".md" and not pages.code_cell_lines(text, source):
             continue
         exec_data = nb_metadata.get(docname, {}).get("exec_data")
         if not exec_data or not exec_data.get("succeeded"):
@@ -702,7 +721,8 @@ def _write_cached_outputs(app: Sphinx, doctree: nodes.document) -> None:
 
 def setup(app: Sphinx) -> None:
     app.add_config_value("amp_lesson_watch", [], "env", types=[list])
-    app.add_config_value("amp_lesson_source_hash", "", "env", types=[str])
+    # A new environment key names a new cache folder: every page is read (and run) again.
+    app.add_config_value("amp_lesson_environment_key", "", "env", types=[str])
     app.add_config_value("amp_lesson_extension_hash", "", "env", types=[str])
     app.add_config_value("amp_lesson_repository", "", "html", types=[str])
     app.add_config_value("amp_lesson_branch", "main", "html", types=[str])
@@ -714,9 +734,15 @@ def setup(app: Sphinx) -> None:
     app.add_config_value("amp_lesson_fork_kernels", True, "", types=[bool])
     # After the thread limits: the kernel server takes its environment from this process.
     app.connect("config-inited", _fork_kernels, priority=600)
+    # From here a signal, or the end of the build's parent, ends every process of the build.
+    app.connect("config-inited", lambda app, config: shutdown.watch(), priority=50)
+    app.connect("build-finished", lambda app, exc: shutdown.stop_watching(), priority=900)
     app.connect("builder-inited", _write_on_every_core)
     app.connect("env-before-read-docs", _schedule_reading)
     app.connect("env-before-read-docs", _prepare_readers)
+    # MyST-NB's parser, with each page's key, and a dead kernel as a failure of its page.
+    app.add_source_parser(execution.Parser, override=True)
+    app.connect("env-get-outdated", execution.outdated_pages)
     app.connect("env-updated", _fail_on_execution_errors)
     app.connect("env-check-consistency", _check_pages_executed)
     app.connect("doctree-resolved", _note_pages_without_code)

@@ -1,0 +1,419 @@
+"""What each page executes: what it depends on, and how its failure is reported.
+
+**What a page depends on.** MyST-NB's execution cache (jupyter-cache) keys a
+page on its code cells and its ``kernelspec`` metadata. The book adds to that
+metadata a key of everything else the page's output depends on:
+
+- the modules of ``amp_lesson`` its cells import, and every module of the
+  package those import (found by reading their imports, not by running them),
+- the watched data files (``amp_lesson_watch``) it reads: those whose folder
+  its cells, or the modules it imports, name.
+
+What every page depends on alike (the installed distributions and their
+versions, Python, the device the cells run on) names the cache folder
+itself (:func:`environment_key`). So an edit to a module re-runs the pages
+that import it and no other; a new numpy re-runs them all. The Sphinx
+extension, which no cell imports, is in no page's key.
+
+**How a failure is reported.** A kernel that dies (a segfault in a cell,
+``os._exit``, the out-of-memory killer, ``kill -9``) makes MyST-NB raise
+``DeadKernelError`` in the reader, which Sphinx reports as a parallel build
+error naming no page, and the other pages' errors are lost. The book's parser
+turns it into a failure of that page, naming the cell that was running (each
+kernel records the cell it starts, through an IPython startup file), which
+the build reports with every other page's failure once all pages are read.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import importlib.metadata
+import json
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from myst_nb.sphinx_ import Parser as MystNbParser
+from myst_parser.parsers.sphinx_ import MystParser
+from nbclient.exceptions import DeadKernelError
+
+from amp_lesson.sphinxext import pages
+
+PACKAGE = "amp_lesson"
+KEY_FIELD = "amp_lesson_inputs"
+"""The ``kernelspec`` field that holds a page's key (hashed by jupyter-cache with the cells)."""
+INPUTS_FIELD = "amp_lesson_input_files"
+"""The page-metadata field that holds the page's modules and data (see :func:`page_inputs`)."""
+DEAD_KERNEL_FIELD = "amp_lesson_dead_kernel"
+"""The page-metadata field that holds what was running when a page's kernel died."""
+RECORDS_ENV = "AMP_LESSON_CELL_RECORDS"
+"""Environment variable naming the folder where each kernel records the cell it starts."""
+
+
+# -- what a page imports ---------------------------------------------------------------
+
+
+def imported_modules(code: str, package: str = PACKAGE, module: str = "") -> set[str]:
+    """The names in ``package`` that ``code`` imports, each a module or maybe one.
+
+    ``module`` is the name of the module ``code`` is the source of, for its
+    relative imports. ``from a import b`` gives ``a`` and ``a.b``, which is a
+    module or a name in ``a``: :meth:`PackageGraph.closure` keeps the modules.
+    Lines of IPython (``%magic``, ``!shell``) are left out; code that still does
+    not parse gives ``{"*"}``, every module.
+
+    >>> sorted(imported_modules("from amp_lesson.formats import ulp\\nimport torch"))
+    ['amp_lesson.formats', 'amp_lesson.formats.ulp']
+    >>> sorted(imported_modules("from . import display", module="amp_lesson.bench.tables"))
+    ['amp_lesson.bench', 'amp_lesson.bench.display']
+    """
+    text = "\n".join(
+        "" if line.lstrip().startswith(("%", "!")) else line for line in code.splitlines()
+    )
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return {"*"}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if _in(a.name, package))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = module.split(".")[: len(module.split(".")) - node.level]
+                base = ".".join([*parts, node.module] if node.module else parts)
+            else:
+                base = node.module or ""
+            if _in(base, package):
+                found.add(base)
+                found.update(f"{base}.{a.name}" for a in node.names)
+    return found
+
+
+def _in(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+class PackageGraph:
+    """The modules of a package on disk and the modules of it each one imports."""
+
+    def __init__(self, package_dir: Path, package: str = PACKAGE) -> None:
+        self.package_dir = Path(package_dir)
+        self.package = package
+        self.files: dict[str, Path] = {}
+        for path in sorted(self.package_dir.rglob("*.py")):
+            rel = path.relative_to(self.package_dir).with_suffix("")
+            if "__pycache__" in rel.parts:
+                continue
+            parts = [package, *rel.parts]
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            self.files[".".join(parts)] = path
+
+    @functools.cached_property
+    def _imports(self) -> dict[str, set[str]]:
+        graph = {}
+        for name, path in self.files.items():
+            module = name if path.name != "__init__.py" else name + ".__init__"
+            found = imported_modules(path.read_text(encoding="utf-8"), self.package, module)
+            graph[name] = found
+        return graph
+
+    def closure(self, names: Iterable[str]) -> set[str]:
+        """``names`` and every module of the package they import, directly or not.
+
+        Importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py`` first:
+        those count too. A name that is not a module (``from a import function``)
+        is dropped; ``"*"`` stands for every module but the Sphinx extension.
+        """
+        todo = list(names)
+        if "*" in todo:
+            todo = [n for n in self.files if not _in(n, f"{self.package}.sphinxext")]
+        seen: set[str] = set()
+        while todo:
+            name = todo.pop()
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):
+                parent = ".".join(parts[:i])
+                if parent in self.files and parent not in seen:
+                    seen.add(parent)
+                    todo.extend(self._imports[parent])
+        return seen
+
+    @functools.cached_property
+    def _digests(self) -> dict[str, bytes]:
+        return {n: hashlib.sha256(p.read_bytes()).digest() for n, p in self.files.items()}
+
+    def digest(self, names: Iterable[str]) -> str:
+        """SHA-256 over the names and bytes of the modules ``names`` (a missing one counts)."""
+        h = hashlib.sha256()
+        for name in sorted(names):
+            h.update(name.encode() + b"\0" + self._digests.get(name, b"missing") + b"\0")
+        return h.hexdigest()
+
+
+def page_modules(page: pages.Page, graph: PackageGraph) -> set[str]:
+    """The modules of the package that the page's code cells run, imports included."""
+    names: set[str] = set()
+    for cell in page.code_cells:
+        names |= imported_modules(cell.source, graph.package)
+    return graph.closure(names)
+
+
+def names_path(text: str, path: Path) -> bool:
+    """Whether ``text`` names the folder or file ``path`` (its name as a path component).
+
+    >>> names_path('Path("../_data/gpu")', Path("docs/_data"))
+    True
+    >>> names_path("load_digits_data(device)", Path("docs/_data"))
+    False
+    """
+    import re
+
+    return re.search(rf"(?<![\w.-]){re.escape(path.name)}(?![\w.-])", text) is not None
+
+
+def page_inputs(
+    page: pages.Page, graph: PackageGraph, watch: Iterable[Path] = ()
+) -> dict[str, Any]:
+    """What the page's outputs depend on besides its cells: its modules and data, and a key.
+
+    A watched path counts when the page's code or one of its modules names it
+    (``_data`` for ``docs/_data``: ``Path("../_data/gpu")``).
+    """
+    modules = page_modules(page, graph)
+    code = "\n".join(c.source for c in page.code_cells)
+    texts = [code, *(graph.files[m].read_text(encoding="utf-8") for m in modules)]
+    data = sorted(Path(w) for w in watch if any(names_path(t, Path(w)) for t in texts))
+    return {"modules": sorted(modules), "data": [str(p) for p in data]}
+
+
+def inputs_key(inputs: dict[str, Any], graph: PackageGraph) -> str:
+    """The key of ``inputs`` (see :func:`page_inputs`) as the files are now."""
+    h = hashlib.sha256(graph.digest(inputs["modules"]).encode())
+    for name in inputs["data"]:
+        root = Path(name)
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        h.update(f"data:{root.name}".encode() + b"\0")
+        for path in files:
+            h.update(path.relative_to(root.parent).as_posix().encode() + b"\0")
+            h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+# -- what every page depends on alike --------------------------------------------------
+
+
+def installed_distributions() -> list[str]:
+    """``name==version`` of every installed distribution but this book's own package, sorted."""
+    found = set()
+    for dist in importlib.metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        if name and name != "amp-lesson":
+            found.add(f"{name}=={dist.version}")
+    return sorted(found)
+
+
+def environment_key(device: Iterable[str]) -> str:
+    """A hash of what every page's output depends on: distributions, Python, the device.
+
+    ``device`` describes the device the cells run on (see
+    :func:`amp_lesson.sphinxext.book.execution_key`).
+    """
+    h = hashlib.sha256()
+    for item in [
+        f"python={sys.implementation.name} {sys.version}",
+        *installed_distributions(),
+        *device,
+    ]:
+        h.update(item.encode() + b"\0")
+    return h.hexdigest()
+
+
+# -- the parser: keys in, dead kernels out ---------------------------------------------
+
+
+def with_key(text: str, key: str) -> str:
+    """``text`` with ``key`` in its front matter's kernelspec, on the same lines.
+
+    The front matter is written as one line of JSON (which is YAML) followed by
+    blank lines, so every later line of the page keeps its number and the
+    build's messages point at the right line.
+
+    >>> page = "---\\nkernelspec:\\n  name: python3\\n---\\n# Title\\n"
+    >>> print(with_key(page, "abc"))
+    ---
+    {"kernelspec": {"name": "python3", "amp_lesson_inputs": "abc"}}
+    <BLANKLINE>
+    ---
+    # Title
+    <BLANKLINE>
+    """
+    lines = text.split("\n")
+    if not lines or lines[0].rstrip() != "---":
+        return text
+    try:
+        end = next(i for i in range(1, len(lines)) if lines[i].rstrip() == "---")
+    except StopIteration:
+        return text
+    front = yaml.safe_load("\n".join(lines[1:end])) or {}
+    if not isinstance(front, dict) or not isinstance(front.get("kernelspec"), dict):
+        return text
+    front["kernelspec"] = {**front["kernelspec"], KEY_FIELD: key}
+    body = [json.dumps(front, ensure_ascii=False)] + [""] * (end - 2)
+    return "\n".join(["---", *body, *lines[end:]])
+
+
+STARTUP_FILE = "00-amp-lesson-record-cell.py"
+STARTUP = """\
+# Written by the amp-lesson build: record the cell each kernel starts, so that the
+# build can name the cell a kernel died in.
+def _amp_lesson_record_cells():
+    import os
+
+    folder = os.environ.get("AMP_LESSON_CELL_RECORDS")
+    if not folder:
+        return
+    target = os.path.join(folder, os.environ.get("JPY_PARENT_PID", "0"))
+
+    def record(info):
+        with open(target, "w", encoding="utf-8") as file:
+            file.write(info.raw_cell or "")
+
+    get_ipython().events.register("pre_run_cell", record)
+
+
+_amp_lesson_record_cells()
+del _amp_lesson_record_cells
+"""
+
+
+def record_cells(folder: Path) -> None:
+    """Have every kernel started from now on record the cell it starts, in ``folder``.
+
+    Sets ``IPYTHONDIR`` to ``folder/ipython`` (a profile of the build's own,
+    whose startup file registers the recorder) and :data:`RECORDS_ENV`.
+    """
+    folder = Path(folder)
+    startup = folder / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True, exist_ok=True)
+    target = startup / STARTUP_FILE
+    if not target.is_file() or target.read_text(encoding="utf-8") != STARTUP:
+        target.write_text(STARTUP, encoding="utf-8")
+    (folder / "running").mkdir(exist_ok=True)
+    os.environ["IPYTHONDIR"] = str(folder / "ipython")
+    os.environ[RECORDS_ENV] = str(folder / "running")
+
+
+def _record_path() -> Path | None:
+    folder = os.environ.get(RECORDS_ENV)
+    return Path(folder) / str(os.getpid()) if folder else None
+
+
+def running_cell(page: pages.Page, recorded: str | None) -> str:
+    """Words naming the cell of ``page`` whose source is ``recorded``."""
+    if recorded is None:
+        return "before its first cell started"
+    for number, cell in enumerate(page.code_cells, 1):
+        if cell.source.strip() == recorded.strip():
+            return f"in code cell {number} (line {cell.line}: {cell.first_line!r})"
+    first = next((ln for ln in recorded.splitlines() if ln.strip()), "")
+    return f"in a cell that starts {first!r}"
+
+
+class Parser(MystNbParser):  # type: ignore[misc]
+    """MyST-NB's parser, with each page's key in its kernelspec, and dead kernels reported.
+
+    A dead kernel becomes a failure of its page (``DEAD_KERNEL_FIELD`` in the
+    page's metadata, which Sphinx merges from parallel readers), reported by
+    the build with every other failure; the page is left empty.
+    """
+
+    def parse(self, inputstring: str, document: Any) -> None:
+        env = document.settings.env
+        path = Path(env.doc2path(env.docname))
+        page = pages.read_text(inputstring, path)
+        if page.is_notebook and page.code_cells:
+            graph = _graph(env)
+            inputs = page_inputs(page, graph, _watched(env))
+            key = inputs_key(inputs, graph)
+            env.metadata[env.docname][KEY_FIELD] = key
+            env.metadata[env.docname][INPUTS_FIELD] = inputs
+            inputstring = with_key(inputstring, key)
+        record = _record_path()
+        if record is not None:
+            record.unlink(missing_ok=True)
+        try:
+            super().parse(inputstring, document)
+        except DeadKernelError as error:
+            recorded = None
+            if record is not None and record.is_file():
+                recorded = record.read_text(encoding="utf-8")
+            where = running_cell(page, recorded)
+            env.metadata[env.docname][DEAD_KERNEL_FIELD] = (
+                f"the kernel died {where} ({type(error).__name__}: {error}): a crash in "
+                "compiled code, os._exit, the out-of-memory killer or a signal ends a kernel "
+                "so, without a Python traceback"
+            )
+            # The page as plain MyST: its title and what happened (the build fails anyway).
+            title = next((ln for ln in page.markdown.splitlines() if ln.startswith("# ")), "# ?")
+            stand_in = f"{title}\n\nThe kernel of this page died {where}.\n"
+            # MyST-NB holds its renderer on the document until it has rendered the page.
+            document.attributes.pop("nb_renderer", None)
+            MystParser.parse(self, stand_in, document)
+
+
+@functools.cache
+def _graph_for(package_dir: str, stamp: tuple[tuple[str, int, int], ...]) -> PackageGraph:
+    return PackageGraph(Path(package_dir))
+
+
+def package_graph(package_dir: Path) -> PackageGraph:
+    """The package's import graph, read again only when one of its files changed."""
+    files = sorted(Path(package_dir).rglob("*.py"))
+    stamp = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+    return _graph_for(str(package_dir), stamp)
+
+
+def _graph(env: Any) -> PackageGraph:
+    import amp_lesson
+
+    return package_graph(Path(amp_lesson.__file__).resolve().parent)
+
+
+def _watched(env: Any) -> list[Path]:
+    confdir = Path(env.app.confdir) if hasattr(env, "app") else Path(env.srcdir)
+    return [confdir / p for p in env.config.amp_lesson_watch]
+
+
+def outdated_pages(
+    app: Any, env: Any, added: set[str], changed: set[str], removed: set[str]
+) -> list[str]:
+    """Sphinx's ``env-get-outdated``: the pages whose inputs changed, to read and run again.
+
+    Each page's inputs were found when it was last read; a change to one of
+    its modules or data files changes its key. A change to what a module
+    imports is a change to that module, so the page is read again and its
+    inputs found anew. No page is parsed here: a no-change build stays fast.
+    """
+    graph = _graph(env)
+    again = []
+    for docname in sorted(env.found_docs - added - changed):
+        meta = env.metadata.get(docname, {})
+        if KEY_FIELD in meta and inputs_key(meta[INPUTS_FIELD], graph) != meta[KEY_FIELD]:
+            again.append(docname)
+    return again
+
+
+def dead_kernels(env: Any) -> dict[str, str]:
+    """The pages whose kernel died, and what was running when it did."""
+    return {
+        doc: meta[DEAD_KERNEL_FIELD]
+        for doc, meta in sorted(env.metadata.items())
+        if DEAD_KERNEL_FIELD in meta
+    }
