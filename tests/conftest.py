@@ -14,14 +14,48 @@ import pytest
 import torch
 from helpers import DOCS, HTML, recording_page, sphinx_build
 
+SLOW_FIXTURES = {
+    "built_book": "book",
+    "site_url": "book",
+    "sphinx": "book",
+    "browser": "browser",
+    "page": "browser",
+    "make_page": "browser",
+    "server_env": "kernels",
+    "shared_server": "kernels",
+}
+"""Fixtures that build a book, drive a browser or start a kernel server, and the marker
+each gives the tests that use it (directly or through another fixture)."""
+SLOW_MARKERS = ("book", "browser", "notebooks", "kernels")
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test by the fixtures it uses; a test with no slow marker is ``fast``."""
+    for item in items:
+        for fixture in getattr(item, "fixturenames", ()):
+            if fixture in SLOW_FIXTURES:
+                item.add_marker(getattr(pytest.mark, SLOW_FIXTURES[fixture]))
+        if not any(item.get_closest_marker(m) for m in SLOW_MARKERS):
+            item.add_marker(pytest.mark.fast)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device; torch sees none")
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A fast test that builds a book fails (see ``helpers.sphinx_build``), however it got there."""
+    import helpers
+
+    helpers.IN_FAST_TEST = item.get_closest_marker("fast") is not None
+
+
+@pytest.fixture(scope="session")
+def sphinx() -> Any:
+    """``helpers.sphinx_build``: a test that builds a book asks for it (and is marked ``book``)."""
+    return sphinx_build
 
 
 @pytest.fixture(scope="session")

@@ -23,10 +23,23 @@ __all__ = [
 ]
 
 
+IN_FAST_TEST = False
+"""Set by ``conftest.py`` for each test: whether it is in the fast tier (``-m fast``)."""
+
+
 def sphinx_build(
     src: Path, out: Path, *extra: str, env: dict[str, str] | None = None, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    """Run sphinx-build as the docs session does; return the finished process."""
+    """Run sphinx-build as the docs session does; return the finished process.
+
+    Refused in a test of the fast tier: a test that builds asks for the ``sphinx``
+    fixture (or is marked ``book``), so that it runs with the slow tests.
+    """
+    if IN_FAST_TEST:
+        raise RuntimeError(
+            "a fast test builds a book: ask for the `sphinx` fixture, or mark the test "
+            "`book`, so that it runs with the slow tests"
+        )
     cmd = sphinx_command(src, out, *extra)
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, cwd=ROOT)
     if check and proc.returncode != 0:

@@ -49,6 +49,7 @@ def test_no_page_writes_a_correction_box_by_hand() -> None:
     assert offenders == []
 
 
+@pytest.mark.usefixtures("sphinx")
 def test_a_box_added_to_any_page_appears_on_the_list(tmp_path: Path) -> None:
     """In a small book built in parallel, boxes from two pages are listed in reading order."""
     src = tmp_path / "src"
@@ -77,6 +78,7 @@ def test_a_box_added_to_any_page_appears_on_the_list(tmp_path: Path) -> None:
     assert ref["href"] == "b.html#sec-b"  # a {ref} in a copied box resolves from the list page
 
 
+@pytest.mark.usefixtures("sphinx")
 def test_a_box_without_a_body_fails_the_build(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()

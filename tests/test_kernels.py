@@ -19,7 +19,10 @@ from jupyter_client.manager import KernelManager
 
 from amp_lesson.sphinxext import kernels
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="kernels are forked on Linux only")
+pytestmark = [
+    pytest.mark.kernels,  # every test here starts a kernel server: not the fast tier
+    pytest.mark.skipif(sys.platform != "linux", reason="kernels are forked on Linux only"),
+]
 
 # Run first in every probe notebook: what the kernel found before any cell imported anything.
 PROBE = """\

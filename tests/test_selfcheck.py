@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bs4 import BeautifulSoup, Tag
@@ -140,7 +141,7 @@ def _book(root: Path, page: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def widgets_html(tmp_path_factory: pytest.TempPathFactory) -> BeautifulSoup:
+def widgets_html(sphinx: Any, tmp_path_factory: pytest.TempPathFactory) -> BeautifulSoup:
     """The widgets page, built by the book's own configuration."""
     root = tmp_path_factory.mktemp("selfcheck")
     out = root / "html"
@@ -335,6 +336,7 @@ def test_the_script_needs_no_syntax_newer_than_es5_and_no_lookbehind() -> None:
         assert newer not in without_comments, newer
 
 
+@pytest.mark.usefixtures("sphinx")
 def test_pages_without_a_self_check_do_not_load_its_assets(tmp_path: Path) -> None:
     out = tmp_path / "html"
     sphinx_build(_book(tmp_path, "# Plain\n\nNo exercises here.\n"), out)
@@ -415,7 +417,7 @@ BAD_INPUT = {
 
 
 @pytest.fixture(scope="module")
-def bad_input_build(tmp_path_factory: pytest.TempPathFactory) -> BadPagesBuild:
+def bad_input_build(sphinx: Any, tmp_path_factory: pytest.TempPathFactory) -> BadPagesBuild:
     """One build of a book with a page per bad input, not a build per case."""
     root = tmp_path_factory.mktemp("bad")
     bodies = {key: body for key, (body, _) in BAD_INPUT.items()}

@@ -9,6 +9,11 @@ it moves less than wall time on a busy machine):
 - no-change rebuild,
 - one-page edit rebuilds: a sentence added to one page (served from the
   cache) and a cell added to it (the page re-executes),
+- a one-module edit: a comment added to one module of ``amp_lesson`` (a copy
+  of the package: the working tree is not touched), and how many pages ran
+  again (those that import it, directly or not),
+- with ``--compare-stock``, a second cold build with MyST-NB's stock kernels
+  (``-D amp_lesson_fork_kernels=0``) in the same run, and the ratio of the two,
 - every page read and written again with all outputs from the cache
   (``-E``): Sphinx's own read and write work, without execution,
 - where a page's execution starts: ``import torch`` in a fresh Python, and
@@ -21,8 +26,9 @@ Targets on a 2-core machine: cold <= 60 s, no-change <= 3 s, one-page edit
 <= 12 s, first load <= 350 KiB gzipped, no outside request. This reports; it
 does not fail on a miss.
 
-    python tools/bench_build.py [--page chapter/formats] [--weigh all|PAGE ...]
-                                [--jobs N] [--json out.json] [--root TREE] [--write-costs]
+    python tools/bench_build.py [--page chapter/formats] [--module fp8] [--compare-stock]
+                                [--weigh all|PAGE ...] [--jobs N] [--json out.json]
+                                [--root TREE] [--write-costs]
 
 ``--root`` benchmarks another checkout's ``docs/`` and ``src/`` (for a
 before/after comparison) with this environment's packages.
@@ -122,6 +128,16 @@ def build(src: Path, out: Path, jobs: str, env: dict[str, str], *extra: str) -> 
         cmd[at : at + 2] = ["-j", jobs] if jobs != "1" else []
     wall, cpu = timed(cmd, env)
     return {"wall": round(wall, 1), "cpu": round(cpu, 1)}
+
+
+def executed_since(out: Path, since: float) -> list[str]:
+    """The pages the build in ``out`` executed after time ``since`` (not served from the cache)."""
+    env = pickle.loads((out / ".doctrees" / "environment.pickle").read_bytes())
+    return sorted(
+        doc
+        for doc, meta in getattr(env, "nb_metadata", {}).items()
+        if ((meta.get("exec_data") or {}).get("mtime") or 0) >= since  # else from the cache
+    )
 
 
 def exec_times(out: Path) -> dict[str, float]:
@@ -292,6 +308,14 @@ def main() -> int:
         "--weigh", nargs="+", default=["all"], help="pages to weigh ('all', or names)"
     )
     parser.add_argument("--jobs", default="auto", help="sphinx-build -j value (default auto)")
+    parser.add_argument(
+        "--module", default="fp8", help="module of amp_lesson to edit (default fp8)"
+    )
+    parser.add_argument(
+        "--compare-stock",
+        action="store_true",
+        help="also time a cold build with stock kernels (-D amp_lesson_fork_kernels=0)",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--root", type=Path, default=ROOT, help="checkout whose docs/src to build")
     parser.add_argument(
@@ -318,8 +342,13 @@ def main() -> int:
     try:
         src = scratch / "docs"
         shutil.copytree(root / "docs", src, ignore=shutil.ignore_patterns("_build"))
-        # Pages include the package's source (literalinclude ../src/...): link it, unchanged.
-        (scratch / "src").symlink_to(root / "src", target_is_directory=True)
+        # Pages include the package's source (literalinclude ../src/...); the module edit
+        # edits a copy of it, which the builds import first.
+        shutil.copytree(root / "src", scratch / "src", ignore=shutil.ignore_patterns("__pycache__"))
+        env["PYTHONPATH"] = os.pathsep.join([str(scratch / "src"), env.get("PYTHONPATH", "")])
+        module_src = scratch / "src" / "amp_lesson" / f"{args.module.replace('.', '/')}.py"
+        if not module_src.is_file():
+            parser.error(f"--module {args.module!r}: no such module in src/amp_lesson")
         out = scratch / "_build" / "html"
         page_src = src / f"{args.page}.md"
         if not page_src.is_file():
@@ -342,12 +371,30 @@ def main() -> int:
         results["one_page_edit"] = build(src, out, args.jobs, env)
         if save:
             save()
+        since = time.time()
+        module_src.write_text(module_src.read_text() + "\n# A comment for the benchmark.\n")
+        results["one_module_edit"] = build(src, out, args.jobs, env)
+        results["one_module_edit"]["pages_run"] = executed_since(out, since)
+        results["module"] = args.module
+        if save:
+            save()
         results["reread_all_from_cache"] = build(src, out, args.jobs, env, "-E")
         if save:
             save()
         results["startup"] = startup_costs(env)
         if save:
             save()
+        if args.compare_stock:
+            stock_src = scratch / "stock" / "docs"
+            shutil.copytree(root / "docs", stock_src, ignore=shutil.ignore_patterns("_build"))
+            stock_out = scratch / "stock" / "_build" / "html"
+            stock = build(stock_src, stock_out, args.jobs, env, "-D", "amp_lesson_fork_kernels=0")
+            results["cold_stock_kernels"] = stock
+            results["cold_ratio_stock_over_forked"] = {
+                k: round(stock[k] / results["cold"][k], 2) for k in ("wall", "cpu")
+            }
+            if save:
+                save()
         results["load_avg_after"] = round(os.getloadavg()[0], 1)
         pages = _built_pages(out) if args.weigh == ["all"] else args.weigh
         results["page_weight"] = page_weights(out, pages)
@@ -368,10 +415,24 @@ def report(results: dict) -> None:  # type: ignore[type-arg]
         "no_change",
         "one_page_prose_edit",
         "one_page_edit",
+        "one_module_edit",
         "reread_all_from_cache",
+        "cold_stock_kernels",
     ):
+        if key not in results:
+            continue
         target = TARGETS.get(f"{key}_s", "")
         print(f"{key:<24}{results[key]['wall']:>8}{results[key]['cpu']:>8}{target!s:>8}")
+    print(
+        f"one-module edit ({results['module']}): "
+        f"{len(results['one_module_edit']['pages_run'])} page(s) ran again: "
+        + ", ".join(results["one_module_edit"]["pages_run"])
+    )
+    if "cold_ratio_stock_over_forked" in results:
+        ratio = results["cold_ratio_stock_over_forked"]
+        print(
+            f"cold build, stock kernels / forked kernels: {ratio['wall']} wall, {ratio['cpu']} CPU"
+        )
     print("start-up of an executed page:")
     for key, secs in results["startup"].items():
         print(f"  {key:<30}{secs:>6.2f} s")

@@ -1,0 +1,59 @@
+"""The places where the build leans on the shape of another project's code.
+
+Each test fails, by its name, when the upstream release in the lock changes
+that shape, so no workaround can switch off without a word. CONTRIBUTING.md
+("Where the build leans on private APIs") lists each with the bug it works around.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from jupyter_cache.cache.main import JupyterCacheBase
+from jupyter_client.manager import KernelManager
+from myst_nb.sphinx_ import Parser as MystNbParser
+from sphinx.builders import Builder
+
+from amp_lesson.sphinxext import execution
+
+
+def test_sphinx_still_writes_in_parallel_through_builder_write_parallel() -> None:
+    # book._write_on_every_core widens it from N - 1 processes to N.
+    parameters = inspect.signature(Builder._write_parallel).parameters
+    assert list(parameters)[:3] == ["self", "docnames", "nproc"]
+
+
+def test_jupyter_client_still_has_the_transport_encryption_trait() -> None:
+    # book.encrypt_kernel_transport changes its default (MyST-NB has no setting for it).
+    trait = KernelManager.class_traits().get("transport_encryption")
+    assert trait is not None
+    assert "auto" in trait.values
+
+
+def test_jupyter_cache_still_adds_and_trims_in_cache_notebook_bundle() -> None:
+    # book.lock_cache_writes makes the addition and its trim one step under a lock.
+    source = inspect.getsource(JupyterCacheBase.cache_notebook_bundle)
+    assert "self.truncate_caches()" in source
+
+
+def test_jupyter_cache_still_merges_cached_outputs_into_a_notebook() -> None:
+    # book._write_cached_outputs gives jupyter_execute/<page>.ipynb its outputs from the cache.
+    parameters = inspect.signature(JupyterCacheBase.merge_match_into_notebook).parameters
+    assert list(parameters)[:2] == ["self", "nb"]
+
+
+def test_myst_nb_still_parses_in_parser_parse_and_holds_its_renderer_on_the_document() -> None:
+    # execution.Parser subclasses it; after a dead kernel it removes the renderer MyST-NB left.
+    assert issubclass(execution.Parser, MystNbParser)
+    assert list(inspect.signature(MystNbParser.parse).parameters) == [
+        "self",
+        "inputstring",
+        "document",
+    ]
+    assert '"nb_renderer"' in inspect.getsource(MystNbParser.parse)
+
+
+def test_jupyter_cache_still_hashes_the_kernelspec_with_the_cells() -> None:
+    # Each page's key rides in its kernelspec (execution.with_key).
+    default = inspect.signature(JupyterCacheBase.create_hashed_notebook).parameters["nb_metadata"]
+    assert "kernelspec" in default.default
