@@ -387,6 +387,7 @@ def main() -> int:
         if args.compare_stock:
             stock_src = scratch / "stock" / "docs"
             shutil.copytree(root / "docs", stock_src, ignore=shutil.ignore_patterns("_build"))
+            (scratch / "stock" / "src").symlink_to(scratch / "src", target_is_directory=True)
             stock_out = scratch / "stock" / "_build" / "html"
             stock = build(stock_src, stock_out, args.jobs, env, "-D", "amp_lesson_fork_kernels=0")
             results["cold_stock_kernels"] = stock
