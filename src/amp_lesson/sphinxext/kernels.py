@@ -351,7 +351,8 @@ def serve(
             if not events and pending:
                 preload([pending.pop(0)])
                 if not pending:
-                    (folder / PRELOADED_NAME).write_text("\n".join(sorted(sys.modules)))
+                    with contextlib.suppress(OSError):  # the build may have removed the folder
+                        (folder / PRELOADED_NAME).write_text("\n".join(sorted(sys.modules)))
             for key, _events in events:
                 if key.data == "owner":
                     owner_alive = False
@@ -634,7 +635,12 @@ class KernelServer:
         server_pid = None
         with contextlib.suppress(OSError, ValueError):
             server_pid = int((self.folder / PID_NAME).read_text())
-            os.kill(server_pid, signal.SIGTERM)
+        # The folder goes first: should this process be killed while it waits below (the live
+        # preview kills its build on Ctrl-C), nothing is left behind.
+        shutil.rmtree(self.folder, ignore_errors=True)
+        if server_pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(server_pid, signal.SIGTERM)
         started_here = own_server(self.folder)
         _servers.pop(self.folder, None)
         _started_by.pop(self.folder, None)
