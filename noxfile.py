@@ -28,6 +28,7 @@ nox.options.default_venv_backend = "none"
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT / "tools"))
 from build_book import SPHINX_OPTS
+from pip_config import uv_find_links
 
 ENV = ROOT / ".nox" / "amp-lesson"
 BIN = ENV / ("Scripts" if os.name == "nt" else "bin")
@@ -73,7 +74,7 @@ def _env(session: nox.Session) -> dict[str, str]:
             uv += ["--python", str(BIN / "python")]
             # uv does not read pip's configuration; pip's find-links (a folder of local
             # wheels, such as a CPU torch) are passed on, so both find the same torch.
-            links = [arg for path in _pip_find_links() for arg in ("--find-links", path)]
+            links = uv_find_links()
             session.run(*uv, TORCH, *lock, *links, *torch_from, external=True)
             session.run(*uv, "-e", ".[dev]", *lock, *links, external=True)
         else:
@@ -85,24 +86,6 @@ def _env(session: nox.Session) -> dict[str, str]:
         "VIRTUAL_ENV": str(ENV),
         "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")]),
     }
-
-
-def _pip_find_links() -> list[str]:
-    """The find-links locations pip is configured with (``PIP_FIND_LINKS``, pip.conf)."""
-    import subprocess
-
-    out = subprocess.run(
-        [sys.executable, "-m", "pip", "config", "list"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
-    links: list[str] = []
-    for line in out.splitlines():
-        key, _, value = line.partition("=")
-        if key.strip().endswith("find-links"):
-            links += [v for v in value.strip().strip("'\"").split() if v not in links]
-    return links
 
 
 def _run(session: nox.Session, env: dict[str, str], program: str, *args: str) -> None:

@@ -347,21 +347,22 @@ def test_chromium_path_chooses_the_browser(monkeypatch, tmp_path: Path) -> None:
 def test_uv_is_handed_the_find_links_pip_is_configured_with(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import importlib.util
+    import pip_config
 
-    spec = importlib.util.spec_from_file_location("noxfile_under_test", ROOT / "noxfile.py")
-    noxfile = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(noxfile)
     first, other = str(tmp_path / "wheels"), str(tmp_path / "other")
     monkeypatch.setenv("PIP_CONFIG_FILE", str(tmp_path / "pip.conf"))
     (tmp_path / "pip.conf").write_text(f"[global]\nfind-links = {first}\n")
     monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
     # (a machine's own pip configuration may add its folders; these are the ones set here)
-    assert first in noxfile._pip_find_links()
-    assert other not in noxfile._pip_find_links()
+    assert first in pip_config.find_links()
+    assert other not in pip_config.find_links()
     monkeypatch.setenv("PIP_FIND_LINKS", f"{first} {other}")
-    found = noxfile._pip_find_links()
+    found = pip_config.find_links()
     assert [link for link in found if link in (first, other)] == [first, other]
+    links = pip_config.uv_find_links()
+    assert links[links.index(first) - 1] == "--find-links"
+    # nox hands uv what this module reads (the environment's installs go through it).
+    assert "uv_find_links()" in (ROOT / "noxfile.py").read_text()
 
 
 def test_the_benchmark_says_before_any_build_that_it_has_no_browser(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import notebooks
 import pytest
 from helpers import ROOT
+from pip_config import uv_find_links
 
 from amp_lesson.sphinxext import export
 
@@ -112,9 +113,15 @@ def test_exported_notebooks_run_in_a_fresh_environment(tmp_path: Path) -> None:
     )
     run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, ROOT)
     (wheel,) = dist.glob("amp_lesson-*.whl")
-    run(sys.executable, "-m", "venv", venv)
     py = _venv_python(venv)
-    pip = [py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", LOCK]
+    uv = Path(sys.executable).with_name("uv")  # the environment's own, as nox installs it
+    if uv.is_file():  # a minute faster than venv and pip (torch: 2 s against 48 here)
+        run(uv, "venv", "-q", "--python", sys.executable, venv)
+        pip = [uv, "pip", "install", "-q", "--compile-bytecode", "--python", py, "-c", LOCK]
+        pip += uv_find_links()
+    else:
+        run(sys.executable, "-m", "venv", venv)
+        pip = [py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", LOCK]
     index = os.environ.get("AMP_LESSON_TORCH_INDEX")
     run(*pip, "torch", *(["--index-url", index, "--no-deps"] if index else []))
     run(*pip, f"{wheel}[notebooks]", "nbclient", "ipykernel")

@@ -90,8 +90,10 @@ START_LOCK_NAME = "start.lock"  # holds "STARTER_PID SERVER_PID" once a process 
 START_TIMEOUT_S = 120.0
 MAX_REQUEST_BYTES = 1 << 20
 """The largest request the server reads (a build's requests are a few kilobytes: its environment)."""
-REQUEST_TIMEOUT_S = 10.0
-"""How long the server waits for a connected client to finish sending its request."""
+REQUEST_TIMEOUT_ENV = "AMP_LESSON_KERNEL_REQUEST_TIMEOUT"
+REQUEST_TIMEOUT_S = float(os.environ.get(REQUEST_TIMEOUT_ENV) or 10.0)
+"""How long the server waits for a connected client to finish sending its request
+(seconds; :data:`REQUEST_TIMEOUT_ENV` changes it, as the tests do)."""
 TMPDIR_ENV = "AMP_LESSON_KERNEL_TMPDIR"
 """Environment variable naming where the build makes its server folder (default ``/tmp``).
 
