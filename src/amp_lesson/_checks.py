@@ -136,9 +136,14 @@ def check_positive(name: str, value: Any) -> float:
     ...
     ValueError: init_scale must be a finite number > 0, got 0.0
     """
+    return _check_above(name, value, 0)
+
+
+def _check_above(name: str, value: Any, bound: float) -> float:
+    """Return ``value`` as a float if it is a finite number above ``bound``."""
     value = check_finite(name, value)
-    if value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    if value <= bound:
+        raise ValueError(f"{name} must be a finite number > {bound:g}, got {value!r}")
     return value
 
 
@@ -176,10 +181,7 @@ def check_growth_factor(name: str, value: Any) -> float:
     ...
     ValueError: growth_factor must be a finite number > 1, got 0.5
     """
-    value = check_finite(name, value)
-    if value <= 1.0:
-        raise ValueError(f"{name} must be a finite number > 1, got {value!r}")
-    return value
+    return _check_above(name, value, 1)
 
 
 def check_backoff_factor(name: str, value: Any) -> float:
