@@ -18,6 +18,7 @@ __all__ = [
     "build_bad_pages",
     "built_pages",
     "mini_book",
+    "processes_tagged",
     "recording_page",
     "sphinx_build",
 ]
@@ -145,3 +146,30 @@ def built_pages(html: Path) -> list[str]:
         for p in html.rglob("*.html")
         if p.name not in skip and "_static" not in p.parts and "_sources" not in p.parts
     )
+
+
+TAG_ENV = "AMP_LESSON_TEST_BUILD"
+"""Environment variable a test sets to a tag of its own, to find its build's processes."""
+
+
+def processes_tagged(tag: str) -> list[int]:
+    """The running processes whose environment holds ``TAG_ENV=tag``: one build's, and no other's.
+
+    Every process of a build inherits its environment (the kernel server and the kernels it
+    forks too), so a tag finds them all without looking at any other build on the machine.
+    """
+    import os
+
+    found = []
+    needle = f"{TAG_ENV}={tag}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+                if state not in ("Z", "X"):
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, mini_book
+from helpers import ROOT, TAG_ENV, mini_book, processes_tagged
 
 from amp_lesson.sphinxext import kernels
 
@@ -30,23 +30,6 @@ import time
 time.sleep(120)
 ```
 """
-
-
-def build_processes(tag: str) -> list[int]:
-    """The processes whose environment carries ``tag``: every process of that build."""
-    found = []
-    needle = f"AMP_LESSON_TEST_BUILD={tag}".encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if needle in (entry / "environ").read_bytes().split(b"\0"):
-                state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
-                if state not in ("Z", "X"):
-                    found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 def wait_for(predicate, timeout: float) -> bool:  # type: ignore[no-untyped-def]
@@ -67,12 +50,12 @@ def slow_book(tmp_path: Path) -> Iterator[tuple[Path, Path, dict[str, str], str]
     tag = uuid.uuid4().hex
     env = dict(
         os.environ,
-        AMP_LESSON_TEST_BUILD=tag,
+        **{TAG_ENV: tag},
         **{kernels.TMPDIR_ENV: str(kernel_tmp)},
     )
     env.pop("PYTEST_CURRENT_TEST", None)
     yield src, marker, env, tag
-    for pid in build_processes(tag):  # a failed test leaves nothing running either
+    for pid in processes_tagged(tag):  # a failed test leaves nothing running either
         os.kill(pid, signal.SIGKILL)
     for folder in kernel_tmp.glob("*"):
         subprocess.run(["rm", "-rf", str(folder)], check=False)
@@ -96,8 +79,8 @@ def start(cmd: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
 
 def assert_everything_ended(proc: subprocess.Popen[bytes], env: dict[str, str], tag: str) -> None:
     proc.wait(timeout=30)
-    assert wait_for(lambda: not build_processes(tag), timeout=10), (
-        f"still running: {build_processes(tag)}"
+    assert wait_for(lambda: not processes_tagged(tag), timeout=10), (
+        f"still running: {processes_tagged(tag)}"
     )
     left = list(Path(env[kernels.TMPDIR_ENV]).glob(kernels.FOLDER_PREFIX + "*"))
     assert not left, [(p, sorted(f.name for f in p.iterdir())) for p in left]

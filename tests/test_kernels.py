@@ -8,13 +8,14 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import nbclient
 import nbformat
 import pytest
-from helpers import mini_book, sphinx_build
+from helpers import TAG_ENV, mini_book, processes_tagged, sphinx_build
 from jupyter_client.manager import KernelManager
 
 from amp_lesson.sphinxext import kernels
@@ -391,33 +392,20 @@ def test_a_forked_kernel_uses_the_gpu(shared_server: dict[str, str], tmp_path: P
 PAGE = "```{code-cell} ipython3\nimport sys\nprint('torch imported before the page:', 'torch' in sys.modules)\n```\n"
 
 
-def servers_running() -> set[int]:
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"amp_lesson.sphinxext.kernels" in cmdline:
-                found.add(int(entry.name))
-    return found
-
-
-@pytest.mark.usefixtures("sphinx")
 @pytest.mark.parametrize("fork", [True, False])
 def test_the_book_forks_its_kernels_and_cleans_up(
     tmp_path: Path, fork: bool, own_kernel_folders: Path
 ) -> None:
     src = mini_book(tmp_path, PAGE)
     folders_before = set(own_kernel_folders.glob(kernels.FOLDER_PREFIX + "*"))
-    servers_before = servers_running()
+    tag = uuid.uuid4().hex  # this build's processes, and no other build's
     out = tmp_path / "html"
-    sphinx_build(src, out, "-D", f"amp_lesson_fork_kernels={int(fork)}", env=dict(os.environ))
+    env = dict(os.environ, **{TAG_ENV: tag})
+    sphinx_build(src, out, "-D", f"amp_lesson_fork_kernels={int(fork)}", env=env)
     html = (out / "page.html").read_text(encoding="utf-8")
     assert f"torch imported before the page: {fork}" in html
     assert set(own_kernel_folders.glob(kernels.FOLDER_PREFIX + "*")) <= folders_before
-    assert all(wait_until_gone(pid) for pid in servers_running() - servers_before)
+    assert all(wait_until_gone(pid) for pid in processes_tagged(tag))  # server, kernels
 
 
 def test_a_build_can_start_the_server_before_any_kernel(server_env: Path) -> None:
@@ -432,7 +420,7 @@ def test_a_build_can_start_the_server_before_any_kernel(server_env: Path) -> Non
     server.start_soon()  # a second call starts no second server
     time.sleep(0.5)
     assert int((server_env / kernels.PID_NAME).read_text()) == first
-    assert servers_running() & {first} == {first}
+    assert not wait_until_gone(first, timeout=0.5)  # the first server still runs
 
 
 # -- a server that survives its clients and ends its kernels -------------------------------
