@@ -49,3 +49,37 @@ def test_only_a_table_of_many_columns_is_marked_wide() -> None:
 
     assert table_classes(WIDE_COLUMNS) == ["amp-table"]
     assert table_classes(WIDE_COLUMNS + 1) == ["amp-table", "amp-wide"]
+
+
+@pytest.mark.parametrize(
+    ("n", "word", "plural", "text"),
+    [
+        (1, "row", None, "1 row"),
+        (2, "row", None, "2 rows"),
+        (0, "step", None, "0 steps"),
+        (1, "batch", "batches", "1 batch"),
+        (4, "batch", "batches", "4 batches"),
+    ],
+)
+def test_count_agrees_in_number(n, word, plural, text) -> None:
+    from amp_lesson.display import count
+
+    assert count(n, word, plural) == text
+
+
+@pytest.mark.parametrize(
+    ("items", "text"),
+    [
+        ([], ""),
+        (["float32"], "float32"),
+        (["float32", "float32"], "float32"),
+        (["a", "b"], "a and b"),
+        (["a", "b", "c"], "a, b and c"),
+        (["a", "b", "a", "c"], "a, b and c"),
+    ],
+)
+def test_join_words_lists_each_word_once(items, text) -> None:
+    from amp_lesson.display import join_words
+
+    assert join_words(items) == text
+    assert join_words(items, "or") == text.replace(" and ", " or ")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Table", "fmt_num"]
+__all__ = ["Table", "count", "fmt_num", "join_words"]
 
 # Above this many columns a table's HTML is marked ``amp-wide`` and set tighter.
 WIDE_COLUMNS = 8
@@ -61,6 +61,64 @@ def fmt_num(x: Any, digits: int = 4) -> str:
     if 1e-3 <= abs(x) < 1e5:
         return f"{x:.{digits}g}"
     return f"{x:.{digits - 1}e}"
+
+
+def count(n: float, word: str, plural: str | None = None) -> str:
+    """``n`` (as :func:`fmt_num` writes it) and ``word``, singular for one, plural otherwise.
+
+    Parameters
+    ----------
+    n : int or float
+        How many.
+    word : str
+        The singular noun.
+    plural : str, optional
+        The plural, when it is not ``word`` + ``"s"``.
+
+    Returns
+    -------
+    str
+        ``"1 row"``, ``"2 rows"``, ``"0 rows"``, ``"1.5 ulps"``.
+
+    Examples
+    --------
+    >>> count(1, "row"), count(2, "row"), count(0, "step"), count(3, "batch", "batches")
+    ('1 row', '2 rows', '0 steps', '3 batches')
+    >>> count(1.0, "ulp"), count(2.0, "ulp")
+    ('1 ulp', '2 ulps')
+    """
+    return f"{fmt_num(n)} {word if n == 1 else (plural or word + 's')}"
+
+
+def join_words(items: Sequence[str], conjunction: str = "and") -> str:
+    """The distinct ``items`` as an English list: "a", "a and b", "a, b and c".
+
+    A word that repeats is listed once, at its first place, so a list never
+    reads "float32 and float32".
+
+    Parameters
+    ----------
+    items : sequence of str
+        The words, in order; repeats are dropped.
+    conjunction : str, default "and"
+        The word before the last item ("or" for alternatives).
+
+    Returns
+    -------
+    str
+        The list; ``""`` for no items.
+
+    Examples
+    --------
+    >>> join_words(["float32", "float32"]), join_words(["a", "b"]), join_words(["a", "b", "c"])
+    ('float32', 'a and b', 'a, b and c')
+    >>> join_words(["x", "y", "x"], "or"), join_words([])
+    ('x or y', '')
+    """
+    distinct = list(dict.fromkeys(items))
+    if len(distinct) <= 1:
+        return "".join(distinct)
+    return f"{', '.join(distinct[:-1])} {conjunction} {distinct[-1]}"
 
 
 @dataclass
