@@ -29,10 +29,12 @@ amp_lesson.claims.ClaimContradicted: claim 'addition_associates' ('associative')
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 __all__ = [
+    "CLAIM_RECORD_PREFIX",
     "OUTCOME_PHRASES",
     "RUN_VALUE",
     "ClaimContradicted",
@@ -42,6 +44,16 @@ __all__ = [
 ]
 
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+CLAIM_RECORD_PREFIX = "amp_lesson_claim__"
+"""Glue key prefix of the record :func:`claim` keeps of every wording it was given.
+
+Under ``CLAIM_RECORD_PREFIX + key`` it glues a JSON object with the claim's
+``key``, ``says``, ``otherwise`` (``null`` for a one-wording claim) and
+``holds``; the book's authors' guide lists every wording of every claim from
+these records, so an author reads what a build on another device would print.
+"""
 
 
 class ClaimContradicted(AssertionError):
@@ -108,13 +120,16 @@ def claim(key: str, holds: Any, says: str, otherwise: str | None = None) -> str:
     for name, text in (("says", says), ("otherwise", otherwise)):
         if (text is not None or name == "says") and not (isinstance(text, str) and text.strip()):
             raise ValueError(f"{name} must be a non-empty string, got {text!r}")
-    if _as_bool(holds):
+    held = _as_bool(holds)
+    if held:
         words = says
     elif otherwise is not None:
         words = otherwise
     else:
         raise ClaimContradicted(f"claim {key!r} ({says!r}) is contradicted by this run")
     _glue(key, words)
+    record = {"key": key, "says": says, "otherwise": otherwise, "holds": held}
+    _glue(CLAIM_RECORD_PREFIX + key, json.dumps(record))
     return words
 
 

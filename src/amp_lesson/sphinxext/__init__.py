@@ -9,6 +9,10 @@ Loaded from ``docs/conf.py`` as ``amp_lesson.sphinxext``. It wires up:
   and the page that gathers them;
 - :mod:`.selfcheck` -- the interactive self-check directives;
 - :mod:`.playgrounds` -- the bit explorer and the GradScaler playground;
+- :mod:`.pageinfo` -- the line under a chapter page's title: its reading
+  time, computed from its source, and the pages it assumes;
+- :mod:`.variants` -- the authors' page that lists every wording of every
+  claim, so an author reads what a build on another device prints;
 - :mod:`.prose` -- the check that no sentence a reader sees types an outcome
   the run should choose;
 - :mod:`.theme` -- what the book adds to and mends in the theme (templates,
@@ -29,12 +33,23 @@ if TYPE_CHECKING:  # the kernel server (.kernels) runs from this package without
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
-    from amp_lesson.sphinxext import book, corrections, playgrounds, prose, selfcheck, theme
+    from amp_lesson.sphinxext import (
+        book,
+        corrections,
+        pageinfo,
+        playgrounds,
+        prose,
+        selfcheck,
+        theme,
+        variants,
+    )
 
     book.setup(app)
     corrections.setup(app)
     selfcheck.setup(app)
     playgrounds.setup(app)
+    pageinfo.setup(app)
     prose.setup(app)
     theme.setup(app)
+    variants.setup(app)
     return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True}

@@ -505,8 +505,8 @@ def _directive(name: str, arg: str, options: dict[str, str], body: list[str], ct
         link = _doc_link("/" + ctx.docname, ctx) if ctx.docname else ctx.docs_url
         note = f"*The {PLAYGROUNDS[name]} is interactive in [the online book]({link}).*"
         return f"\n{note}\n\n{inner}\n"
-    if name in ("toctree", "lesson-corrections", "nb-exec-table", "contents"):
-        return ""  # navigation and build reports belong to the online book
+    if name in ("toctree", "lesson-corrections", "nb-exec-table", "contents", "page-info"):
+        return ""  # navigation, build reports and the book's reading path belong to the book
     # Anything else: keep its content rather than lose it.
     return "\n" + inner + "\n"
 
