@@ -108,6 +108,17 @@ Volume goes to half precision.
 It would be zero again.
 :::
 
+:::{selfcheck-step-through} Step through the epochs.
+:id: constant-column
+:next: Which column stayed the same in every row?
+:answer-label: Your  column,  and why
+
+1. loss `0.69`, scale `65536`
+2. loss `0.68`, scale `65536`
+
+The scale: nothing overflowed.
+:::
+
 :::{selfcheck-refill} Refill the exponent bits.
 :id: bits
 :column: exponent bits
@@ -266,6 +277,20 @@ def test_step_through_shows_every_row_and_hides_the_next_rows_answer(
     assert rows == ["gradient 1.0e-04", "gradient 6.1e-05", "gradient 1.0e-08"]
     assert "Next: What would the next row be?" in _text(widget.select_one(".sc-next"))
     assert _in_details(widget, "It would be zero again.")
+    assert widget["data-sc-answer-label"] == "Your next row"  # the default
+
+
+def test_step_through_names_its_answer_box_with_answer_label(widgets_html: BeautifulSoup) -> None:
+    widget = _widget(widgets_html, "constant-column")
+    # The label is for the script's answer box; its whitespace collapses.
+    assert widget["data-sc-answer-label"] == "Your column, and why"
+    assert "Next: Which column stayed the same in every row?" in _text(
+        widget.select_one(".sc-next")
+    )
+    # Without JavaScript there is no answer box, so the label is not in the page's text,
+    # and the answer is still one <details> away.
+    assert "Your column" not in _text(widget)
+    assert _in_details(widget, "The scale: nothing overflowed.")
 
 
 def test_refill_puts_each_true_value_behind_its_own_details(widgets_html: BeautifulSoup) -> None:
@@ -293,7 +318,7 @@ def test_discuss_puts_the_hint_in_details(widgets_html: BeautifulSoup) -> None:
 
 def test_every_widget_is_a_labelled_group(widgets_html: BeautifulSoup) -> None:
     widgets = widgets_html.select(".sc[data-sc-kind]")
-    assert len(widgets) == 8
+    assert len(widgets) == 9
     ids = [w["data-sc-id"] for w in widgets]
     assert len(set(ids)) == len(ids)
     for widget in widgets:
@@ -388,6 +413,16 @@ BAD_INPUT = {
     "steps-without-answer": (
         ":::{selfcheck-step-through} Step through.\n1. one\n2. two\n:::\n",
         "has no answer to its next-row question",
+    ),
+    "steps-empty-answer-label": (
+        ":::{selfcheck-step-through} Step through.\n:answer-label:\n1. one\n2. two\n\nThree.\n:::\n",
+        ":answer-label: is empty; give the label of the box the reader answers",
+    ),
+    "steps-long-answer-label": (
+        ":::{selfcheck-step-through} Step through.\n:answer-label: "
+        + "x" * 61
+        + "\n1. one\n2. two\n\nThree.\n:::\n",
+        ":answer-label: is 61 characters long; a label of the answer box takes at most 60",
     ),
     "refill-without-column-option": (
         ":::{selfcheck-refill} Refill.\n| a | b |\n|---|---|\n| x | 1 |\n:::\n",

@@ -186,13 +186,36 @@ def test_step_through_rows_then_the_next_row(page: Any, site_url: str) -> None:
     assert not more.is_visible()
     assert widget.locator(".sc-next").is_visible()
     assert "What would the row after the last one show" in widget.locator(".sc-next").inner_text()
+    # The progress line asks the page's own closing question.
+    progress = widget.locator(".sc-progress").inner_text()
+    assert "Row 3 of 3 shown. Now: What would the row after the last one show" in progress
     reveal = widget.get_by_role("button", name="Reveal the answer")
     assert reveal.is_disabled()
     widget.get_by_label("Your next row").fill("zero, and the weight stops learning")
     reveal.click()
     compare = widget.locator(".sc-compare")
     assert "zero, and the weight stops learning" in compare.inner_text()
+    assert compare.locator(".sc-compare-title").first.text_content() == "Your next row"
     assert "Zero again" in compare.locator(".sc-compare-answer").inner_text()
+    _assert_clean(page)
+
+
+def test_step_through_answer_label_names_the_answer_box(page: Any, site_url: str) -> None:
+    _open_guide(page, site_url)
+    widget = _widget(page, "lost-row-steps")
+    more = widget.get_by_role("button", name="Show the next row")
+    more.click()
+    more.click()
+    progress = widget.locator(".sc-progress").inner_text()
+    assert "Now: Which row lost its gradient, and what would bring it back?" in progress
+    assert "next row be" not in progress
+    assert widget.get_by_label("Your next row").count() == 0  # the question is not a next row
+    widget.get_by_label("Your row, and why").fill("the last; scale the loss")
+    widget.get_by_role("button", name="Reveal the answer").click()
+    compare = widget.locator(".sc-compare")
+    assert compare.locator(".sc-compare-title").first.text_content() == "Your row, and why"
+    assert "the last; scale the loss" in compare.inner_text()
+    assert "default scale" in compare.locator(".sc-compare-answer").inner_text()
     _assert_clean(page)
 
 
@@ -349,7 +372,7 @@ def test_the_script_compiles_no_regex_an_older_engine_cannot(make_page: Any, sit
         window.RegExp.prototype = NativeRegExp.prototype;
     """)
     _open_guide(pg, site_url)
-    assert pg.locator(".sc.sc-live").count() == 11
+    assert pg.locator(".sc.sc-live").count() == 12
     widget = _widget(pg, "format-bits")
     widget.get_by_label("FP16, largest finite value", exact=True).fill("65,504")
     widget.get_by_role("button", name="Check").click()
@@ -445,7 +468,7 @@ def test_every_answer_is_reachable_without_javascript(make_page: Any, site_url: 
     pg = make_page(viewport=DESKTOP, java_script_enabled=False)
     pg.goto(f"{site_url}/{GUIDE}")
     widgets = pg.locator(".sc[data-sc-kind]")
-    assert widgets.count() == 11
+    assert widgets.count() == 12
     assert pg.locator(".sc-live, .sc-page-bar, .sc input, .sc textarea").count() == 0
     details = pg.locator(".sc details")
     assert details.count() >= 17  # one answer per widget, and one per refill cell
@@ -464,6 +487,7 @@ def test_every_answer_is_reachable_without_javascript(make_page: Any, site_url: 
         "Answer: optimizer.zero_grad()",  # predict
         "running averages are small",  # a sort item's note
         "Zero again",  # the step-through's next row
+        "The last one: 1e-8 is stored",  # a step-through with its own closing question
         "65504",  # a refill cell's true value
         "Find the seam",  # a discussion hint
     ]:

@@ -573,6 +573,8 @@ class StepThroughDirective(SelfCheckDirective):
 
     The rows are the body's first list or table; ``:next:`` asks the closing
     question (inline MyST) and the content after the rows answers it.
+    ``:answer-label:`` names the box the reader answers it in (plain text), for
+    a closing question that does not ask for the next row.
     """
 
     # Not "steps": sphinx-design 0.8 has a {steps} directive for numbered procedures.
@@ -581,10 +583,38 @@ class StepThroughDirective(SelfCheckDirective):
     option_spec: ClassVar[dict[str, Any]] = {
         **SelfCheckDirective.option_spec,
         "next": directives.unchanged_required,
+        "answer-label": directives.unchanged,
     }
     DEFAULT_NEXT = "What would the next row be?"
+    DEFAULT_ANSWER_LABEL = "Your next row"
+    MAX_ANSWER_LABEL = 60
+
+    @property
+    def answer_label(self) -> str:
+        """The label of the reader's answer box, whitespace collapsed."""
+        if "answer-label" not in self.options:
+            return self.DEFAULT_ANSWER_LABEL
+        return " ".join((self.options["answer-label"] or "").split())
+
+    def data_attributes(self) -> dict[str, str]:
+        # The script labels the reader's answer box, and their answer beside the book's, with it.
+        return {"data_sc_answer_label": self.answer_label}
+
+    def _check_answer_label(self) -> None:
+        label = self.answer_label
+        if not label:
+            raise SelfCheckError(
+                ":answer-label: is empty; give the label of the box the reader answers "
+                "the closing question in, such as 'Your answer'"
+            )
+        if len(label) > self.MAX_ANSWER_LABEL:
+            raise SelfCheckError(
+                f":answer-label: is {len(label)} characters long; a label of the answer box "
+                f"takes at most {self.MAX_ANSWER_LABEL} (put the question itself in :next:)"
+            )
 
     def build(self, question: list[nodes.Node]) -> list[nodes.Node]:
+        self._check_answer_label()
         prompt, rows, answer = split_at_first(
             self.parse_content_to_nodes(), (nodes.bullet_list, nodes.enumerated_list, nodes.table)
         )

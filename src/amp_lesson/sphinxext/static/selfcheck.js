@@ -670,6 +670,10 @@
     var next = root.querySelector(".sc-next");
     var details = next.querySelector(".sc-answer");
     var answerBody = details.querySelector(".sc-answer-body");
+    // The closing question, and the label of the box it is answered in (":answer-label:").
+    var nextQuestion = textOf(next.querySelector(".sc-next-question")).replace(/^Next:\s*/, "") ||
+      "What would the next row be?";
+    var answerLabel = root.dataset.scAnswerLabel || "Your next row";
     details.hidden = true;
     rows.forEach(function (row) { row.setAttribute("tabindex", "-1"); });
 
@@ -677,7 +681,7 @@
     var reset = resetButton("step-through");
     var progress = make("div", { class: "sc-feedback sc-progress", "aria-live": "polite" });
     next.before(make("div", { class: "sc-actions" }, more, reset), progress);
-    var commit = commitPanel(ctx, "next-row", "Your next row", "Reveal the answer");
+    var commit = commitPanel(ctx, "next-row", answerLabel, "Reveal the answer");
     var feedback = feedbackBox();
     details.before(commit.panel, make("div", { class: "sc-actions" }, commit.reveal), feedback);
 
@@ -687,7 +691,7 @@
       var finished = shown >= rows.length;
       more.hidden = finished;
       progress.textContent = "Row " + shown + " of " + rows.length + " shown." +
-        (finished ? " Now: what would the next row be?" : "");
+        (finished ? " Now: " + nextQuestion : "");
       next.hidden = !finished;
       var revealed = state.committed !== null;
       commit.box.value = state.draft;
@@ -695,7 +699,7 @@
       commit.reveal.hidden = revealed;
       commit.reveal.disabled = !state.draft.trim();
       feedback.replaceChildren();
-      if (revealed) feedback.append(comparison(state.committed, answerBody, "Your next row"));
+      if (revealed) feedback.append(comparison(state.committed, answerBody, answerLabel));
       if (focus === "row") rows[shown - 1].focus();
       else if (focus) feedback.focus();
     }
