@@ -769,3 +769,57 @@ def test_cuda_style_speedups_are_filled_from_the_medians() -> None:
         BenchRow("linear_stack", "tf32", "cuda", available=False, note="n/a"),
     ]
     assert [r.speedup for r in measure._with_speedups(rows)] == [1.0, 4.0, None]
+
+
+def test_speed_beside_puts_the_live_column_first_and_each_recorded_model_beside_it(
+    tmp_path: Path,
+) -> None:
+    write_recording(fake_recording(), tmp_path / "h200.json")
+    recordings = load_recordings(tmp_path)
+    view = bench.SpeedBeside({"fp32": 1.0, "fp16": 34.0, "bf16": 0.5}, "live", recordings)
+    labels = [label for label, _ in view.columns()]
+    assert labels[0] == "live"
+    assert len(labels) == 1 + len({row.model for row in recordings[0].rows})
+    rows = view.table().text_rows()
+    assert rows[0][0] == "dtype"
+    by_dtype = {line[0]: line[1] for line in rows[1:]}
+    assert by_dtype["FP32"] == "reference"
+    assert by_dtype["FP16"] == "34× slower"
+    assert by_dtype["BF16"] == "2× faster"
+    recorded = {
+        row.regime: row.speedup
+        for row in recordings[0].rows
+        if row.model == recordings[0].rows[0].model and row.speedup
+    }
+    column = dict(view.columns())[labels[1]]
+    assert column == {regime: 1 / x for regime, x in recorded.items()}
+    assert recordings[0].describe() in view._repr_html_()
+    assert {line[2] for line in rows[2:]} == {"as fast"}  # every fake regime's speedup is 1
+
+
+def test_speed_beside_without_a_recording_says_so() -> None:
+    view = bench.SpeedBeside({"fp32": 1.0}, "live", [])
+    assert str(view).endswith("No GPU recording is stored with the book's sources.")
+
+
+@pytest.mark.parametrize(
+    ("live", "message"),
+    [
+        ({"fp32": 1.0, "int8": 2.0}, "live must be one of"),
+        ({"fp32": 1.0, "fp16": 0.0}, r"live\['fp16'\] must be a positive finite number"),
+        ({"fp32": 1.0, "fp16": float("inf")}, r"live\['fp16'\] must be a positive finite"),
+        ({"fp16": 2.0}, "live must give 'fp32' as 1"),
+        ({"fp32": 2.0}, "live must give 'fp32' as 1"),
+    ],
+)
+def test_speed_beside_refuses_live_times_it_cannot_show(live: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        bench.SpeedBeside(live, "live", [])
+
+
+def test_speed_beside_measures_three_dtypes_live_relative_to_fp32() -> None:
+    view = bench.SpeedBeside.measure("cpu", [], n=16, repeats=2)
+    assert set(view.live) == {"fp32", "fp16", "bf16"}
+    assert view.live["fp32"] == 1.0
+    assert all(x > 0 for x in view.live.values())
+    assert view.live_label == "one 16×16 product, this build (cpu)"

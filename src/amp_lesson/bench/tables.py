@@ -27,6 +27,7 @@ __all__ = [
     "REGIME_LABELS",
     "TABLE_COLUMNS",
     "RecordingsView",
+    "SpeedBeside",
     "bench_table",
     "matmul_table",
     "plot_rows",
@@ -306,6 +307,170 @@ class RecordingsView:
             if note:
                 parts.append(f'<p class="amp-recording-note">{html.escape(note)}</p>')
         return "\n".join(parts)
+
+
+def _times_fp32(ratio: float | str | None) -> str:
+    """A time relative to FP32's as a reader says it: "34× slower", "10× faster"."""
+    if ratio is None:
+        return _DASH
+    if isinstance(ratio, str):
+        return ratio
+    if ratio == 1:
+        return "as fast"
+    times = ratio if ratio > 1 else 1 / ratio
+    text = f"{times:.0f}" if times >= 10 else f"{times:.2g}"
+    return f"{text}× slower" if ratio > 1 else f"{text}× faster"
+
+
+@dataclass(frozen=True)
+class SpeedBeside:
+    """This build's time per dtype beside each recorded GPU's, all as multiples of FP32's time.
+
+    The live column comes first: it is what this build measured. Each
+    recording adds one column per model, ``1 / speedup`` of its regimes, and
+    its provenance line under the table. Below 1 a dtype is faster than
+    FP32, above 1 slower. Displays as HTML in the book and as text elsewhere.
+
+    Parameters
+    ----------
+    live : mapping of str to float
+        Time relative to FP32 per regime of
+        :data:`~amp_lesson.bench.measure.REGIMES` that this build measured
+        (``"fp32"`` must be 1).
+    live_label : str
+        What the live column measured, on which device.
+    recordings : sequence of Recording
+        What :func:`~amp_lesson.bench.recording.load_recordings` found.
+
+    Raises
+    ------
+    ValueError
+        If ``live`` names a regime not in ``REGIMES``, holds a time that is
+        not a positive finite number, or does not give FP32 as 1.
+
+    Examples
+    --------
+    >>> print(SpeedBeside({"fp32": 1.0, "fp16": 34.0}, "one product, this CPU", []))
+    dtype  one product, this CPU
+    FP32   reference
+    FP16   34× slower
+    No GPU recording is stored with the book's sources.
+    """
+
+    live: dict[str, float]
+    live_label: str
+    recordings: Sequence[Recording]
+
+    def __post_init__(self) -> None:
+        for regime, ratio in self.live.items():
+            check_choice("live", regime, REGIMES)
+            if not (isinstance(ratio, (int, float)) and 0 < ratio < float("inf")):
+                raise ValueError(
+                    f"live[{regime!r}] must be a positive finite number, got {ratio!r}"
+                )
+        if self.live.get("fp32") != 1:
+            raise ValueError(
+                f"live must give 'fp32' as 1 (times are relative to it), got {self.live}"
+            )
+
+    @classmethod
+    def measure(
+        cls, device: Any, recordings: Sequence[Recording], *, n: int = 256, repeats: int = 10
+    ) -> SpeedBeside:
+        """Time one ``n x n`` product per dtype on ``device`` and set it beside ``recordings``.
+
+        Parameters
+        ----------
+        device : torch.device or str
+            Where the live products run (:func:`amp_lesson.timing.matmul_times`,
+            fastest of ``repeats``).
+        recordings : sequence of Recording
+            The recorded GPUs to set beside it.
+        n : int, default 256
+            Size of the square matrices.
+        repeats : int, default 10
+            Timed products per dtype.
+
+        Returns
+        -------
+        SpeedBeside
+            With FP32, FP16 and BF16 measured live.
+
+        Examples
+        --------
+        >>> view = SpeedBeside.measure("cpu", [], n=16, repeats=2)
+        >>> sorted(view.live), view.live["fp32"]
+        (['bf16', 'fp16', 'fp32'], 1.0)
+        """
+        import torch
+
+        from amp_lesson.device import resolve_device
+        from amp_lesson.timing import matmul_times
+
+        device = resolve_device(device)
+        dtypes = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+        times = matmul_times(n, tuple(dtypes.values()), device, repeats=repeats)
+        fastest = {fmt: times[dt].min for fmt, dt in dtypes.items()}
+        live = {fmt: t / fastest["fp32"] for fmt, t in fastest.items()}
+        return cls(live, f"one {n}×{n} product, this build ({device.type})", recordings)
+
+    def columns(self) -> list[tuple[str, dict[str, float]]]:
+        """The table's columns of times, the live one first.
+
+        Returns
+        -------
+        list of (str, dict)
+            ``(label, time relative to FP32 per regime)`` for each column.
+        """
+        out = [(self.live_label, dict(self.live))]
+        for r in self.recordings:
+            for model in MODELS:
+                ratios = {
+                    row.regime: 1 / row.speedup
+                    for row in r.rows
+                    if row.model == model and row.available and row.speedup
+                }
+                if ratios:
+                    label = f"{MODEL_LABELS[model]} step, {r.gpu_name} (recorded)"
+                    out.append((label, ratios))
+        return out
+
+    def table(self) -> Table:
+        """The times as a table.
+
+        Returns
+        -------
+        Table
+            One row per regime that any column measured, a dash where a
+            column did not.
+        """
+        columns = self.columns()
+        regimes = [g for g in REGIMES if any(g in ratios for _, ratios in columns)]
+        rows = [
+            {"dtype": format_spec(g).label}
+            | {
+                label: "reference" if g == "fp32" and g in ratios else ratios.get(g)
+                for label, ratios in columns
+            }
+            for g in regimes
+        ]
+
+        return Table(rows, formats={label: _times_fp32 for label, _ in columns})
+
+    def _notes(self) -> list[str]:
+        if not self.recordings:
+            return ["No GPU recording is stored with the book's sources."]
+        return [f"Recorded: {r.describe()}" for r in self.recordings]
+
+    def __str__(self) -> str:
+        return "\n".join([str(self.table()), *self._notes()])
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
+    def _repr_html_(self) -> str:
+        notes = "".join(f'<p class="amp-recording">{html.escape(n)}</p>' for n in self._notes())
+        return self.table()._repr_html_() + notes
 
 
 def unshown_peaks_note(recording: Recording) -> str | None:
