@@ -138,6 +138,8 @@ def test_search_results_show_the_pages_words_with_a_readable_highlight(
         assert "System Settings" not in text, text  # the theme menu's words
         assert "Light Dark" not in text, text
         assert "Ctrl+K" not in text.replace(" ", ""), text
+        assert "amp_lesson 0." not in text, text  # the provenance line under each title
+        assert "minutes with the exercises" not in text, text  # nor the reading time
     marks = pg.locator("#search-results span.highlighted")
     assert marks.count() > 0
     ratios = [marks.nth(i).evaluate(CONTRAST_OF) for i in range(min(marks.count(), 10))]

@@ -224,11 +224,11 @@ class Provenance:
     package_version: str
 
     def __str__(self) -> str:
-        cuda = f", CUDA {self.cuda_version}" if self.device_type == "cuda" else ""
+        cuda = f" · CUDA {self.cuda_version}" if self.device_type == "cuda" else ""
         return (
-            f"Executed on {self.device_name} with torch {self.torch_version}{cuda}, "
-            f"amp_lesson {self.package_version}, Python {self.python_version}, "
-            f"on {self.executed_on}."
+            f"Ran on {self.device_name} · torch {self.torch_version}{cuda} · "
+            f"amp_lesson {self.package_version} · Python {self.python_version} · "
+            f"{self.executed_on}"
         )
 
     def _repr_html_(self) -> str:
@@ -259,7 +259,7 @@ def provenance(device: torch.device | str | None = None) -> Provenance:
     >>> p = provenance("cpu")
     >>> p.device_type, p.torch_version == torch.__version__
     ('cpu', True)
-    >>> str(p).startswith("Executed on CPU")
+    >>> str(p).startswith("Ran on CPU")
     True
     """
     from amp_lesson import __version__

@@ -576,10 +576,7 @@ def _note_pages_without_code(app: Sphinx, doctree: nodes.document, docname: str)
     except importlib.metadata.PackageNotFoundError:
         torch_version = "not installed"
     today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
-    text = (
-        f"This page runs no code. Built with amp_lesson {amp_lesson.__version__} and "
-        f"torch {torch_version} on {today}."
-    )
+    text = f"Runs no code · built with amp_lesson {amp_lesson.__version__} · torch {torch_version} · {today}"
     para = nodes.paragraph(text, text, classes=["amp-provenance"])
     if docname == app.config.root_doc:
         section.append(para)

@@ -3,8 +3,10 @@
  * Search results: Sphinx summarises a hit with the text of the page's
  * [role=main], which in this theme also holds the buttons and menus above the
  * article (download, "System Settings Light Dark", search) and a print-only
- * table of contents. Those are taken out before Sphinx reads the text, so a
- * result shows the page's own words.
+ * table of contents. Those are taken out before Sphinx reads the text, and so
+ * are the lines the book puts under each title (what built the page, its
+ * reading time), which would otherwise open every summary: a result shows the
+ * page's own words.
  *
  * Phone drawers: on a narrow screen the theme shows the navigation and the
  * page's contents in modal dialogs. A link followed inside one closes it, so
@@ -13,7 +15,8 @@
 (function () {
   "use strict";
 
-  var THEME_CHROME = ".bd-header-article, #jb-print-docs-body, .bd-footer-article, .prev-next-area";
+  var THEME_CHROME = ".bd-header-article, #jb-print-docs-body, .bd-footer-article, .prev-next-area, " +
+    ".amp-provenance, .amp-page-info";
 
   function withoutThemeChrome(htmlString) {
     var doc = new DOMParser().parseFromString(htmlString, "text/html");
