@@ -5,12 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
-from pathlib import Path
 
 import pytest
 import torch
-from bs4 import BeautifulSoup
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -119,15 +116,15 @@ def test_the_plain_loop_names_a_dtype_autocast_would_ignore(bad):
         )
 
 
-# A reader's fresh interpreter: torch and nothing of the book. Importing amp_lesson fails.
+# A reader's fresh interpreter: torch and nothing of the book. Importing amp_lesson fails,
+# and the copied code brings its own imports (none are added here).
 READER_SCRIPT = """
 import sys
-sys.modules["amp_lesson"] = None  # the shown code must not need the book's package
+sys.modules["amp_lesson"] = None  # the copied code must not need the book's package
+
+{copied}
+
 import json
-import torch
-
-{shown}
-
 X = torch.randn(128, 2, generator=torch.Generator().manual_seed(42))
 y = (X.sum(dim=1, keepdim=True) > 0).float()
 loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=32)
@@ -137,33 +134,39 @@ loss_fn = torch.nn.BCEWithLogitsLoss()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 with torch.no_grad():
     before = loss_fn(model(X), y).item()
-scaler = {name}(model, loader, loss_fn, optimizer, accum_steps=4, epochs=20)
+scaler = train_mixed_precision(model, loader, loss_fn, optimizer, accum_steps=4, epochs=20)
 with torch.no_grad():
     after = loss_fn(model(X), y).item()
 print(json.dumps({{"before": before, "after": after, "scale": scaler.get_scale(),
                   "weight": [w.hex() for w in model.weight.flatten().tolist()]}}))
 """
 
-
-def shown_loop(html_page: Path) -> tuple[str, str]:
-    """The highlighted definition of the recipe's loop as the built page shows it, and its name."""
-    soup = BeautifulSoup(html_page.read_text(encoding="utf-8"), "html.parser")
-    blocks = [
-        pre.get_text()
-        for pre in soup.select(
-            "article div.highlight-python pre, article div.highlight-default pre"
-        )
-        if pre.get_text().lstrip().startswith("def train_mixed_precision(")
-    ]
-    assert len(blocks) == 1, "the recipe page must show the loop's definition once"
-    return blocks[0], "train_mixed_precision"
+# The highlighted block on the recipe page that defines the loop, and its copy button.
+RECIPE_BLOCK = "div.highlight-python:has(pre:text('def train_mixed_precision('))"
 
 
-@pytest.mark.book
-def test_the_loop_shown_on_the_recipe_page_runs_alone_and_matches_the_package(built_book, tmp_path):
-    shown, name = shown_loop(built_book / "chapter" / "recipe.html")
+@pytest.mark.browser
+def test_what_the_recipe_pages_copy_button_copies_runs_alone_and_matches_the_package(
+    make_page, site_url, tmp_path
+):
+    pg = make_page(
+        viewport={"width": 1280, "height": 900},
+        permissions=["clipboard-read", "clipboard-write"],
+    )
+    pg.goto(f"{site_url}/chapter/recipe.html", wait_until="load")
+    block = pg.locator(RECIPE_BLOCK)
+    assert block.count() == 1, "the recipe page must show the loop's definition once"
+    block.hover()
+    block.locator("button.copybtn").click()
+    copied = pg.evaluate("navigator.clipboard.readText()")
+    # The loop is the first thing after the import, before any argument check.
+    definition = copied[copied.index("def train_mixed_precision(") :]
+    assert copied.lstrip().startswith("import torch")
+    head = definition[: definition.index("for _ in range(epochs):")]
+    assert "def check_recipe_" in definition[len(head) :]
+    assert "\n" not in head.split('"""')[1]  # a one-line docstring; the full one is in the API
     script = tmp_path / "reader.py"
-    script.write_text(READER_SCRIPT.format(shown=textwrap.dedent(shown), name=name))
+    script.write_text(READER_SCRIPT.format(copied=copied))
     proc = subprocess.run(
         [sys.executable, "-I", str(script)], capture_output=True, text=True, check=False
     )
@@ -177,3 +180,4 @@ def test_the_loop_shown_on_the_recipe_page_runs_alone_and_matches_the_package(bu
     )
     assert result["weight"] == [w.hex() for w in twin.weight.flatten().tolist()]
     assert result["scale"] == twin.final_scale
+    assert pg.console_errors == []
