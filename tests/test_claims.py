@@ -18,10 +18,31 @@ from amp_lesson.claims import ClaimContradicted, claim
 
 
 def test_the_run_picks_the_words() -> None:
-    assert claim("k", True, "identical", "different") == "identical"
-    assert claim("k", np.bool_(False), "identical", "different") == "different"
+    assert claim("k", True, "They are identical.", "They differ.") == "They are identical."
+    assert claim("k", np.bool_(False), "They are identical.", "They differ.") == "They differ."
     assert claim("k", torch.tensor(True), "identical") == "identical"
-    assert claim("k", torch.equal(torch.ones(2), torch.zeros(2)), "equal", "unequal") == "unequal"
+    both = torch.equal(torch.ones(2), torch.zeros(2))
+    assert claim("k", both, "equal", "unequal", phrase=True) == "unequal"
+
+
+@pytest.mark.parametrize(
+    ("says", "otherwise", "bad"),
+    [
+        ("are identical", "They differ.", "says"),
+        ("They are identical.", "differ", "otherwise"),
+        ("They are identical.", "they differ.", "otherwise"),
+        ("They are identical", "They differ.", "says"),
+    ],
+)
+def test_two_wordings_must_each_be_a_whole_sentence(says, otherwise, bad) -> None:
+    with pytest.raises(ValueError, match=rf"claim 'k': with two wordings, {bad} must be a whole"):
+        claim("k", True, says, otherwise)
+    assert claim("k", True, says, otherwise, phrase=True) == says  # a table cell or a label
+
+
+def test_a_sentence_may_open_with_a_quote_or_a_number_and_close_with_one() -> None:
+    assert claim("k", True, '"Same," it says.', "4 rows differ (of 8).") == '"Same," it says.'
+    assert claim("k", False, "\u201cSame?\u201d", "2 ulps apart.") == "2 ulps apart."
 
 
 def test_a_committed_claim_the_run_contradicts_raises_and_names_itself() -> None:
@@ -39,6 +60,7 @@ def test_a_committed_claim_the_run_contradicts_raises_and_names_itself() -> None
         (("k", True, ""), ValueError, "says must be a non-empty string"),
         (("k", True, None), ValueError, "says must be a non-empty string"),
         (("k", True, "x", " "), ValueError, "otherwise must be a non-empty string"),
+        (("k", True, "X.", "Y.", 1), TypeError, "takes from 3 to 4 positional"),
     ],
 )
 def test_bad_input_is_named(args, error, message) -> None:

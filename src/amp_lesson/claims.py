@@ -17,8 +17,9 @@ reference's docstrings) through :func:`typed_outcomes`, and fails on any
 sentence that types an outcome phrase of :data:`OUTCOME_PHRASES` instead of
 gluing it.
 
->>> claim("same_weights", 0.1 + 0.2 == 0.3, "are bitwise identical", "differ in the last bit")
-'differ in the last bit'
+>>> claim("same_weights", 0.1 + 0.2 == 0.3, "The sums are bitwise identical.",
+...       "The sums differ in the last bit.")
+'The sums differ in the last bit.'
 >>> claim("power_of_two_exact", (0.1 * 4) / 4 == 0.1, "exact")
 'exact'
 >>> claim("addition_associates", (0.1 + 0.2) + 0.3 == 0.1 + (0.2 + 0.3), "associative")
@@ -80,7 +81,12 @@ def _glue(key: str, text: str) -> None:
     glue(key, text, display=False)
 
 
-def claim(key: str, holds: Any, says: str, otherwise: str | None = None) -> str:
+_SENTENCE = re.compile(r"[\"\u201c(]?[A-Z0-9].*[.!?][\"\u201d)]?", re.DOTALL)
+
+
+def claim(
+    key: str, holds: Any, says: str, otherwise: str | None = None, *, phrase: bool = False
+) -> str:
     """Bind the words of a sentence to what the run did, and glue them under ``key``.
 
     Parameters
@@ -96,6 +102,12 @@ def claim(key: str, holds: Any, says: str, otherwise: str | None = None) -> str:
     otherwise
         The words for the outcome when it does not. Without them the page
         commits to ``says``, and a run where it does not hold fails.
+    phrase
+        The two wordings are phrases, not sentences: a table cell, a label,
+        words quoted inside a question. Without it, a claim with two
+        wordings gives each as a whole sentence (a capital letter or digit
+        first, ``.``, ``!`` or ``?`` last), because a sentence assembled
+        around a glued fragment reads wrong on one of the outcomes.
 
     Returns
     -------
@@ -112,14 +124,26 @@ def claim(key: str, holds: Any, says: str, otherwise: str | None = None) -> str:
 
     Examples
     --------
-    >>> claim("order", 1.0 + 2.0**-60 == 1.0, "is absorbed", "survives")
-    'is absorbed'
+    >>> claim("order", 1.0 + 2.0**-60 == 1.0, "The tiny term is absorbed.", "It survives.")
+    'The tiny term is absorbed.'
+    >>> claim("cell", 1.0 + 2.0**-60 == 1.0, "yes", "no", phrase=True)
+    'yes'
     """
     if not isinstance(key, str) or not _KEY.match(key):
         raise ValueError(f"key must be a Python identifier (the glue key), got {key!r}")
     for name, text in (("says", says), ("otherwise", otherwise)):
         if (text is not None or name == "says") and not (isinstance(text, str) and text.strip()):
             raise ValueError(f"{name} must be a non-empty string, got {text!r}")
+    if not isinstance(phrase, bool):
+        raise TypeError(f"phrase must be a bool, got {phrase!r}")
+    if otherwise is not None and not phrase:
+        for name, text in (("says", says), ("otherwise", otherwise)):
+            if not _SENTENCE.fullmatch(text.strip()):
+                raise ValueError(
+                    f"claim {key!r}: with two wordings, {name} must be a whole sentence (a "
+                    f"capital letter or digit first, '.', '!' or '?' last), got {text!r}; "
+                    "pass phrase=True for a table cell or a label"
+                )
     held = _as_bool(holds)
     if held:
         words = says
