@@ -822,4 +822,4 @@ def test_speed_beside_measures_three_dtypes_live_relative_to_fp32() -> None:
     assert set(view.live) == {"fp32", "fp16", "bf16"}
     assert view.live["fp32"] == 1.0
     assert all(x > 0 for x in view.live.values())
-    assert view.live_label == "one 16×16 product, this build (cpu)"
+    assert view.live_label == "one 16×16 product, timed on this page (cpu)"

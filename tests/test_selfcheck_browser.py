@@ -187,8 +187,12 @@ def test_step_through_rows_then_the_next_row(page: Any, site_url: str) -> None:
     assert widget.locator(".sc-next").is_visible()
     assert "What would the row after the last one show" in widget.locator(".sc-next").inner_text()
     # The progress line asks the page's own closing question.
-    progress = widget.locator(".sc-progress").inner_text()
+    progress = widget.locator(".sc-progress").text_content()
     assert "Row 3 of 3 shown. Now: What would the row after the last one show" in progress
+    # Heard with the progress, not shown twice: the question itself is visible just below.
+    spoken = widget.locator(".sc-progress .sc-visually-hidden")
+    assert spoken.count() == 1
+    assert spoken.evaluate("el => getComputedStyle(el).position") == "absolute"
     reveal = widget.get_by_role("button", name="Reveal the answer")
     assert reveal.is_disabled()
     widget.get_by_label("Your next row").fill("zero, and the weight stops learning")
@@ -206,7 +210,7 @@ def test_step_through_answer_label_names_the_answer_box(page: Any, site_url: str
     more = widget.get_by_role("button", name="Show the next row")
     more.click()
     more.click()
-    progress = widget.locator(".sc-progress").inner_text()
+    progress = widget.locator(".sc-progress").text_content()
     assert "Now: Which row lost its gradient, and what would bring it back?" in progress
     assert "next row be" not in progress
     assert widget.get_by_label("Your next row").count() == 0  # the question is not a next row

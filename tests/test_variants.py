@@ -93,3 +93,18 @@ def test_the_claims_page_lists_every_wording_of_every_claim_of_the_book(built_bo
             ]
             assert any(" ".join(str(chosen).split()) in m for m in marks), record["key"]
     assert listed == sum(1 for s in soup.select(f"p > span.{VARIANT_CLASS}"))
+
+
+@pytest.mark.book
+def test_a_glued_whole_sentence_reads_as_prose_and_a_glued_value_stays_marked(built_book):
+    """MyST-NB bolds glued text; a sentence the run chose is set like the prose around it."""
+    from amp_lesson.sphinxext.prose import RUN_SENTENCE_CLASS, is_whole_sentence
+
+    soup = BeautifulSoup((built_book / "chapter" / "recipe.html").read_text("utf-8"), "html.parser")
+    glued = soup.select("article span.pasted-text")
+    sentences = [s for s in glued if RUN_SENTENCE_CLASS in s["class"]]
+    values = [s for s in glued if RUN_SENTENCE_CLASS not in s["class"]]
+    assert any(s.get_text().startswith("On CPU") or "GPU" in s.get_text() for s in sentences)
+    assert all(is_whole_sentence(s.get_text()) for s in sentences)
+    assert values, "the page's glued numbers keep MyST-NB's mark"
+    assert not any(is_whole_sentence(s.get_text()) for s in values)

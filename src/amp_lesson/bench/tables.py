@@ -412,7 +412,7 @@ class SpeedBeside:
         times = matmul_times(n, tuple(dtypes.values()), device, repeats=repeats)
         fastest = {fmt: times[dt].min for fmt, dt in dtypes.items()}
         live = {fmt: t / fastest["fp32"] for fmt, t in fastest.items()}
-        return cls(live, f"one {n}×{n} product, this build ({device.type})", recordings)
+        return cls(live, f"one {n}×{n} product, timed on this page ({device.type})", recordings)
 
     def columns(self) -> list[tuple[str, dict[str, float]]]:
         """The table's columns of times, the live one first.
@@ -460,7 +460,7 @@ class SpeedBeside:
     def _notes(self) -> list[str]:
         if not self.recordings:
             return ["No GPU recording is stored with the book's sources."]
-        return [f"Recorded: {r.describe()}" for r in self.recordings]
+        return [f"The GPU columns: {r.describe()}" for r in self.recordings]
 
     def __str__(self) -> str:
         return "\n".join([str(self.table()), *self._notes()])

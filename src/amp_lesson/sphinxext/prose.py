@@ -167,5 +167,29 @@ def _warn(app: Sphinx, doctree: nodes.document) -> None:
         )
 
 
+RUN_SENTENCE_CLASS = "amp-run-sentence"
+"""Class added to glued text that is a whole sentence, set in the weight of the prose around it."""
+
+
+def is_whole_sentence(text: str) -> bool:
+    """Whether glued ``text`` is a sentence of its own, not a value or a phrase inside one.
+
+    >>> is_whole_sentence("The two runs differ in the last bit."), is_whole_sentence("4.883e-04")
+    (True, False)
+    >>> is_whole_sentence("stays at")
+    False
+    """
+    text = " ".join(text.split())
+    return " " in text and bool(re.fullmatch(r"[\"\u201c(]?[A-Z0-9].*[.!?][\"\u201d)]?", text))
+
+
+def mark_run_sentences(app: Sphinx, doctree: nodes.document) -> None:
+    """Mark each glued whole sentence (:data:`RUN_SENTENCE_CLASS`), so it is not set in bold."""
+    for node in doctree.findall(nodes.inline):
+        if "pasted-text" in node["classes"] and is_whole_sentence(node.astext()):
+            node["classes"].append(RUN_SENTENCE_CLASS)
+
+
 def setup(app: Sphinx) -> None:
     app.connect("doctree-read", _warn)
+    app.connect("doctree-read", mark_run_sentences)

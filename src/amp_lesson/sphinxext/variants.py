@@ -230,6 +230,20 @@ def _store(env: BuildEnvironment) -> dict[str, tuple[list[Claim], dict[str, str]
     return env.amp_lesson_claims  # type: ignore[attr-defined, no-any-return]
 
 
+_MATH = re.compile(r"\$([^$]+)\$")
+
+
+def _with_math(text: str) -> list[nodes.Node]:
+    """``text`` as nodes, each ``$...$`` of the page's source as maths (the book renders MathML)."""
+    out: list[nodes.Node] = []
+    for i, part in enumerate(_MATH.split(text)):
+        if i % 2:
+            out.append(nodes.math(part, part))
+        elif part:
+            out.append(nodes.Text(part))
+    return out
+
+
 def _wording(label: str, words: str, chosen: bool, contexts: list[str]) -> nodes.Node:
     item = nodes.list_item()
     head = nodes.paragraph()
@@ -239,7 +253,7 @@ def _wording(label: str, words: str, chosen: bool, contexts: list[str]) -> nodes
     item += head
     for sentence in contexts:
         quote = nodes.block_quote(classes=[VARIANT_CLASS])
-        quote += nodes.paragraph(text=sentence)
+        quote += nodes.paragraph("", "", *_with_math(sentence))
         item += quote
     return item
 

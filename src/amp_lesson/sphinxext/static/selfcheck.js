@@ -690,8 +690,12 @@
       rows.forEach(function (row, index) { row.hidden = index >= shown; });
       var finished = shown >= rows.length;
       more.hidden = finished;
-      progress.textContent = "Row " + shown + " of " + rows.length + " shown." +
-        (finished ? " Now: " + nextQuestion : "");
+      // The closing question shows right below once every row is out; a screen reader
+      // hears it with the progress, where the eye would read it twice.
+      progress.replaceChildren("Row " + shown + " of " + rows.length + " shown.");
+      if (finished) {
+        progress.append(make("span", { class: "sc-visually-hidden" }, " Now: " + nextQuestion));
+      }
       next.hidden = !finished;
       var revealed = state.committed !== null;
       commit.box.value = state.draft;
