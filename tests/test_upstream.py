@@ -57,3 +57,10 @@ def test_jupyter_cache_still_hashes_the_kernelspec_with_the_cells() -> None:
     # Each page's key rides in its kernelspec (execution.with_key).
     default = inspect.signature(JupyterCacheBase.create_hashed_notebook).parameters["nb_metadata"]
     assert "kernelspec" in default.default
+
+
+def test_myst_nb_still_writes_each_pages_glue_data_beside_its_notebook() -> None:
+    # variants.glue_file reads <output folder>/<page>.glue.json for the claims page.
+    source = inspect.getsource(MystNbParser.parse)
+    assert '".glue.json"' in source
+    assert "nb_client.glue_data" in source

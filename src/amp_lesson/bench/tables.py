@@ -29,6 +29,7 @@ __all__ = [
     "RecordingsView",
     "SpeedBeside",
     "bench_table",
+    "fmt_times",
     "matmul_table",
     "plot_rows",
     "unshown_peaks_note",
@@ -309,6 +310,27 @@ class RecordingsView:
         return "\n".join(parts)
 
 
+def fmt_times(ratio: float) -> str:
+    """A ratio as the book writes "N times": whole from 10 up, two significant digits below.
+
+    Parameters
+    ----------
+    ratio : float
+        A positive ratio.
+
+    Returns
+    -------
+    str
+        Never in exponent notation (``1.1e+02`` would be ``110``).
+
+    Examples
+    --------
+    >>> fmt_times(34.2), fmt_times(8.14), fmt_times(0.5)
+    ('34', '8.1', '0.5')
+    """
+    return f"{ratio:.0f}" if ratio >= 10 else f"{ratio:.2g}"
+
+
 def _times_fp32(ratio: float | str | None) -> str:
     """A time relative to FP32's as a reader says it: "34× slower", "10× faster"."""
     if ratio is None:
@@ -317,8 +339,7 @@ def _times_fp32(ratio: float | str | None) -> str:
         return ratio
     if ratio == 1:
         return "as fast"
-    times = ratio if ratio > 1 else 1 / ratio
-    text = f"{times:.0f}" if times >= 10 else f"{times:.2g}"
+    text = fmt_times(ratio if ratio > 1 else 1 / ratio)
     return f"{text}× slower" if ratio > 1 else f"{text}× faster"
 
 
@@ -413,6 +434,69 @@ class SpeedBeside:
         fastest = {fmt: times[dt].min for fmt, dt in dtypes.items()}
         live = {fmt: t / fastest["fp32"] for fmt, t in fastest.items()}
         return cls(live, f"one {n}×{n} product, timed on this page ({device.type})", recordings)
+
+    def claim_sentences(self, key: str, device_name: str) -> tuple[str, str]:
+        """Bind the two sentences a page says about these times, as ``key_live`` and ``key_recorded``.
+
+        The first says whether this build's FP16 product was faster than
+        FP32's, the second what each recording's FP16 training steps gained
+        (or that there is none); :func:`amp_lesson.claims.claim` glues each.
+
+        Parameters
+        ----------
+        key : str
+            The glue keys' prefix, a Python identifier.
+        device_name : str
+            This build's device, as the sentence names it.
+
+        Returns
+        -------
+        tuple of str
+            The two sentences the run chose.
+
+        Examples
+        --------
+        >>> view = SpeedBeside({"fp32": 1.0, "fp16": 34.0}, "live", [])
+        >>> print(*view.claim_sentences("speed", "CPU (x86_64, 2 cores)"), sep="\\n")
+        On CPU (x86_64, 2 cores), this build's device, an FP16 matrix product took 34 times as long as an FP32 one: this device has no fast FP16 arithmetic, so here mixed precision buys smaller activations, not time.
+        No GPU recording is stored with the book's sources, so this page cannot show what a GPU with tensor cores does with the same switch.
+        """
+        from amp_lesson.claims import claim
+
+        live16 = self.live["fp16"]
+        live = claim(
+            f"{key}_live",
+            live16 < 1,
+            f"On {device_name}, this build's device, an FP16 matrix product ran "
+            f"{fmt_times(1 / live16)} times as fast as an FP32 one, so autocast speeds up the "
+            "matrix products here too.",
+            f"On {device_name}, this build's device, an FP16 matrix product took "
+            f"{fmt_times(live16)} times as long as an FP32 one: this device has no fast FP16 "
+            "arithmetic, so here mixed precision buys smaller activations, not time.",
+        )
+        recorded = []
+        for r in self.recordings:
+            fp16 = {
+                row.model: row.speedup for row in r.rows if row.regime == "fp16" and row.speedup
+            }
+            if {"linear_stack", "transformer"} <= fp16.keys():
+                recorded.append(
+                    f"On the recorded {r.gpu_name} a whole FP16 autocast training step ran "
+                    f"{fmt_times(fp16['linear_stack'])} times as fast as FP32 for the Linear "
+                    f"stack and {fmt_times(fp16['transformer'])} times as fast for the "
+                    "transformer block."
+                )
+        steps = claim(
+            f"{key}_recorded",
+            bool(recorded),
+            " ".join(recorded) + " Its tensor cores multiply FP16 matrices many times faster "
+            "than FP32 ones."
+            if recorded
+            else "A GPU recording would give this sentence its numbers.",
+            "No GPU recording is stored with the book's sources, so this page cannot show what "
+            "a GPU with tensor cores does with the same switch.",
+        )
+        return live, steps
 
     def columns(self) -> list[tuple[str, dict[str, float]]]:
         """The table's columns of times, the live one first.

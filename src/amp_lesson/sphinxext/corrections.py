@@ -78,38 +78,6 @@ class LessonCorrections(SphinxDirective):
         return [node]
 
 
-class CorrectionCollector(EnvironmentCollector):
-    """Keeps a copy of every correction box, per page; survives parallel reads."""
-
-    def clear_doc(self, app: Sphinx, env: BuildEnvironment, docname: str) -> None:
-        _store(env).pop(docname, None)
-
-    def merge_other(
-        self, app: Sphinx, env: BuildEnvironment, docnames: set[str], other: BuildEnvironment
-    ) -> None:
-        theirs = _store(other)
-        for docname in docnames:
-            if docname in theirs:
-                _store(env)[docname] = theirs[docname]
-
-    def process_doc(self, app: Sphinx, doctree: nodes.document) -> None:
-        boxes = [
-            box.deepcopy()
-            for box in doctree.findall(nodes.admonition)
-            if BOX_CLASS in box["classes"]
-        ]
-        if boxes:
-            _store(app.env)[app.env.current_document.docname] = boxes
-        else:
-            _store(app.env).pop(app.env.current_document.docname, None)
-
-
-def _store(env: BuildEnvironment) -> dict[str, list[nodes.admonition]]:
-    if not hasattr(env, "amp_lesson_corrections"):
-        env.amp_lesson_corrections = {}  # type: ignore[attr-defined]
-    return env.amp_lesson_corrections  # type: ignore[attr-defined, no-any-return]
-
-
 def reading_order(env: BuildEnvironment, root: str) -> list[str]:
     """Every document reachable from ``root`` through the toctrees, depth first."""
     order: list[str] = []
@@ -121,6 +89,78 @@ def reading_order(env: BuildEnvironment, root: str) -> list[str]:
         order.append(doc)
         stack.extend(reversed(env.toctree_includes.get(doc, [])))
     return order
+
+
+class PageStore(EnvironmentCollector):
+    """What each page contributes to a page that lists them all; survives parallel reads.
+
+    A subclass names its environment attribute (``attribute``) and says what a
+    page contributes (:meth:`collect`, ``None`` for nothing); the store maps
+    each contributing page to it.
+    """
+
+    attribute: ClassVar[str]
+
+    @classmethod
+    def store(cls, env: BuildEnvironment) -> dict[str, Any]:
+        """The pages' contributions, by docname."""
+        if not hasattr(env, cls.attribute):
+            setattr(env, cls.attribute, {})
+        return getattr(env, cls.attribute)  # type: ignore[no-any-return]
+
+    @classmethod
+    def in_reading_order(cls, env: BuildEnvironment, root: str) -> list[str]:
+        """The contributing pages, in reading order, then any the toctrees do not reach."""
+        store = cls.store(env)
+        order = reading_order(env, root)
+        return [d for d in order if d in store] + sorted(d for d in store if d not in order)
+
+    def collect(self, app: Sphinx, doctree: nodes.document) -> Any:
+        raise NotImplementedError
+
+    def clear_doc(self, app: Sphinx, env: BuildEnvironment, docname: str) -> None:
+        self.store(env).pop(docname, None)
+
+    def merge_other(
+        self, app: Sphinx, env: BuildEnvironment, docnames: set[str], other: BuildEnvironment
+    ) -> None:
+        theirs = self.store(other)
+        for docname in docnames:
+            if docname in theirs:
+                self.store(env)[docname] = theirs[docname]
+
+    def process_doc(self, app: Sphinx, doctree: nodes.document) -> None:
+        docname = app.env.current_document.docname
+        found = self.collect(app, doctree)
+        if found is None:
+            self.store(app.env).pop(docname, None)
+        else:
+            self.store(app.env)[docname] = found
+
+
+def page_link(env: BuildEnvironment, docname: str, here: str) -> addnodes.pending_xref:
+    """A link from ``here`` to ``docname``, titled with the page's title."""
+    ref = addnodes.pending_xref(
+        "", refdomain="std", reftype="doc", reftarget="/" + docname,
+        refdoc=here, refexplicit=True, refwarn=True,
+    )  # fmt: skip
+    title = env.titles.get(docname)
+    ref += nodes.inline("", title.astext() if title else docname)
+    return ref
+
+
+class CorrectionCollector(PageStore):
+    """Keeps a copy of every correction box, per page."""
+
+    attribute = "amp_lesson_corrections"
+
+    def collect(self, app: Sphinx, doctree: nodes.document) -> list[nodes.admonition] | None:
+        boxes = [
+            box.deepcopy()
+            for box in doctree.findall(nodes.admonition)
+            if BOX_CLASS in box["classes"]
+        ]
+        return boxes or None
 
 
 class ExpandCorrectionLists(SphinxPostTransform):
@@ -137,22 +177,15 @@ class ExpandCorrectionLists(SphinxPostTransform):
         placeholders = list(self.document.findall(correction_list))
         if not placeholders:
             return
-        store = _store(self.env)
-        order = reading_order(self.env, self.config.root_doc)
-        docs = [d for d in order if d in store] + sorted(d for d in store if d not in order)
+        store = CorrectionCollector.store(self.env)
+        docs = CorrectionCollector.in_reading_order(self.env, self.config.root_doc)
         here = self.env.current_document.docname
         for placeholder in placeholders:
             content: list[nodes.Node] = []
             for docname in docs:
-                title = self.env.titles.get(docname)
                 heading = nodes.paragraph(classes=["lesson-correction-source"])
-                ref = addnodes.pending_xref(
-                    "", refdomain="std", reftype="doc", reftarget="/" + docname,
-                    refdoc=here, refexplicit=True, refwarn=True,
-                )  # fmt: skip
-                ref += nodes.inline("", title.astext() if title else docname)
                 heading += nodes.Text("On ")
-                heading += ref
+                heading += page_link(self.env, docname, here)
                 content.append(heading)
                 for box in store[docname]:
                     copy = box.deepcopy()
@@ -187,4 +220,4 @@ def setup(app: Sphinx) -> dict[str, Any]:
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
-__all__ = ["BOX_CLASS", "TITLE", "reading_order", "setup"]
+__all__ = ["BOX_CLASS", "TITLE", "PageStore", "page_link", "reading_order", "setup"]

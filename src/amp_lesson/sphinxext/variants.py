@@ -26,16 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from docutils import nodes
-from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
-from sphinx.environment.collectors import EnvironmentCollector
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective
 
 from amp_lesson.claims import CLAIM_RECORD_PREFIX, sentences
 from amp_lesson.sphinxext import pages
-from amp_lesson.sphinxext.corrections import reading_order
+from amp_lesson.sphinxext.corrections import PageStore, page_link
 
 VARIANT_CLASS = "amp-claim-variant"
 """Class of each wording on the list; the prose check reads it as the run's own text."""
@@ -191,43 +189,27 @@ def glue_file(env: BuildEnvironment, docname: str) -> Path:
     )
 
 
-class ClaimCollector(EnvironmentCollector):
-    """Keeps each page's claims; survives parallel reads."""
+class ClaimCollector(PageStore):
+    """Keeps each page's claims and its other glued values."""
 
-    def clear_doc(self, app: Sphinx, env: BuildEnvironment, docname: str) -> None:
-        _store(env).pop(docname, None)
+    attribute = "amp_lesson_claims"
 
-    def merge_other(
-        self, app: Sphinx, env: BuildEnvironment, docnames: set[str], other: BuildEnvironment
-    ) -> None:
-        theirs = _store(other)
-        for docname in docnames:
-            if docname in theirs:
-                _store(env)[docname] = theirs[docname]
-
-    def process_doc(self, app: Sphinx, doctree: nodes.document) -> None:
+    def collect(
+        self, app: Sphinx, doctree: nodes.document
+    ) -> tuple[list[Claim], dict[str, str]] | None:
         env = app.env
         docname = env.current_document.docname
-        path = Path(env.doc2path(docname))
+        page = pages.read_page(env.doc2path(docname))
         # A page that claims glues, so MyST-NB has just rewritten its glue file.
-        if not (pages.has_code_cells(path) and "claim(" in path.read_text(encoding="utf-8")):
-            _store(env).pop(docname, None)
-            return
+        if not any("claim(" in cell.source for cell in page.code_cells):
+            return None
         data = glue_file(env, docname)
         glue = json.loads(data.read_text(encoding="utf-8")) if data.is_file() else {}
-        page = pages.read_page(path)
         markdown = "\n\n".join(c.source for c in page.cells if c.kind == "markdown")
-        claims = read_claims(glue, markdown)
         values = {
             k: glued_text(v) for k, v in glue.items() if not k.startswith(CLAIM_RECORD_PREFIX)
         }
-        _store(env)[docname] = (claims, values)
-
-
-def _store(env: BuildEnvironment) -> dict[str, tuple[list[Claim], dict[str, str]]]:
-    if not hasattr(env, "amp_lesson_claims"):
-        env.amp_lesson_claims = {}  # type: ignore[attr-defined]
-    return env.amp_lesson_claims  # type: ignore[attr-defined, no-any-return]
+        return read_claims(glue, markdown), values
 
 
 _MATH = re.compile(r"\$([^$]+)\$")
@@ -267,24 +249,16 @@ class ExpandClaimLists(SphinxPostTransform):
         placeholders = list(self.document.findall(claim_list))
         if not placeholders:
             return
-        store = _store(self.env)
-        order = reading_order(self.env, self.config.root_doc)
-        docs = [d for d in order if d in store] + sorted(d for d in store if d not in order)
+        store = ClaimCollector.store(self.env)
         here = self.env.current_document.docname
         content: list[nodes.Node] = []
-        for docname in docs:
+        for docname in ClaimCollector.in_reading_order(self.env, self.config.root_doc):
             claims, values = store[docname]
             if not claims:
                 continue
-            title = self.env.titles.get(docname)
             section = nodes.section(ids=[f"claims-{docname.replace('/', '-')}"])
             heading = nodes.title()
-            ref = addnodes.pending_xref(
-                "", refdomain="std", reftype="doc", reftarget="/" + docname,
-                refdoc=here, refexplicit=True, refwarn=True,
-            )  # fmt: skip
-            ref += nodes.inline("", title.astext() if title else docname)
-            heading += ref
+            heading += page_link(self.env, docname, here)
             section += heading
             for claim in claims:
                 entry = nodes.paragraph()
