@@ -18,6 +18,7 @@ __all__ = [
     "build_bad_pages",
     "built_pages",
     "mini_book",
+    "one_step_bitwise",
     "processes_tagged",
     "recording_page",
     "sphinx_build",
@@ -173,3 +174,25 @@ def processes_tagged(tag: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def one_step_bitwise(dtype: Any) -> bool:
+    """Whether one full-batch step and four accumulated micro-batches give bitwise equal weights
+    in ``dtype``, as the accumulation page runs them (the outcome its sentence reports)."""
+    from torch import nn
+
+    from amp_lesson.accumulation import (
+        compare_params,
+        make_toy_model,
+        make_toy_optimizer,
+        make_toy_problem,
+        train_accumulated,
+        train_full_batch,
+    )
+
+    X, y = make_toy_problem(dtype=dtype)
+    m1, m2 = make_toy_model(dtype=dtype), make_toy_model(dtype=dtype)
+    loss_fn = nn.BCEWithLogitsLoss()
+    full = train_full_batch(m1, make_toy_optimizer(m1), X, y, loss_fn)
+    accumulated = train_accumulated(m2, make_toy_optimizer(m2), X, y, loss_fn, 4)
+    return compare_params(full, accumulated).bitwise_equal

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 from bs4 import BeautifulSoup
-from helpers import DOCS, ROOT
+from helpers import DOCS, ROOT, one_step_bitwise
 
 from amp_lesson.claims import ClaimContradicted, claim
 
@@ -92,32 +92,12 @@ def _sentence(html_dir: Path, start: str) -> str:
     return re.search(re.escape(start) + r"[^.]*\.", text).group(0)
 
 
-def _one_step_bitwise(dtype: torch.dtype) -> bool:
-    from torch import nn
-
-    from amp_lesson.accumulation import (
-        compare_params,
-        make_toy_model,
-        make_toy_optimizer,
-        make_toy_problem,
-        train_accumulated,
-        train_full_batch,
-    )
-
-    X, y = make_toy_problem(dtype=dtype)
-    m1, m2 = make_toy_model(dtype=dtype), make_toy_model(dtype=dtype)
-    loss_fn = nn.BCEWithLogitsLoss()
-    full = train_full_batch(m1, make_toy_optimizer(m1), X, y, loss_fn)
-    accumulated = train_accumulated(m2, make_toy_optimizer(m2), X, y, loss_fn, 4)
-    return compare_params(full, accumulated).bitwise_equal
-
-
 @pytest.mark.book
 def test_flipping_an_outcome_changes_the_sentence_or_fails_the_build(
     built_book: Path, tmp_path: Path
 ) -> None:
     """Make the float32 runs compute in float64: the verdict the page prints follows the run."""
-    expected = {dt: _one_step_bitwise(dt) for dt in (torch.float32, torch.float64)}
+    expected = {dt: one_step_bitwise(dt) for dt in (torch.float32, torch.float64)}
     assert expected[torch.float32] != expected[torch.float64], "no outcome to flip on this device"
 
     def verdict(bitwise: bool) -> str:

@@ -1,4 +1,4 @@
-"""Pages as plain Jupyter notebooks: MyST to Markdown, glue stripped, the install cell."""
+"""Pages as plain Jupyter notebooks: MyST to Markdown, passages printed by the run, scripts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from amp_lesson.sphinxext import export
-from amp_lesson.sphinxext.export import export_notebook, myst_to_markdown, strip_glue
+from amp_lesson.sphinxext.export import export_notebook, myst_to_markdown
 
 GLUE = {
     "fp16_max": {"text/plain": "65504.0"},
@@ -212,88 +212,185 @@ def test_step_through_shows_rows_and_asks_next() -> None:
 # -- code ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("source", "expected"),
-    [
-        ("from myst_nb import glue\nglue('a', 1, display=False)", ""),
-        ("x = 1\nglue('x', x, display=False)\nprint(x)", "x = 1\nprint(x)"),
-        (
-            "for k in ks:\n    glue(k, 1, display=False)\ny = 2",
-            "y = 2",
-        ),
-        (
-            "for k in ks:\n    v = k * 2\n    glue(k, v, display=False)\nprint(v)",
-            "for k in ks:\n    v = k * 2\nprint(v)",
-        ),
-        (
-            "if ok:\n    glue('a', 1)\nelse:\n    print('no')",
-            "if ok:\n    pass\nelse:\n    print('no')",
-        ),
-        (
-            "%matplotlib inline\nimport myst_nb\nmyst_nb.glue('a', 1)\nz = 3",
-            "%matplotlib inline\nz = 3",
-        ),
-        ("print('no glue here')  # glue", "print('no glue here')  # glue"),
-    ],
-)
-def test_strip_glue(source: str, expected: str) -> None:
-    assert strip_glue(source) == expected
-    if expected and not expected.startswith("%"):
-        ast.parse(expected)
+def test_glue_imports_are_rewritten_and_the_calls_kept() -> None:
+    source = "from myst_nb import glue\nx = 2\nglue('x', x, display=False)"
+    assert export.rewrite_glue_imports(source) == (
+        "from amp_lesson.notebook import glue\nx = 2\nglue('x', x, display=False)"
+    )
+    assert export.rewrite_glue_imports("print('no glue')") == "print('no glue')"
+    with pytest.raises(ValueError, match="only glue has a twin"):
+        export.rewrite_glue_imports("from myst_nb import glue, NbParser")
+    with pytest.raises(ValueError, match="imports myst_nb itself"):
+        export.rewrite_glue_imports("import myst_nb")
 
 
-def test_a_notebook_export_keeps_hidden_code_collapsed_and_drops_glue() -> None:
+def test_markdown_blocks_keep_code_details_and_maths_whole() -> None:
+    text = "A.\n\n```\nx\n\ny\n```\n\n<details>\n\nB.\n\n</details>\n\n$$\na\n\nb\n$$\n\nC."
+    assert export.markdown_blocks(text) == [
+        "A.",
+        "```\nx\n\ny\n```",
+        "<details>\n\nB.\n\n</details>",
+        "$$\na\n\nb\n$$",
+        "C.",
+    ]
+
+
+def test_passages_that_quote_the_run_are_printed_and_headings_stay_markdown() -> None:
+    text, _ = myst_to_markdown(
+        "## Range\nFP16 tops out at {glue:text}`fp16_max:.0f`.\n\nNo run here.\n\n"
+        "Nor here.\n\nTiny: {glue}`tiny`.",
+        GLUE,
+        keep_glue=True,
+    )
+    parts = export.split_passages(text)
+    assert [printed for printed, _ in parts] == [False, True, False, True]
+    assert parts[0][1] == "## Range"
+    assert parts[2][1] == "No run here.\n\nNor here."
+    cell = export.text_cell(parts[1][1], GLUE, "CPU (test, 1 core)")
+    assert cell["source"] == (
+        f"{export.TEXT_CELL_TITLE}\n"
+        'show_text(r"""\nFP16 tops out at {glue:text}`fp16_max:.0f`.\n""")'
+    )
+    assert cell["metadata"]["jupyter"] == {"source_hidden": True}
+    assert cell["metadata"]["cellView"] == "form"
+    passage, label = (o["data"]["text/markdown"] for o in cell["outputs"])
+    assert passage == "FP16 tops out at 65504."
+    assert label == export.build_label("CPU (test, 1 core)")
+    assert "CPU (test, 1 core)" in label
+
+
+def test_a_printed_passage_shows_a_glued_figure_and_table_inside_it() -> None:
+    text, _ = myst_to_markdown(
+        "::::{dropdown} More\n```{glue:figure} fig\n:alt: A plot.\n\nThe plot.\n```\n"
+        "```{glue} table\n```\n::::",
+        GLUE,
+        keep_glue=True,
+    )
+    ((printed, part),) = export.split_passages(text)
+    assert printed
+    assert "{glue:figure}`fig`" in part
+    assert "{glue:figure}`table`" in part
+    passage = export.text_cell(part, GLUE, "CPU")["outputs"][0]["data"]["text/markdown"]
+    assert passage.startswith("<details>\n<summary>More</summary>")
+    assert '<img alt="" src="data:image/png;base64,iVBORw0KGgo=">' in passage
+    assert "<table><tr><td>1</td></tr></table>" in passage
+    assert passage.rstrip().endswith("</details>")
+
+
+def test_a_cross_reference_to_an_unknown_target_is_an_error() -> None:
+    labels = {"known": ("chapter/a", "known", "A section")}
+    titles = {"chapter/a": "Page A"}
+    out, _ = myst_to_markdown(
+        "See {ref}`known` and {doc}`a`.", {}, docname="chapter/b", labels=labels, titles=titles
+    )
+    assert out == "See [A section](/chapter/a.html#known) and [Page A](/chapter/a.html)."
+    with pytest.raises(ValueError, match=r"unknown targets: \['\{ref\}`gone`'\]"):
+        myst_to_markdown("See {ref}`gone`.", {}, labels=labels, titles=titles)
+    with pytest.raises(ValueError, match=r"\{doc\}`missing`"):
+        myst_to_markdown("See {doc}`missing`.", {}, labels=labels, titles=titles)
+
+
+def _page(*cells: dict) -> dict:
+    return {"cells": list(cells), "metadata": {}}
+
+
+def _code(source: str, *tags: str, outputs: list | None = None) -> dict:
+    return {
+        "cell_type": "code",
+        "metadata": {"tags": list(tags)} if tags else {},
+        "source": source,
+        "outputs": outputs or [],
+    }
+
+
+def test_a_notebook_export_keeps_hidden_code_collapsed_and_prints_the_runs_passages() -> None:
     glue_output = {
         "output_type": "display_data",
         "metadata": {"scrapbook": {"name": "n", "mime_prefix": "application/papermill.record/"}},
         "data": {"application/papermill.record/text/plain": "3"},
     }
     printed = {"output_type": "stream", "name": "stdout", "text": "3\n"}
-    nb = {
-        "cells": [
-            {"cell_type": "markdown", "metadata": {}, "source": "# Page\n\nn is {glue:text}`n`."},
-            {
-                "cell_type": "code",
-                "metadata": {"tags": ["remove-cell"]},
-                "source": "from myst_nb import glue\nsecret = 1\nglue('s', secret)",
-                "outputs": [],
-            },
-            {"cell_type": "markdown", "metadata": {"tags": ["remove-cell"]}, "source": "Hidden."},
-            {
-                "cell_type": "code",
-                "metadata": {"tags": ["remove-cell"]},
-                "source": "glue('only', 1)",
-                "outputs": [],
-            },
-            {
-                "cell_type": "code",
-                "metadata": {},
-                "source": "from myst_nb import glue\nn = 3 + secret - 1\nprint(n)\nglue('n', n)",
-                "outputs": [printed, glue_output],
-            },
-        ],
-        "metadata": {},
-    }
+    nb = _page(
+        {"cell_type": "markdown", "metadata": {}, "source": "# Page\n\nn is {glue:text}`n`."},
+        _code("from myst_nb import glue\nsecret = 1\nglue('s', secret)", "remove-cell"),
+        {"cell_type": "markdown", "metadata": {"tags": ["remove-cell"]}, "source": "Hidden."},
+        _code(
+            "from myst_nb import glue\nn = 3 + secret - 1\nprint(n)\nglue('n', n)",
+            outputs=[printed, glue_output],
+        ),
+    )
     glue = export.glue_values_from_outputs(nb)
     assert glue == {"n": {"text/plain": "3"}}
     out = export_notebook(
         nb, glue, docname="chapter/x", executed=True, repository="https://github.com/o/r"
     )
     sources = [c["source"] for c in out["cells"]]
-    assert sources[2:] == ["# Page\n\nn is 3.", "secret = 1", "n = 3 + secret - 1\nprint(n)"]
-    assert out["cells"][3]["metadata"]["jupyter"] == {"source_hidden": True}
-    assert "jupyter" not in out["cells"][4]["metadata"]
-    assert out["cells"][4]["outputs"] == [printed]
+    assert sources[2] == "# Page"
+    assert sources[3] == f'{export.TEXT_CELL_TITLE}\nshow_text(r"""\nn is {{glue:text}}`n`.\n""")'
+    assert out["cells"][3]["outputs"][0]["data"]["text/markdown"] == "n is 3."
+    assert sources[4:] == [
+        "from amp_lesson.notebook import glue\nsecret = 1\nglue('s', secret)",
+        "from amp_lesson.notebook import glue\nn = 3 + secret - 1\nprint(n)\nglue('n', n)",
+    ]
+    assert out["cells"][4]["metadata"]["jupyter"] == {"source_hidden": True}
+    assert "jupyter" not in out["cells"][5]["metadata"]
+    assert out["cells"][5]["outputs"] == [printed]
     assert "myst_nb" not in str(out)
     assert "Hidden." not in str(out)
     assert "amp-lesson[notebooks] @ git+https://github.com/o/r@v" in sources[1]
-    assert [c["id"] for c in out["cells"]] == [f"cell-{i}" for i in range(5)]
+    assert "from amp_lesson.notebook import show_text" in sources[1]
+    assert "Runtime → Change runtime type" in sources[0]
+    assert [c["id"] for c in out["cells"]] == [f"cell-{i}" for i in range(6)]
     bare = export_notebook(
         nb, glue, docname="chapter/x", executed=False, repository="https://github.com/o/r"
     )
-    assert bare["cells"][4]["outputs"] == []
+    assert bare["cells"][5]["outputs"] == []
+    assert bare["cells"][3]["outputs"] == out["cells"][3]["outputs"]  # the build's passage
     with pytest.raises(TypeError, match="executed must be True or False"):
         export_notebook(nb, glue, docname="chapter/x", executed="yes")
+    with pytest.raises(ValueError, match="built_on must name"):
+        export_notebook(nb, glue, docname="chapter/x", executed=True, built_on=" ")
+
+
+def test_a_solution_is_collapsed_after_an_empty_cell_to_write_in() -> None:
+    nb = _page(
+        {"cell_type": "markdown", "metadata": {}, "source": "## Milestone 1: the loop"},
+        _code("def loop():\n    return 1", "hide-input", "solution"),
+        _code("loop()"),
+    )
+    out = export_notebook(
+        nb, {}, docname="c/x", executed=False, repository="https://github.com/o/r"
+    )
+    mine, solution, after = out["cells"][3:]
+    assert mine["source"].startswith("# Your code for \u201cMilestone 1: the loop\u201d.")
+    assert mine["metadata"] == {}
+    assert mine["outputs"] == []
+    assert solution["source"].splitlines()[0] == (
+        "#@title Solution to \u201cMilestone 1: the loop\u201d (double-click to show)"
+    )
+    assert solution["source"].endswith("def loop():\n    return 1")
+    assert solution["metadata"]["cellView"] == "form"
+    assert solution["metadata"]["jupyter"] == {"source_hidden": True}
+    assert after["source"] == "loop()"
+    assert "cellView" not in after["metadata"]
+
+
+def test_a_script_is_the_notebooks_cells_with_its_text_as_comments() -> None:
+    nb = _page(
+        {"cell_type": "markdown", "metadata": {}, "source": "# Page\n\nn is {glue:text}`n`."},
+        _code("from myst_nb import glue\nn = 3\nglue('n', n, display=False)"),
+    )
+    out = export_notebook(
+        nb, {"n": {"text/plain": "3"}}, docname="c/x", executed=False,
+        repository="https://github.com/o/r",
+    )  # fmt: skip
+    script = export.export_script(out)
+    ast.parse(script)
+    assert script.startswith('"""Page: a page of the book')
+    assert '#     pip install "amp-lesson[notebooks] @ git+https://github.com/o/r@v' in script
+    assert "%pip" not in script
+    assert "# %% [markdown]\n# # Page" in script
+    assert 'show_text(r"""\nn is {glue:text}`n`.\n""")' in script
 
 
 def test_the_repository_is_declared_once_in_pyproject() -> None:

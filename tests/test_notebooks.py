@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import re
@@ -12,16 +13,23 @@ from pathlib import Path
 
 import notebooks
 import pytest
-from helpers import ROOT
+from bs4 import BeautifulSoup
+from helpers import ROOT, one_step_bitwise
 from pip_config import uv_find_links
 
+import amp_lesson
+from amp_lesson.claims import CLAIM_RECORD_PREFIX
+from amp_lesson.notebook import WAITING_NOTE, split_role
 from amp_lesson.sphinxext import export
+from amp_lesson.sphinxext.kickers import KICKERS
 
 TWINS = sorted(notebooks.OUT.rglob("*.ipynb"))
 # Notebooks known not to run outside the book, each with why; the test fails when one of
 # them starts to run (remove it here then) or when any other notebook fails.
 KNOWN_BROKEN: dict[str, str] = {}
 LOCK = ROOT / "requirements" / "constraints.txt"
+BUILD_LABEL = export.build_label("X").split(" on X")[0]  # "<sub>As the book's build"
+WAITING = WAITING_NOTE.rsplit(";", 1)[1].strip(" *")  # "it is printed here when they have run."
 
 
 def _markdown_outside_code(text: str) -> str:
@@ -59,7 +67,6 @@ def test_twins_are_plain_jupyter(twin: Path) -> None:
     nb = json.loads(twin.read_text(encoding="utf-8"))
     assert nb["nbformat"] == 4
     assert "myst_nb" not in "\n".join(_cells(nb, "code"))
-    assert "glue(" not in "\n".join(_cells(nb, "code"))
     install = _cells(nb, "code")[0]
     assert export.install_spec() in install
     assert "%pip install" in install
@@ -103,20 +110,38 @@ def _venv_python(venv: Path) -> Path:
     return venv / ("Scripts" if os.name == "nt" else "bin") / "python"
 
 
+def _repository_of_the_tree(path: Path) -> Path:
+    """A git repository holding the working tree as it is, tagged as the install cell names it."""
+    files = subprocess.run(
+        ["git", "-C", ROOT, "ls-files", "-co", "--exclude-standard", "-z"],
+        capture_output=True, check=True, text=True,
+    ).stdout.split("\0")  # fmt: skip
+    for name in filter(None, files):
+        if (ROOT / name).is_file():
+            (path / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, path / name)
+    git = ["git", "-C", path, "-c", "user.name=test", "-c", "user.email=test@example.invalid"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "tree"]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    subprocess.run([*git, "tag", f"v{amp_lesson.__version__}"], check=True, capture_output=True)
+    return path
+
+
 @pytest.mark.notebooks
 def test_exported_notebooks_run_in_a_fresh_environment(tmp_path: Path) -> None:
-    """The wheel, installed (not editable) where MyST-NB and Sphinx are not, runs every twin."""
-    dist, venv, work = tmp_path / "dist", tmp_path / "venv", tmp_path / "work"
+    """The install cell, run in a kernel where amp_lesson is missing, installs the package (a
+    wheel built from the repository at the version's tag, here a local clone of the tree), and
+    every twin then runs where MyST-NB and Sphinx are not."""
+    venv, work = tmp_path / "venv", tmp_path / "work"
     work.mkdir()
+    repo = _repository_of_the_tree(tmp_path / "repo")
     run = lambda *cmd, **kw: subprocess.run(
         [str(c) for c in cmd], check=True, capture_output=True, text=True, **kw
     )
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, ROOT)
-    (wheel,) = dist.glob("amp_lesson-*.whl")
     py = _venv_python(venv)
     uv = Path(sys.executable).with_name("uv")  # the environment's own, as nox installs it
     if uv.is_file():  # a minute faster than venv and pip (torch: 2 s against 48 here)
-        run(uv, "venv", "-q", "--python", sys.executable, venv)
+        run(uv, "venv", "-q", "--seed", "--python", sys.executable, venv)  # --seed: %pip needs pip
         pip = [uv, "pip", "install", "-q", "--compile-bytecode", "--python", py, "-c", LOCK]
         pip += uv_find_links()
     else:
@@ -124,15 +149,50 @@ def test_exported_notebooks_run_in_a_fresh_environment(tmp_path: Path) -> None:
         pip = [py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", LOCK]
     index = os.environ.get("AMP_LESSON_TORCH_INDEX")
     run(*pip, "torch", *(["--index-url", index, "--no-deps"] if index else []))
-    run(*pip, f"{wheel}[notebooks]", "nbclient", "ipykernel")
-    where = run(py, "-c", "import amp_lesson, importlib.util as u; print(amp_lesson.__file__); "
-                "print(u.find_spec('myst_nb'), u.find_spec('sphinx'))", cwd=work).stdout.split()  # fmt: skip
-    assert Path(where[0]).is_relative_to(venv), f"amp_lesson came from {where[0]}"
-    assert where[1:] == ["None", "None"], "MyST-NB or Sphinx is in the reader's environment"
+    # What a reader's Jupyter has, and the package's dependencies (so that the install cell's
+    # pip, resolving the same versions, only builds and installs amp_lesson itself).
+    meta = importlib.metadata.metadata("amp-lesson")
+    needs = [r for r in meta.get_all("Requires-Dist") or [] if "extra ==" not in r]
+    needs += [
+        r.split(";")[0] for r in meta.get_all("Requires-Dist") or [] if 'extra == "notebooks"' in r
+    ]
+    run(*pip, *needs, "nbclient", "ipykernel")
+    assert (
+        run(py, "-c", "import importlib.util as u; print(u.find_spec('amp_lesson'))").stdout.strip()
+        == "None"
+    )
+
+    install = export.install_cell_source(repository=repo.as_uri())
+    assert export.install_cell_source().replace(export.repository_url(), repo.as_uri()) == install
+    cell = {
+        "cell_type": "code",
+        "execution_count": None,
+        "metadata": {},
+        "outputs": [],
+        "source": install,
+    }
+    (work / "install.ipynb").write_text(
+        json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(OMP_NUM_THREADS="1")  # two notebooks at a time on two cores
+    env.update(
+        OMP_NUM_THREADS="1", PIP_CONSTRAINT=str(LOCK)
+    )  # two notebooks at a time on two cores
+    runner = [py, ROOT / "tools" / "run_notebooks.py"]
+    installed = subprocess.run([*runner, "install.ipynb"], capture_output=True, text=True, cwd=work, env=env, check=False)  # fmt: skip
+    assert installed.returncode == 0, installed.stdout[-6000:] + installed.stderr[-4000:]
+    where = run(py, "-c", "import amp_lesson, importlib.util as u; print(amp_lesson.__file__); "
+                "print(amp_lesson.__version__, u.find_spec('myst_nb'), u.find_spec('sphinx'))", cwd=work).stdout.split()  # fmt: skip
+    assert Path(where[0]).is_relative_to(venv), f"amp_lesson came from {where[0]}"
+    assert where[1] == amp_lesson.__version__
+    assert where[2:] == ["None", "None"], "MyST-NB or Sphinx is in the reader's environment"
+    direct = json.loads(run(py, "-m", "pip", "inspect", "--local").stdout)
+    (record,) = [d for d in direct["installed"] if d["metadata"]["name"] == "amp-lesson"]
+    assert record["direct_url"]["url"] == repo.as_uri(), record["direct_url"]
+    assert record["direct_url"]["vcs_info"]["requested_revision"] == f"v{amp_lesson.__version__}"
+
     proc = subprocess.run(
-        [py, ROOT / "tools" / "run_notebooks.py", "--jobs", "2", "--slowest-cells", "3", *TWINS],
+        [*runner, "--jobs", "2", "--slowest-cells", "3", "--out", tmp_path / "ran", *TWINS],
         capture_output=True,
         text=True,
         cwd=work,
@@ -148,3 +208,236 @@ def test_exported_notebooks_run_in_a_fresh_environment(tmp_path: Path) -> None:
     failed = {doc for doc, result in status.items() if result == "FAILED"}
     assert failed - set(KNOWN_BROKEN) == set(), proc.stdout[-12000:]
     assert set(KNOWN_BROKEN) - failed == set(), "these run now: remove them from KNOWN_BROKEN"
+    # Every passage was printed by this run: none kept the build's text or still waits.
+    printed = 0
+    for number, twin in enumerate(TWINS):
+        ran = json.loads((tmp_path / "ran" / f"{number}-{twin.name}").read_text(encoding="utf-8"))
+        for cell in _text_cells(ran):
+            shown = " ".join(_printed(cell))
+            assert shown.strip(), f"{twin}: a passage printed nothing"
+            assert BUILD_LABEL not in shown, f"{twin}: the build's passage was not replaced"
+            assert WAITING not in shown, f"{twin}: a passage still waits: {shown}"
+            printed += 1
+    assert printed == sum(len(_text_cells(json.loads(t.read_text()))) for t in TWINS)
+
+
+# -- the words a notebook prints: its own run's ------------------------------------------------
+
+
+def _text_cells(nb: dict) -> list[dict]:
+    return [c for c in nb["cells"] if export.TEXT_CELL_TAG in c["metadata"].get("tags", [])]
+
+
+def _printed(cell: dict) -> list[str]:
+    return ["".join(o["data"]["text/markdown"]) for o in cell["outputs"] if "data" in o]
+
+
+def _passage(nb: dict, start: str) -> tuple[str, list[str]]:
+    """The sentence of ``nb`` that begins with ``start``, and every output of its cell."""
+    for cell in _text_cells(nb):
+        shown = _printed(cell)
+        text = " ".join(" ".join(shown).split())
+        if start in text:
+            return re.search(re.escape(start) + r"[^.]*\.", text).group(0), shown
+    raise AssertionError(f"no printed passage holds {start!r}")
+
+
+def _execute(nb: dict, cwd: Path) -> dict:
+    import nbformat
+    from nbclient import NotebookClient
+
+    node = nbformat.from_dict(json.loads(json.dumps(nb)))
+    NotebookClient(node, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()  # fmt: skip
+    return json.loads(nbformat.writes(node))
+
+
+@pytest.mark.notebooks
+def test_a_notebooks_sentences_follow_its_own_run(tmp_path: Path) -> None:
+    """The accumulation page's notebook, run as exported and with its float32 runs made float64:
+    the sentence it prints follows each run, and the build's text and label are replaced."""
+    import torch
+
+    expected = {dt: one_step_bitwise(dt) for dt in (torch.float32, torch.float64)}
+    assert expected[torch.float32] != expected[torch.float64], "no outcome to flip on this device"
+
+    def verdict(bitwise: bool) -> str:
+        return f"In float32 they {'are' if bitwise else 'are not'} bitwise identical"
+
+    twin = json.loads(
+        (notebooks.OUT / "chapter" / "accumulation-equals-full-batch.ipynb").read_text()
+    )
+    built, shown = _passage(twin, "In float32 they")  # as the book's build printed it
+    assert built.startswith(verdict(expected[torch.float32]))
+    assert shown[-1].startswith(BUILD_LABEL)
+
+    ran, shown = _passage(_execute(twin, tmp_path), "In float32 they")
+    assert ran.startswith(verdict(expected[torch.float32]))
+    assert not any(BUILD_LABEL in text for text in shown), "the build's label outlived the run"
+
+    flipped = json.loads(json.dumps(twin))
+    for cell in flipped["cells"]:
+        if cell["cell_type"] == "code":
+            cell["source"] = cell["source"].replace("(dtype=dtype)", "(dtype=torch.float64)")
+    assert flipped != twin
+    ran, _ = _passage(_execute(flipped, tmp_path), "In float32 they")
+    assert ran.startswith(verdict(expected[torch.float64]))
+
+
+def _glue_records(doc: str) -> dict[str, dict]:
+    return export.read_glue(ROOT / "docs" / "_build" / "jupyter_execute" / f"{doc}.ipynb")
+
+
+def _wordings(glue: dict[str, dict]) -> set[str]:
+    """Every wording of every claim of a page, and each sentence it glued as text."""
+    words = set()
+    for key, bundle in glue.items():
+        text = export.format_glued_text(export._as_text(bundle.get("text/plain", "")), "")
+        if key.startswith(CLAIM_RECORD_PREFIX):
+            record = json.loads(text)
+            words |= {w for w in (record["says"], record["otherwise"]) if w}
+        elif not text.lstrip().startswith("<"):
+            words.add(text)
+    # A phrase of a word or three ("larger", "2 ulps") is also plain prose elsewhere.
+    return {" ".join(w.split()) for w in words if len(w.split()) >= 4}
+
+
+@pytest.mark.book
+def test_no_markdown_cell_of_a_notebook_holds_a_runs_words(built_book: Path) -> None:
+    """Claims' wordings and glued sentences reach a notebook only through cells its run prints."""
+    checked = 0
+    for twin in TWINS:
+        doc = twin.relative_to(notebooks.OUT).with_suffix("").as_posix()
+        glue = _glue_records(doc)
+        for path in (twin, built_book / "_sources" / f"{doc}.ipynb"):
+            nb = json.loads(path.read_text(encoding="utf-8"))
+            static = " ".join(" ".join(_cells(nb, "markdown")).split())
+            for words in _wordings(glue):
+                assert words not in static, f"{path}: a Markdown cell states {words!r}"
+                checked += 1
+            for cell in _text_cells(nb):
+                for m in re.finditer(r"\{glue(?::\w+)?\}`([^`]+)`", cell["source"]):
+                    key, _ = split_role(None, m[1])
+                    assert key in glue, f"{path}: a printed passage quotes {key!r}, never glued"
+    assert checked > 400, checked  # 468 when written
+
+
+def _roles(page: Path) -> list[tuple[str, str]]:
+    """The cross-references of a page's prose: (role, content), outside code and the info line."""
+    text = _markdown_outside_code(page.read_text(encoding="utf-8"))
+    text = re.sub(r"^:assumes:.*$", "", text, flags=re.MULTILINE)  # {page-info}: the book's own
+    return re.findall(r"(?<!`)\{(ref|numref|doc|py:\w+)\}`([^`]+)`", text)
+
+
+@pytest.mark.book
+def test_every_cross_reference_is_a_link_to_the_hosted_page_and_anchor(built_book: Path) -> None:
+    titles, labels = notebooks._titles_and_labels()
+    docs_url = export.documentation_url()
+    seen = 0
+    for page in notebooks.pages():
+        doc = notebooks.docname(page)
+        twin = json.loads(notebooks.twin_path(page).read_text(encoding="utf-8"))
+        text = "\n".join(
+            _cells(twin, "markdown") + [t for c in _text_cells(twin) for t in _printed(c)]
+        )
+        for role, content in _roles(page):
+            title, target = export._split_title_target(content)
+            if role.startswith("py:"):
+                name = target.lstrip("~")
+                module = max(
+                    (d[4:] for d in titles if d.startswith("api/") and name.startswith(d[4:])),
+                    key=len,
+                )
+                target_doc = f"api/{module}"
+                anchor = f"module-{name}" if role == "py:mod" else name
+                url = f"{docs_url}/{target_doc}.html#{anchor}"
+                words = title or (name.rsplit(".", 1)[-1] if target.startswith("~") else name)
+                words = (
+                    f"`{words}()`" if role in ("py:func", "py:meth") and not title else f"`{words}`"
+                )
+            elif role == "doc":
+                target_doc = export._resolve_doc(target, export._Context({}, docs_url, doc))
+                url, words = f"{docs_url}/{target_doc}.html", title or titles[target_doc]
+                anchor = None
+            else:
+                target_doc, anchor, section = labels[target]
+                url = f"{docs_url}/{target_doc}.html#{anchor}"
+                words = re.sub(r"\s*\{(number|name)\}", "", title).strip() or section
+            assert f"[{words}]({url})" in text, f"{doc}: {{{role}}}`{content}` is not a link"
+            html = BeautifulSoup((built_book / f"{target_doc}.html").read_text(), "html.parser")
+            assert anchor is None or html.find(id=anchor), f"{url}: no such anchor on the site"
+            seen += 1
+    assert seen > 30, seen
+
+
+def _bold_leads(texts: list[str]) -> list[str]:
+    return [m[1] for t in texts for m in re.finditer(r"^\*\*(.+?)\.\*\* ", t, re.MULTILINE)]
+
+
+@pytest.mark.book
+def test_self_checks_carry_the_sites_labels(built_book: Path) -> None:
+    compared = 0
+    for twin in TWINS:
+        doc = twin.relative_to(notebooks.OUT).with_suffix("").as_posix()
+        html = BeautifulSoup((built_book / f"{doc}.html").read_text(), "html.parser")
+        site = [p.get_text(strip=True) for p in html.select("article .sc-kicker")]
+        nb = json.loads(twin.read_text(encoding="utf-8"))
+        texts = _cells(nb, "markdown")[1:] + [t for c in _text_cells(nb) for t in _printed(c)]
+        known = set(site) | set(KICKERS.values())
+        ordered = [
+            c for c in nb["cells"][1:] if c["cell_type"] == "markdown" or c in _text_cells(nb)
+        ]
+        texts = [
+            "".join(c["source"]) if c["cell_type"] == "markdown" else " ".join(_printed(c))
+            for c in ordered
+        ]
+        assert [k for k in _bold_leads(texts) if k in known] == site, doc
+        compared += len(site)
+    assert compared > 40, compared
+
+
+# -- downloads -----------------------------------------------------------------------------------
+
+
+@pytest.mark.book
+def test_the_site_offers_every_notebook_in_one_zip_and_each_page_as_a_script(
+    built_book: Path, tmp_path: Path
+) -> None:
+    import zipfile
+
+    from amp_lesson.sphinxext.book import NOTEBOOKS_ZIP
+
+    docs = {t.relative_to(notebooks.OUT).with_suffix("").as_posix() for t in TWINS}
+    with zipfile.ZipFile(built_book / NOTEBOOKS_ZIP) as archive:
+        names = set(archive.namelist())
+        assert names == {f"amp-lesson/{d}.ipynb" for d in docs}
+        for doc in docs:
+            assert (
+                archive.read(f"amp-lesson/{doc}.ipynb")
+                == (built_book / "_sources" / f"{doc}.ipynb").read_bytes()
+            )
+    index = BeautifulSoup((built_book / "index.html").read_text(), "html.parser")
+    assert index.select_one(f"article a[href='{NOTEBOOKS_ZIP}']"), "the landing page has no link"
+    for doc in docs:
+        script = (built_book / "_sources" / f"{doc}.py").read_text(encoding="utf-8")
+        compile(script, f"{doc}.py", "exec")
+        html = BeautifulSoup((built_book / f"{doc}.html").read_text(), "html.parser")
+        links = {
+            a.get("href", "").rsplit("/", 1)[-1]
+            for a in html.select(".dropdown-download-buttons a")
+        }
+        assert {f"{doc.rsplit('/', 1)[-1]}.py", NOTEBOOKS_ZIP} <= links, f"{doc}: {links}"
+    # A script prints the page's passages from its own run.
+    doc = "chapter/why-accumulate"
+    record = json.loads(
+        export.format_glued_text(
+            _glue_records(doc)[CLAIM_RECORD_PREFIX + "act_linear"]["text/plain"], ""
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"MPLBACKEND": "agg"}
+    proc = subprocess.run(
+        [sys.executable, built_book / "_sources" / f"{doc}.py"],
+        capture_output=True, text=True, cwd=tmp_path, env=env, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    said = record["says"] if record["holds"] else record["otherwise"]
+    assert " ".join(said.split()) in " ".join(proc.stdout.split())

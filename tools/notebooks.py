@@ -3,9 +3,10 @@
 Colab opens ``.ipynb`` files from a GitHub repository, not MyST Markdown, so
 each executed page of the book has a plain Jupyter twin under ``notebooks/``,
 made by ``amp_lesson.sphinxext.export`` (the same export as the download on
-each page, without outputs): MyST turned into plain Markdown with the glued
-values of a build substituted, ``remove-cell`` cells and ``glue`` calls left
-out, and a first cell that installs ``amp_lesson``.
+each page, without the code cells' outputs): MyST turned into plain Markdown,
+each passage that quotes a glued value printed by a small cell from the
+notebook's own run (showing, until then, the last build's text and device),
+and a first cell that installs ``amp_lesson``.
 
 - ``write`` regenerates every twin. The glued values come from the last build
   of the book (``docs/_build/jupyter_execute``), so build first
@@ -73,18 +74,13 @@ def quoted_keys(page: Path) -> set[str]:
 
 
 def _titles_and_labels() -> tuple[dict[str, str], dict[str, tuple[str, str, str]]]:
-    from amp_lesson.sphinxext.export import titles_and_labels
+    from amp_lesson.sphinxext.export import book_titles_and_labels
 
-    texts = {
-        docname(p): p.read_text(encoding="utf-8")
-        for p in DOCS.rglob("*.md")
-        if "_build" not in p.parts
-    }
-    return titles_and_labels(texts)
+    return book_titles_and_labels(DOCS)
 
 
-def render(page: Path, glue: dict[str, dict[str, Any]]) -> str:
-    """The twin of ``page`` with the glued values ``glue``, as the file's text."""
+def render(page: Path, glue: dict[str, dict[str, Any]], built_on: str) -> str:
+    """The twin of ``page`` with the glued values ``glue`` of a build on ``built_on``."""
     from amp_lesson.sphinxext.export import export_notebook
 
     keys = quoted_keys(page)
@@ -96,8 +92,12 @@ def render(page: Path, glue: dict[str, dict[str, Any]]) -> str:
         executed=False,
         titles=titles,
         labels=labels,
+        built_on=built_on,
     )
-    data["metadata"]["amp_lesson"] = {"glue": {k: glue[k] for k in sorted(keys) if k in glue}}
+    data["metadata"]["amp_lesson"] = {
+        "built_on": built_on,
+        "glue": {k: glue[k] for k in sorted(keys) if k in glue},
+    }
     return json.dumps(data, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
 
 
@@ -108,13 +108,25 @@ def built_glue(page: Path) -> dict[str, dict[str, Any]]:
     return read_glue(EXECUTED / f"{docname(page)}.ipynb")
 
 
-def recorded_glue(twin: Path) -> dict[str, dict[str, Any]]:
-    """The glued values a twin recorded when it was written."""
+def built_device(page: Path) -> str:
+    """The device the last build of the book ran ``page`` on (its provenance line)."""
+    from amp_lesson.sphinxext.export import build_device
+
+    path = EXECUTED / f"{docname(page)}.ipynb"
+    device = build_device(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else None
+    if device is None:
+        raise KeyError(f"no provenance line in {path}")
+    return device
+
+
+def recorded(twin: Path) -> tuple[dict[str, dict[str, Any]], str]:
+    """The glued values and the build's device a twin recorded when it was written."""
     try:
         data = json.loads(twin.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return {}
-    return (data.get("metadata", {}).get("amp_lesson") or {}).get("glue") or {}
+        return {}, "?"
+    record = data.get("metadata", {}).get("amp_lesson") or {}
+    return record.get("glue") or {}, record.get("built_on") or "?"
 
 
 def main(argv: list[str]) -> int:
@@ -128,7 +140,7 @@ def main(argv: list[str]) -> int:
         texts = {}
         for twin, page in want.items():
             try:
-                texts[twin] = render(page, built_glue(page))
+                texts[twin] = render(page, built_glue(page), built_device(page))
             except KeyError as error:
                 problems.append(f"{page.relative_to(ROOT)}: {error.args[0]}")
         if problems:
@@ -148,7 +160,7 @@ def main(argv: list[str]) -> int:
             problems.append(f"missing: {twin}")
             continue
         try:
-            text = render(page, recorded_glue(twin))
+            text = render(page, *recorded(twin))
         except KeyError as error:
             problems.append(f"stale: {twin} ({error.args[0]})")
             continue

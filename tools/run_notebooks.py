@@ -3,9 +3,10 @@
 Meant to run inside an environment that has only what a reader has: the
 package, its dependencies, nbclient and ipykernel (``tests/test_notebooks.py``
 makes one from the wheel). Each notebook runs in a fresh kernel in the
-current working directory; nothing is written back.
+current working directory; nothing is written back (``--out DIR`` writes
+each executed notebook to ``DIR/<n>-<name>``, numbered in the order given).
 
-    python tools/run_notebooks.py [--jobs N] [--timeout S] NOTEBOOK ...
+    python tools/run_notebooks.py [--jobs N] [--timeout S] [--out DIR] NOTEBOOK ...
 
 Exit status 0 when every notebook ran to the end, 1 otherwise.
 """
@@ -34,9 +35,12 @@ def _cell_seconds(cell: dict) -> float:
     return (end - start).total_seconds()
 
 
-def run_one(path: Path, timeout: int) -> tuple[Path, float, str | None, list[tuple[float, str]]]:
-    """Execute ``path``; return it, the seconds taken, the error (``None`` on success)
-    and each code cell's seconds with its first line."""
+def run_one(
+    job: tuple[int, Path], timeout: int, out: Path | None
+) -> tuple[Path, float, str | None, list[tuple[float, str]]]:
+    """Execute the notebook ``job`` names (its number, its path); return its path, the seconds
+    taken, the error (``None`` on success) and each code cell's seconds with its first line."""
+    number, path = job
     import nbformat
     from nbclient import NotebookClient
 
@@ -47,6 +51,8 @@ def run_one(path: Path, timeout: int) -> tuple[Path, float, str | None, list[tup
         NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=True).execute()
     except Exception as exc:  # noqa: BLE001  (any failure is reported, not raised)
         error = f"{type(exc).__name__}: {exc}"
+    if out is not None:
+        nbformat.write(nb, out / f"{number}-{path.name}")
     cells = [
         (_cell_seconds(c), c["source"].strip().splitlines()[0] if c["source"].strip() else "")
         for c in nb.cells
@@ -60,16 +66,19 @@ def main(argv: list[str]) -> int:
     parser.add_argument("notebooks", nargs="+", type=Path)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--timeout", type=int, default=300, help="seconds per cell")
+    parser.add_argument("--out", type=Path, help="write the executed notebooks here")
     parser.add_argument(
         "--slowest-cells", type=int, default=0, help="also print each notebook's N slowest cells"
     )
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error("--jobs must be >= 1")
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
     failures = 0
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         for path, seconds, error, cells in pool.map(
-            partial(run_one, timeout=args.timeout), args.notebooks
+            partial(run_one, timeout=args.timeout, out=args.out), enumerate(args.notebooks)
         ):
             status = "ok" if error is None else "FAILED"
             print(f"{status:<7}{seconds:7.1f} s  {path}", flush=True)

@@ -73,10 +73,13 @@ def _as_bool(holds: Any) -> bool:
 
 
 def _glue(key: str, text: str) -> None:
-    """Glue ``text`` under ``key`` when the page runs inside the book."""
+    """Glue ``text`` under ``key``: for the page's notebook, and for the book when it builds."""
+    from amp_lesson import notebook
+
+    notebook.glue(key, text, display=False)  # the notebook prints its sentences from these
     try:
         from myst_nb import glue
-    except ImportError:  # a notebook run outside the book: nothing to glue into
+    except ImportError:  # a notebook run outside the book
         return
     glue(key, text, display=False)
 

@@ -37,6 +37,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -627,27 +628,87 @@ def _add_notebook_buttons(
     executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
     if doctree is None or not executed.is_file():
         return
-    env = app.env
-    std = env.domaindata.get("std", {})
-    labels = {
-        label: (doc, anchor, section)
-        for label, (doc, anchor, section) in std.get("labels", {}).items()
-    }
-    for label, (doc, anchor) in std.get("anonlabels", {}).items():
-        labels.setdefault(label, (doc, anchor, ""))
-    nb = export.export_notebook(
-        json.loads(executed.read_text(encoding="utf-8")),
+    # The titles and labels read from the sources, as tools/notebooks.py reads them for the
+    # twins Colab opens: the download and its twin say the same words.
+    if getattr(app, "_amp_lesson_targets", None) is None:
+        app._amp_lesson_targets = export.book_titles_and_labels(Path(app.srcdir))
+    titles, labels = app._amp_lesson_targets
+    executed_nb = json.loads(executed.read_text(encoding="utf-8"))
+    export_page = functools.partial(
+        export.export_notebook,
+        executed_nb,
         export.read_glue(executed),
         docname=pagename,
         executed=True,
         repository=_repository(app),
-        titles={doc: title.astext() for doc, title in env.titles.items()},
+        titles=titles,
         labels=labels,
+        built_on=export.build_device(executed_nb) or "this build's machine",
     )
+    try:
+        nb = export_page()
+    except ValueError as error:  # a part of the book only (a test's one-page book, say)
+        logger.warning("%s: the notebook keeps it as plain text", error, location=pagename)
+        nb = export_page(strict_references=False)
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(nb, indent=1, ensure_ascii=False), encoding="utf-8")
+    target.with_suffix(".py").write_text(export.export_script(nb), encoding="utf-8")
     context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+NOTEBOOKS_ZIP = "amp-lesson-notebooks.zip"
+"""Every page's notebook in one download, at the root of the built site."""
+
+
+def _add_download_entries(context: dict[str, Any]) -> None:
+    """The page's code as a script, and every notebook as one zip, in the theme's download menu."""
+    for button in context.get("header_buttons", []):
+        if button.get("label") != "download-buttons":
+            continue
+        pathto = context["pathto"]
+        entries = button["buttons"]
+        where = next(
+            (i + 1 for i, b in enumerate(entries) if b.get("label") == "download-notebook-button"),
+            0,
+        )
+        script = {
+            "type": "link",
+            "url": f"{pathto('_sources', 1)}/{context['ipynb_source'].removesuffix('.ipynb')}.py",
+            "text": ".py",
+            "icon": "fas fa-code",
+            "tooltip": "Download this page's code as a Python script",
+            "label": "download-script-button",
+        }
+        every = {
+            "type": "link",
+            "url": pathto(NOTEBOOKS_ZIP, 1),
+            "text": "all notebooks (.zip)",
+            "icon": "fas fa-file-archive",
+            "tooltip": "Download every page of the book as a notebook, in one zip file",
+            "label": "download-all-notebooks-button",
+        }
+        entries[where:where] = [script, every]
+
+
+def _write_notebooks_zip(app: Sphinx, exception: Exception | None) -> None:
+    """Gather the pages' notebooks (``_sources/**/*.ipynb``) into :data:`NOTEBOOKS_ZIP`."""
+    if exception is not None or app.builder.format != "html":
+        return
+    sources = Path(app.outdir) / "_sources"
+    notebooks = sorted(sources.rglob("*.ipynb")) if sources.is_dir() else []
+    if not notebooks:
+        return
+    target = Path(app.outdir) / NOTEBOOKS_ZIP
+    partial = target.with_suffix(".zip.partial")
+    with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path in notebooks:
+            # A fixed date: the same notebooks give the same zip, build after build.
+            info = zipfile.ZipInfo(f"amp-lesson/{path.relative_to(sources).as_posix()}")
+            info.date_time = (2020, 1, 1, 0, 0, 0)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, path.read_bytes())
+    partial.replace(target)
 
 
 def _add_colab_button(
@@ -655,6 +716,7 @@ def _add_colab_button(
 ) -> None:
     if "ipynb_source" not in context or "header_buttons" not in context:
         return
+    _add_download_entries(context)
     url = export.colab_url(
         f"notebooks/{pagename}.ipynb", app.config.amp_lesson_branch, _repository(app)
     )
@@ -749,6 +811,7 @@ def setup(app: Sphinx) -> None:
     # Before the theme builds its download menu (priority 500), after it adds buttons.
     app.connect("html-page-context", _add_notebook_buttons, priority=450)
     app.connect("html-page-context", _add_colab_button, priority=900)
+    app.connect("build-finished", _write_notebooks_zip)
     app.connect("config-inited", _add_static_path)
     app.add_css_file("amp_lesson.css")
 

@@ -4,23 +4,32 @@ A page's notebook (the download on each page, and its twin in ``notebooks/``
 that Colab opens) must work in plain Jupyter, with no MyST-NB and no
 Sphinx:
 
-- MyST becomes plain Markdown: glued values are substituted, admonitions and
+- MyST becomes plain Markdown: admonitions and
   "Where the lesson and the run disagree" boxes become quoted blocks, a
   dropdown becomes a ``<details>`` section, and a self-check becomes its
   question, with the answers in a collapsed ``<details>`` section and no
   option marked right in the question itself. Cross-references become links
-  to the online book.
-- ``glue`` calls are removed with their import, so no notebook imports
-  ``myst_nb``. Code cells tagged ``remove-cell`` (where pages keep their
-  bookkeeping) stay, with their source collapsed, since later cells may use
-  what they define; a cell left empty goes, and so do hidden Markdown cells.
-- A first code cell installs ``amp_lesson`` at the book's version from the
-  repository declared once, in ``[project.urls]`` of ``pyproject.toml``.
+  to the online book; one that names no known target is an error.
+- A passage that quotes a glued value (a claim's words, a measured number,
+  a glued figure) is not frozen into Markdown: it becomes a small collapsed
+  code cell, ``show_text(...)`` of :mod:`amp_lesson.notebook`, that prints
+  it from the notebook's own run. Until the reader runs it, the cell shows
+  the book's build of the passage, labelled with the build's device.
+  Markdown cells keep only what no run can change.
+- The cells' ``glue`` calls stay, importing ``glue`` from
+  :mod:`amp_lesson.notebook` instead of ``myst_nb``, so those passages have
+  their values. Code cells tagged ``remove-cell`` (where pages keep their
+  bookkeeping) stay with their source collapsed; a cell tagged ``solution``
+  is collapsed behind its title, after an empty cell to write one's own
+  answer in; hidden Markdown cells go.
+- A first Markdown cell says what the notebook is and how to run it on a
+  GPU in Colab; the first code cell installs ``amp_lesson`` at the book's
+  version from the repository declared once, in ``[project.urls]`` of
+  ``pyproject.toml``.
 """
 
 from __future__ import annotations
 
-import ast
 import base64
 import copy
 import importlib.metadata
@@ -32,6 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from amp_lesson import __version__
+from amp_lesson.notebook import bundle_markup, format_glued_text, substitute
+from amp_lesson.sphinxext.kickers import KICKERS
+from amp_lesson.sphinxext.kickers import kicker as kicker_of
 
 DIST = "amp-lesson"
 GlueValues = Mapping[str, Mapping[str, Any]]
@@ -96,37 +108,20 @@ def install_spec(version: str = __version__, repository: str | None = None) -> s
 def install_cell_source(version: str = __version__, repository: str | None = None) -> str:
     """The notebook's first code cell: install the package where it is missing."""
     return (
+        "import importlib\n"
         "import importlib.util\n"
         "\n"
         "# The book's package, at the version this notebook was made with.\n"
         'if importlib.util.find_spec("amp_lesson") is None:\n'
-        f'    %pip install --quiet "{install_spec(version, repository)}"'
+        f'    %pip install --quiet "{install_spec(version, repository)}"\n'
+        "    importlib.invalidate_caches()\n"
+        "\n"
+        "# Prints the page's passages that report a run, from this run's values.\n"
+        "from amp_lesson.notebook import show_text"
     )
 
 
 # -- glue ----------------------------------------------------------------------------------
-
-
-def format_glued_text(text: str, spec: str) -> str:
-    """A glued ``text/plain`` value with a format spec applied, as MyST-NB's ``{glue:text}`` does.
-
-    >>> format_glued_text("65504.0", ".0f"), format_glued_text("'1.2e-07'", "")
-    ('65504', '1.2e-07')
-    """
-    try:
-        value: Any = ast.literal_eval(text)
-    except (SyntaxError, ValueError):
-        value = text
-    if not spec:
-        return str(value)
-    kind = spec[-1]
-    if kind == "s":
-        value = str(value)
-    elif kind in "bcdoxX":
-        value = int(value)
-    elif kind in "eEfFgGn%":
-        value = float(value)
-    return format(value, spec)
 
 
 def glue_values_from_outputs(nb: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -147,85 +142,6 @@ def _is_glue_output(output: Mapping[str, Any]) -> bool:
     return "scrapbook" in (output.get("metadata") or {})
 
 
-_GLUE_CALL = {"glue"}
-
-
-def _is_glue_statement(node: ast.stmt) -> bool:
-    if isinstance(node, ast.ImportFrom):
-        return (node.module or "").split(".")[0] == "myst_nb"
-    if isinstance(node, ast.Import):
-        return all(a.name.split(".")[0] == "myst_nb" for a in node.names)
-    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-        func = node.value.func
-        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
-        return name in _GLUE_CALL
-    return False
-
-
-def _bodies(node: ast.stmt) -> list[list[ast.stmt]]:
-    return [
-        getattr(node, name)
-        for name in ("body", "orelse", "finalbody")
-        if isinstance(getattr(node, name, None), list) and getattr(node, name)
-    ]
-
-
-def _only_glue(node: ast.stmt) -> bool:
-    """Whether ``node`` does nothing but glue (a glue call, or a loop/if/with of glue calls)."""
-    if _is_glue_statement(node):
-        return True
-    if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith)):
-        return all(_only_glue(s) for body in _bodies(node) for s in body)
-    return False
-
-
-def strip_glue(source: str) -> str:
-    """``source`` without its ``glue(...)`` calls and ``myst_nb`` imports, other lines untouched.
-
-    A loop, ``if`` or ``with`` that only glues goes too; a body that loses
-    all its statements gets ``pass``. A cell of nothing but glue becomes "".
-
-    >>> print(strip_glue("from myst_nb import glue\\nx = 2\\nglue('x', x)\\nprint(x)"))
-    x = 2
-    print(x)
-    """
-    try:
-        tree = ast.parse(_mask_magics(source))
-    except SyntaxError:
-        return source
-    if all(_only_glue(stmt) for stmt in tree.body):
-        return "" if tree.body else source
-    drop: set[int] = set()
-    pad: dict[int, str] = {}
-
-    def visit(body: list[ast.stmt]) -> None:
-        removed = [stmt for stmt in body if _only_glue(stmt)]
-        for stmt in removed:
-            drop.update(range(stmt.lineno - 1, stmt.end_lineno or stmt.lineno))
-        if removed and len(removed) == len(body):
-            pad[body[0].lineno - 1] = " " * body[0].col_offset + "pass"
-        for stmt in body:
-            if stmt not in removed:
-                for inner in _bodies(stmt):
-                    visit(inner)
-
-    visit(tree.body)
-    if not drop:
-        return source
-    out = []
-    for i, line in enumerate(source.splitlines()):
-        if i in pad:
-            out.append(pad[i])
-        if i not in drop:
-            out.append(line)
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip("\n")
-
-
-def _mask_magics(source: str) -> str:
-    """IPython magics and shell escapes as comments, so ``ast`` can parse the rest."""
-    return re.sub(r"^(\s*)([%!])", r"\1#\2", source, flags=re.MULTILINE)
-
-
 # -- MyST to plain Markdown --------------------------------------------------------------------
 
 
@@ -238,6 +154,13 @@ class _Context:
     labels: Mapping[str, tuple[str, str, str]] = field(default_factory=dict)
     attachments: dict[str, dict[str, str]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
+    keep_glue: bool = False  # leave glue roles in, marked, for a passage the run prints
+    strict: bool = False  # a cross-reference to an unknown target is an error
+    unresolved: list[str] = field(default_factory=list)
+
+
+GLUE_OPEN, GLUE_CLOSE = "\ue000", "\ue001"
+"""Around a glue role :func:`myst_to_markdown` keeps (``keep_glue=True``): private-use characters."""
 
 
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|:{3,})\{(?P<name>[\w:-]+)\}(?P<arg>.*)$")
@@ -261,14 +184,6 @@ ADMONITIONS = {
 CORRECTION_TITLE = "Where the lesson and the run disagree"
 PLAYGROUNDS = {"bit-explorer": "bit explorer", "scaler-playground": "GradScaler playground"}
 """The book's JavaScript widgets: in a notebook, their no-JavaScript content and a link."""
-KICKERS = {
-    "selfcheck-choice": "Check your understanding",
-    "selfcheck-predict": "Predict first",
-    "selfcheck-sort": "Sort into groups",
-    "selfcheck-step-through": "Step through it",
-    "selfcheck-refill": "Refill the column",
-    "selfcheck-discuss": "Discussion prompt",
-}
 
 
 def myst_to_markdown(
@@ -279,8 +194,17 @@ def myst_to_markdown(
     docname: str = "",
     titles: Mapping[str, str] | None = None,
     labels: Mapping[str, tuple[str, str, str]] | None = None,
+    keep_glue: bool = False,
+    strict: bool | None = None,
 ) -> tuple[str, dict[str, dict[str, str]]]:
     """``text`` (a MyST Markdown cell) as plain Markdown, and the cell's image attachments.
+
+    With ``keep_glue`` the glue roles stay in, between :data:`GLUE_OPEN` and
+    :data:`GLUE_CLOSE`, and a glued block becomes a ``{glue:figure}`key```
+    line (:mod:`amp_lesson.notebook` prints such text); ``glue`` must still
+    hold every value quoted. When ``strict`` (by default, when ``labels`` are
+    given), a ``{ref}`` to a label not in them, or a ``{doc}`` to a page not
+    in ``titles``, is a ``ValueError``; otherwise it becomes plain text.
 
     >>> md, _ = myst_to_markdown(
     ...     "(t)=\\n:::{note}\\nFP16 tops out at {glue:text}`max:.0f`.\\n:::",
@@ -296,12 +220,19 @@ def myst_to_markdown(
         docname=docname,
         titles=titles or {},
         labels=labels or {},
+        keep_glue=keep_glue,
+        strict=labels is not None if strict is None else strict,
     )
     markdown = _convert_block(text.splitlines(), ctx)
     if ctx.missing:
         raise KeyError(
             f"{docname or 'cell'}: no glued value for {sorted(set(ctx.missing))}; "
             "build the book so the page executes, then export again"
+        )
+    if ctx.unresolved:
+        raise ValueError(
+            f"{docname or 'cell'}: cross-references to unknown targets: "
+            f"{sorted(set(ctx.unresolved))}"
         )
     return _tidy(markdown), ctx.attachments
 
@@ -438,20 +369,28 @@ def _role(name: str, content: str, ctx: _Context) -> str:
         bundle = _glued(key, ctx)
         if bundle is None:
             return ""
+        if ctx.keep_glue:
+            return f"{GLUE_OPEN}{{{name}}}`{content}`{GLUE_CLOSE}"
         if name == "glue:md" and "text/markdown" in bundle:
             return _as_text(bundle["text/markdown"])
         return format_glued_text(_as_text(bundle.get("text/plain", "")), spec)
     if name == "doc":
         title, target = _split_title_target(content)
+        if ctx.strict and _resolve_doc(target, ctx) not in ctx.titles:
+            ctx.unresolved.append(f"{{doc}}`{content}`")
         title = title or ctx.titles.get(_resolve_doc(target, ctx), target.split("/")[-1])
         return f"[{title}]({_doc_link(target, ctx)})"
     if name in ("ref", "numref"):
         title, target = _split_title_target(content)
         doc, anchor, section = ctx.labels.get(target, ("", "", ""))
+        if ctx.strict and not doc:
+            ctx.unresolved.append(f"{{{name}}}`{content}`")
         # numref's "Fig. {number}" has no number outside Sphinx: keep the words
         title = re.sub(r"\s*\{(number|name)\}", "", title).strip()
         text = title or section or target.replace("-", " ")
         return f"[{text}]({ctx.docs_url}/{doc}.html#{anchor})" if doc else text
+    if name.removeprefix("py:") in _PY_ROLES:
+        return _py_reference(name.removeprefix("py:"), content, ctx)
     if name == "term":
         return _split_title_target(content)[0] or content
     if name in ("math", "eq"):
@@ -459,6 +398,36 @@ def _role(name: str, content: str, ctx: _Context) -> str:
     if name in ("abbr",):
         return re.sub(r"\s*\(.*\)$", "", content)
     return f"`{content}`"  # an unknown role: show its text as code rather than lose it
+
+
+_PY_ROLES = frozenset(["func", "meth", "class", "mod", "attr", "data", "obj", "exc"])
+
+
+def _py_reference(kind: str, content: str, ctx: _Context) -> str:
+    """A Python role (``{py:func}`~amp_lesson.scaler.simulate```) as a link to the API reference.
+
+    The words are Sphinx's: the last name after ``~``, with ``()`` for a function or
+    a method. The page is the API reference page of the longest module that prefixes
+    the target (``api/<module>.html``), the anchor the dotted name.
+    """
+    title, target = _split_title_target(content)
+    short = target.startswith("~")
+    target = target.lstrip("~.")
+    words = title or (target.rsplit(".", 1)[-1] if short else target)
+    if not title and kind in ("func", "meth"):
+        words += "()"
+    modules = {doc.removeprefix("api/") for doc in ctx.titles if doc.startswith("api/")}
+    parts = target.split(".")
+    module = next(
+        (".".join(parts[:n]) for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in modules),
+        None,
+    )
+    if module is None:
+        if ctx.strict:
+            ctx.unresolved.append(f"{{py:{kind}}}`{content}`")
+        return f"`{words}`"
+    anchor = f"module-{target}" if kind == "mod" else target
+    return f"[`{words}`]({ctx.docs_url}/api/{module}.html#{anchor})"
 
 
 def _as_text(data: Any) -> str:
@@ -515,6 +484,9 @@ def _glue_block(key: str, options: dict[str, str], caption: str, ctx: _Context) 
     bundle = _glued(key, ctx)
     if bundle is None:
         return ""
+    if ctx.keep_glue:
+        shown = f"{GLUE_OPEN}{{glue:figure}}`{key}`{GLUE_CLOSE}"
+        return shown + (f"\n\n*{caption.strip()}*" if caption.strip() else "")
     alt = options.get("alt", "").replace("\n", " ")
     for mime, ext in (("image/png", "png"), ("image/jpeg", "jpg")):
         if mime in bundle:
@@ -600,7 +572,7 @@ def _cells(row: str) -> list[str]:
 def _selfcheck(
     name: str, question: str, options: dict[str, str], body: list[str], ctx: _Context
 ) -> str:
-    kicker = options.get("title") or KICKERS[name]
+    kicker = options.get("title") or kicker_of(name, options.get("mode"))
     head = f"**{kicker}.** {question}"
     md = lambda lines: _convert_block(lines, ctx)
     if name == "selfcheck-choice":
@@ -686,6 +658,177 @@ def _selfcheck(
 # -- whole notebooks ---------------------------------------------------------------------------------
 
 
+_RUN_TEXT = re.compile(re.escape(GLUE_OPEN) + "(.*?)" + re.escape(GLUE_CLOSE), re.DOTALL)
+TEXT_CELL_TAG = "amp-lesson-run-text"
+"""Metadata tag of a cell that prints a passage of the page from the run's values."""
+TEXT_CELL_TITLE = "#@title Printed from this run's values (double-click for the code)"
+INSTALL_CELL_TAG = "amp-lesson-install"
+
+
+def markdown_blocks(text: str) -> list[str]:
+    r"""``text`` (plain Markdown) cut at its blank lines, never inside a block.
+
+    A fenced code block, a ``<details>`` section and a ``$$`` display stay
+    whole, blank lines and all.
+
+    >>> markdown_blocks("# T\n\nA.\n\n<details>\n\nB.\n\n</details>")
+    ['# T', 'A.', '<details>\n\nB.\n\n</details>']
+    """
+    blocks: list[list[str]] = [[]]
+    fence = ""
+    details = 0
+    maths = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if fence:
+            if stripped.startswith(fence) and stripped.strip(fence[0]) == "":
+                fence = ""
+        elif m := re.match(r"^\s*(`{3,}|~{3,})", line):
+            fence = m[1]
+        elif stripped == "$$":
+            maths = not maths
+        else:
+            details += len(re.findall(r"<details\b", line)) - line.count("</details>")
+        if not stripped and not fence and not details and not maths:
+            if blocks[-1]:
+                blocks.append([])
+            continue
+        blocks[-1].append(line)
+    return ["\n".join(b) for b in blocks if b]
+
+
+def split_passages(text: str) -> list[tuple[bool, str]]:
+    """``text`` from :func:`myst_to_markdown` (``keep_glue=True``) as ``(printed, markdown)`` parts.
+
+    A part whose blocks quote a glued value is ``printed``: the notebook's
+    run prints it. Adjacent blocks of one kind make one part; a heading is
+    never printed, so it stays in the notebook's outline.
+    """
+    parts: list[tuple[bool, str]] = []
+    for block in markdown_blocks(text):
+        lines = block.splitlines()
+        pieces = (
+            [(False, lines[0]), (None, "\n".join(lines[1:]))]
+            if re.match(r"#{1,6} ", lines[0])
+            else [(None, block)]
+        )
+        for printed, piece in pieces:
+            if not piece.strip():
+                continue
+            printed = bool(_RUN_TEXT.search(piece)) if printed is None else printed
+            if parts and parts[-1][0] == printed:
+                parts[-1] = (printed, parts[-1][1] + "\n\n" + piece)
+            else:
+                parts.append((printed, piece))
+    return parts
+
+
+def _template(text: str) -> str:
+    return _RUN_TEXT.sub(lambda m: m[1], text)
+
+
+def _python_string(text: str) -> str:
+    if '"""' not in text and not text.endswith("\\"):
+        return f'r"""\n{text}\n"""'
+    return repr(text)
+
+
+def _markdown_output(text: str) -> dict[str, Any]:
+    return {
+        "output_type": "display_data",
+        "data": {"text/markdown": text, "text/plain": text},
+        "metadata": {},
+    }
+
+
+def build_label(built_on: str) -> str:
+    """The line under a passage as the book's build printed it (before the reader's run).
+
+    >>> build_label("CPU (x86_64, 2 cores)")
+    "<sub>As the book's build on CPU (x86_64, 2 cores) printed it. Run the notebook and this passage is printed from your run.</sub>"
+    """
+    return (
+        f"<sub>As the book's build on {built_on} printed it. "
+        "Run the notebook and this passage is printed from your run.</sub>"
+    )
+
+
+def text_cell(text: str, glue: GlueValues, built_on: str) -> dict[str, Any]:
+    """The code cell that prints ``text`` (a printed part of :func:`split_passages`).
+
+    Its source calls :func:`amp_lesson.notebook.show_text`; its outputs, until
+    the reader runs it, are the passage as the book's build printed it, from
+    ``glue``, labelled with :func:`build_label`.
+    """
+    template = _template(text)
+
+    def plain(key: str) -> str:
+        return _as_text(glue[key].get("text/plain", ""))
+
+    def markdown(key: str) -> str:
+        return _as_text(glue[key].get("text/markdown", glue[key].get("text/plain", "")))
+
+    passage = substitute(template, plain, markdown, lambda key: bundle_markup(glue[key]))
+    outputs = [_markdown_output(passage), _markdown_output(build_label(built_on))]
+    return {
+        "cell_type": "code",
+        "execution_count": None,
+        "metadata": {
+            "tags": [TEXT_CELL_TAG],
+            "jupyter": {"source_hidden": True},
+            "cellView": "form",
+        },
+        "outputs": outputs,
+        "source": f"{TEXT_CELL_TITLE}\nshow_text({_python_string(template)})",
+    }
+
+
+def rewrite_glue_imports(source: str) -> str:
+    r"""``source`` with ``myst_nb``'s ``glue`` imported from :mod:`amp_lesson.notebook` instead.
+
+    >>> print(rewrite_glue_imports("from myst_nb import glue\nglue('x', 2, display=False)"))
+    from amp_lesson.notebook import glue
+    glue('x', 2, display=False)
+    """
+    out = []
+    for line in source.splitlines():
+        m = re.match(r"^(\s*)from myst_nb import (.+)$", line)
+        if m:
+            names = [n.strip() for n in m[2].split(",")]
+            if set(names) - {"glue"}:
+                raise ValueError(f"a page imports {names} from myst_nb; only glue has a twin")
+            line = f"{m[1]}from amp_lesson.notebook import glue"
+        elif re.match(r"^\s*import myst_nb\b", line):
+            raise ValueError("a page imports myst_nb itself; import glue from it instead")
+        out.append(line)
+    return "\n".join(out)
+
+
+def build_device(executed: Mapping[str, Any]) -> str | None:
+    """The device an executed page ran on, read from its provenance output.
+
+    >>> build_device({"cells": [{"cell_type": "code", "outputs": [{"data": {
+    ...     "text/plain": "Provenance(device_type='cpu', device_name='CPU (x86_64, 2 cores)')"}}]}]})
+    'CPU (x86_64, 2 cores)'
+    """
+    for cell in executed.get("cells", []):
+        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            text = _as_text((output.get("data") or {}).get("text/plain", ""))
+            m = re.match(r"^Provenance\(.*?\bdevice_name='([^']+)'", text)
+            if m:
+                return m[1]
+    return None
+
+
+GPU_RUNTIME = (
+    "**On a GPU.** In Colab, choose *Runtime → Change runtime type*, pick a GPU, save, and run "
+    "the notebook from the top. The cells use CUDA whenever torch sees it "
+    "(`amp_lesson.device.get_device`), so FP16 and BF16 then run on the GPU's kernels: the "
+    "timings, the memory figures and the CPU-only notes change, and the passages printed from "
+    "the run (the cells that show only text) say what the GPU did."
+)
+
+
 def export_notebook(
     nb: Mapping[str, Any],
     glue: GlueValues,
@@ -697,20 +840,29 @@ def export_notebook(
     docs_url: str | None = None,
     titles: Mapping[str, str] | None = None,
     labels: Mapping[str, tuple[str, str, str]] | None = None,
+    built_on: str = "the book's machine",
+    strict_references: bool = True,
 ) -> dict[str, Any]:
     """The page ``nb`` (MyST-NB's notebook of it) as a plain Jupyter notebook.
 
     ``glue`` holds the glued values its Markdown quotes; ``executed`` says
     whether ``nb`` carries the outputs of the build (kept, less the glue
-    records) or is the bare page; ``titles`` (docname: page title) and ``labels``
-    (label: docname, anchor, section title) make cross-references links. Raises ``KeyError`` naming any glued value
-    the Markdown quotes that ``glue`` lacks.
+    records) or is the bare page; ``titles`` (docname: page title) and
+    ``labels`` (label: docname, anchor, section title) make cross-references
+    links; ``built_on`` names the build's device in the label of each passage
+    printed from the run (:func:`text_cell`). Raises ``KeyError`` naming any
+    glued value the Markdown quotes that ``glue`` lacks, and ``ValueError``
+    for a cross-reference ``labels`` and ``titles`` do not know (unless not
+    ``strict_references``: then it is plain text).
     """
     if not isinstance(executed, bool):
         raise TypeError(f"executed must be True or False, got {executed!r}")
+    if not isinstance(built_on, str) or not built_on.strip():
+        raise ValueError(f"built_on must name the build's device, got {built_on!r}")
     docs_url = documentation_url() if docs_url is None else docs_url
     repository = repository_url() if repository is None else repository
     cells: list[dict[str, Any]] = []
+    heading = ""
     for cell in copy.deepcopy(list(nb.get("cells", []))):
         source = _as_text(cell.get("source", ""))
         tags = set((cell.get("metadata") or {}).get("tags", []))
@@ -719,24 +871,48 @@ def export_notebook(
             continue
         if cell["cell_type"] == "markdown":
             text, attachments = myst_to_markdown(
-                source, glue, docs_url=docs_url, docname=docname, titles=titles, labels=labels
+                source,
+                glue,
+                docs_url=docs_url,
+                docname=docname,
+                titles=titles,
+                labels=labels,
+                keep_glue=True,
+                strict=strict_references,
             )
-            if not text:
-                continue
-            new: dict[str, Any] = {"cell_type": "markdown", "metadata": {}, "source": text}
-            if attachments:
-                new["attachments"] = attachments
-            cells.append(new)
+            for printed, part in split_passages(text):
+                if printed:
+                    cells.append(text_cell(part, glue, built_on))
+                    continue
+                new: dict[str, Any] = {"cell_type": "markdown", "metadata": {}, "source": part}
+                if attachments:
+                    new["attachments"], attachments = attachments, {}
+                cells.append(new)
+                for line in part.splitlines():
+                    if m := re.match(r"#{1,6} (.+)$", line):
+                        heading = m[1].strip()
         elif cell["cell_type"] == "code":
-            code = strip_glue(source)
+            code = rewrite_glue_imports(source)
             if not code.strip():
                 continue
             outputs = [o for o in cell.get("outputs", []) if not _is_glue_output(o)]
             metadata: dict[str, Any] = {"tags": sorted(tags)} if tags else {}
-            if hidden:
+            if hidden or "hide-input" in tags:
                 # The page hides this cell, but later cells may use what it defines: keep
                 # it, with its source collapsed in Jupyter and Colab.
                 metadata |= {"jupyter": {"source_hidden": True}, "cellView": "form"}
+            if "solution" in tags:
+                cells.append(
+                    {
+                        "cell_type": "code",
+                        "execution_count": None,
+                        "metadata": {},
+                        "outputs": [],
+                        "source": f"# Your code for \u201c{heading}\u201d. The solution is the "
+                        "next cell, collapsed: run it to compare.",
+                    }
+                )
+                code = f"#@title Solution to \u201c{heading}\u201d (double-click to show)\n{code}"
             cells.append(
                 {
                     "cell_type": "code",
@@ -747,19 +923,24 @@ def export_notebook(
                 }
             )
         # raw cells (none in the book) are left out
-    where = "with the outputs of the build that published it" if executed else "without outputs"
+    where = (
+        "with the outputs of the build that published it"
+        if executed
+        else "without the outputs of its code cells (run them to see yours)"
+    )
     intro = (
         f"This notebook is a page of the book *Mixed precision in PyTorch* "
         f"([read it online]({_doc_link('/' + docname, _Context({}, docs_url, docname))})), "
         f"{where}. It runs in plain Jupyter or Colab: the next cell installs the book's "
         f"package `amp_lesson` {version} from [its repository]({repository}) where it is missing."
+        "\n\n" + GPU_RUNTIME
     )
     head = [
         {"cell_type": "markdown", "metadata": {}, "source": intro},
         {
             "cell_type": "code",
             "execution_count": None,
-            "metadata": {},
+            "metadata": {"tags": [INSTALL_CELL_TAG]},
             "outputs": [],
             "source": install_cell_source(version, repository),
         },
@@ -772,6 +953,46 @@ def export_notebook(
         "language_info": {"name": "python"},
     }
     return {"cells": all_cells, "metadata": metadata, "nbformat": 4, "nbformat_minor": 5}
+
+
+def export_script(nb: Mapping[str, Any]) -> str:
+    """An exported notebook (:func:`export_notebook`) as a Python script, one ``# %%`` per cell.
+
+    Markdown cells become comments under ``# %% [markdown]`` (the percent
+    format that Jupytext, VS Code and Spyder read as cells); the install cell
+    becomes the ``pip install`` line to run first, as a comment. Run as a
+    plain script, it prints the page's passages from its own run.
+    """
+    out = ['"""' + _script_title(nb) + '"""', ""]
+    for cell in nb.get("cells", []):
+        source = _as_text(cell.get("source", ""))
+        tags = (cell.get("metadata") or {}).get("tags", [])
+        if cell.get("cell_type") == "markdown":
+            comment = "\n".join(f"# {line}".rstrip() for line in source.splitlines())
+            out += ["# %% [markdown]", comment, ""]
+        elif INSTALL_CELL_TAG in tags:
+            spec = re.search(r'%pip install --quiet "([^"]+)"', source)
+            line = f'#     pip install "{spec[1]}"' if spec else ""
+            out += [
+                "# %%",
+                "# The book's package, at the version this script was made with:",
+                line,
+                "from amp_lesson.notebook import show_text",
+                "",
+            ]
+        elif cell.get("cell_type") == "code":
+            code = re.sub(r"^(\s*)([%!])", r"\1# \2", source, flags=re.MULTILINE)
+            out += ["# %%", code, ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _script_title(nb: Mapping[str, Any]) -> str:
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "markdown":
+            m = re.search(r"^# (.+)$", _as_text(cell.get("source", "")), re.MULTILINE)
+            if m:
+                return f"{m[1]}: a page of the book Mixed precision in PyTorch, as a script."
+    return "A page of the book Mixed precision in PyTorch, as a script."
 
 
 def titles_and_labels(
@@ -803,13 +1024,31 @@ def titles_and_labels(
             for i, line in enumerate(lines):
                 heading = _HEADING.match(line)
                 if heading and doc not in titles:
-                    titles[doc] = heading[1]
+                    titles[doc] = _smart(heading[1])
                 target = _TARGET.match(line.strip())
                 if target:
                     after = next((x for x in lines[i + 1 :] if x.strip()), "")
                     section = _HEADING.match(after)
-                    labels[target[1]] = (doc, target[1], section[1] if section else "")
+                    labels[target[1]] = (doc, target[1], _smart(section[1]) if section else "")
     return titles, labels
+
+
+def _smart(title: str) -> str:
+    """``title`` with the typographic quotes and dashes Sphinx gives it (``smartquotes``)."""
+    from docutils.utils.smartquotes import smartyPants
+
+    return smartyPants(title, "qDe", "en")
+
+
+def book_titles_and_labels(docs: Path) -> tuple[dict[str, str], dict[str, tuple[str, str, str]]]:
+    """:func:`titles_and_labels` of every MyST page under ``docs`` (the book's source folder)."""
+    docs = Path(docs)
+    texts = {
+        path.relative_to(docs).with_suffix("").as_posix(): path.read_text(encoding="utf-8")
+        for path in sorted(docs.rglob("*.md"))
+        if not {"_build", ".jupyter_cache"} & set(path.relative_to(docs).parts)
+    }
+    return titles_and_labels(texts)
 
 
 _HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*$")

@@ -26,6 +26,7 @@ from docutils.parsers.rst import directives
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
+from amp_lesson.sphinxext.kickers import kicker as kicker_of
 from amp_lesson.sphinxext.selfcheck.html import element, text_element
 
 logger = logging.getLogger(__name__)
@@ -288,16 +289,11 @@ class ChoiceDirective(SelfCheckDirective):
     """
 
     kind = "choice"
-    kicker = "Check your understanding"
+    kicker = kicker_of("selfcheck-choice")
     option_spec: ClassVar[dict[str, Any]] = {
         **SelfCheckDirective.option_spec,
         "mode": lambda arg: directives.choice(arg, ("single", "multiple", "eliminate")),
         "answer": directives.unchanged_required,
-    }
-    KICKERS: ClassVar[dict[str, str]] = {
-        "single": "Check your understanding",
-        "multiple": "Check your understanding",
-        "eliminate": "Eliminate the wrong options",
     }
 
     @property
@@ -305,7 +301,7 @@ class ChoiceDirective(SelfCheckDirective):
         return self.options.get("mode", "single")
 
     def default_title(self) -> str:
-        return self.KICKERS[self.mode]
+        return kicker_of("selfcheck-choice", self.mode)
 
     def id_seed(self) -> str:
         return f"{self.kind}\0{self.mode}\0{self.arguments[0]}"
@@ -442,7 +438,7 @@ class PredictDirective(SelfCheckDirective):
     """
 
     kind = "predict"
-    kicker = "Predict first"
+    kicker = kicker_of("selfcheck-predict")
     option_spec: ClassVar[dict[str, Any]] = {
         **SelfCheckDirective.option_spec,
         "answer": directives.unchanged_required,
@@ -476,7 +472,7 @@ class SortDirective(SelfCheckDirective):
     """
 
     kind = "sort"
-    kicker = "Sort into buckets"
+    kicker = kicker_of("selfcheck-sort")
     option_spec: ClassVar[dict[str, Any]] = {
         **SelfCheckDirective.option_spec,
         "buckets": directives.unchanged_required,
@@ -579,7 +575,7 @@ class StepThroughDirective(SelfCheckDirective):
 
     # Not "steps": sphinx-design 0.8 has a {steps} directive for numbered procedures.
     kind = "steps"
-    kicker = "Step through it"
+    kicker = kicker_of("selfcheck-step-through")
     option_spec: ClassVar[dict[str, Any]] = {
         **SelfCheckDirective.option_spec,
         "next": directives.unchanged_required,
@@ -666,7 +662,7 @@ class RefillDirective(SelfCheckDirective):
     """
 
     kind = "refill"
-    kicker = "Refill the column"
+    kicker = kicker_of("selfcheck-refill")
     option_spec: ClassVar[dict[str, Any]] = {
         **SelfCheckDirective.option_spec,
         "column": directives.unchanged_required,
@@ -781,7 +777,7 @@ class DiscussDirective(SelfCheckDirective):
     """
 
     kind = "discuss"
-    kicker = "Discussion prompt"
+    kicker = kicker_of("selfcheck-discuss")
     option_spec: ClassVar[dict[str, Any]] = {
         **SelfCheckDirective.option_spec,
         "hint": directives.unchanged_required,
