@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 
 import pytest
 
+from amp_lesson.playground import explorer_rows
 from amp_lesson.sphinxext import export
 from amp_lesson.sphinxext.export import export_notebook, myst_to_markdown
 
@@ -421,10 +423,85 @@ def test_a_numbered_reference_keeps_its_words() -> None:
     )
 
 
-def test_a_playground_keeps_its_fallback_and_links_to_the_book() -> None:
-    out = md(":::{bit-explorer}\n:value: 0.1\n\nWith JavaScript off, this table.\n:::")
+def test_a_playground_links_to_the_book_and_the_explorer_names_its_function() -> None:
+    out = md(":::{scaler-playground}\n:steps: xx\n\nWith JavaScript off, the trace above.\n:::")
     assert out == (
-        "*The bit explorer is interactive in "
+        "*The GradScaler playground is interactive in "
         "[the online book](https://book.example/en/latest/chapter/formats.html).*\n\n"
-        "With JavaScript off, this table."
+        "With JavaScript off, the trace above."
     )
+    out = md(":::{bit-explorer}\n:value: 0.1\n\nWith JavaScript off, this table.\n:::")
+    assert "this table" not in out  # the site's static table is not in a notebook
+    assert out.endswith(export.EXPLORER_IN_A_NOTEBOOK)
+    # the call it names runs, and gives what the site's table shows for those values
+    call = re.search(r"`amp_lesson\.playground\.(explorer_rows\(.*?\))`", out)[1]
+    rows = eval(call, {"explorer_rows": explorer_rows})
+    fp16 = {float(r["value"]): r for r in rows if r["format"] == "FP16"}
+    assert (fp16[65519.0]["stored"], fp16[65520.0]["stored"]) == ("65504.0", "inf")
+    assert fp16[6.1e-5]["class"] == "subnormal"
+
+
+def test_a_literalinclude_is_the_code_sphinx_shows(tmp_path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text(
+        "import x\n\ndef f():\n    return 1\n\n\ndef g():\n    pass\n"
+    )
+    (tmp_path / "docs" / "chapter").mkdir(parents=True)
+    out, _ = myst_to_markdown(
+        "```{literalinclude} ../../pkg/m.py\n:language: python\n:pyobject: f\n```",
+        {},
+        docname="chapter/p",
+        source_dir=tmp_path / "docs",
+    )
+    assert out == "```python\ndef f():\n    return 1\n```"
+    with pytest.raises(ValueError, match="literalinclude needs source_dir"):
+        myst_to_markdown("```{literalinclude} m.py\n```", {}, docname="chapter/p")
+
+
+def test_a_python_role_links_to_the_api_reference_and_an_unknown_name_fails() -> None:
+    titles = {"api/amp_lesson.scaler": "scaler"}
+    out, _ = myst_to_markdown(
+        "{py:func}`~amp_lesson.scaler.simulate` and {py:mod}`amp_lesson.scaler`",
+        {},
+        docs_url="https://b.example",
+        labels={},
+        titles=titles,
+    )
+    assert out == (
+        "[`simulate()`](https://b.example/api/amp_lesson.scaler.html#amp_lesson.scaler.simulate)"
+        " and [`amp_lesson.scaler`](https://b.example/api/amp_lesson.scaler.html"
+        "#module-amp_lesson.scaler)"
+    )
+    with pytest.raises(ValueError, match=r"\{py:func\}`~amp_lesson.scaler.no_such_thing`"):
+        myst_to_markdown(
+            "{py:func}`~amp_lesson.scaler.no_such_thing`", {}, labels={}, titles=titles
+        )
+    with pytest.raises(ValueError, match=r"\{py:class\}`torch.Tensor`"):
+        myst_to_markdown("{py:class}`torch.Tensor`", {}, labels={}, titles=titles)
+
+
+def test_a_details_tag_quoted_in_a_code_span_opens_no_section() -> None:
+    text = "A `<details>` tag.\n\nB.\n\nC `</details>` too.\n\nD."
+    assert export.markdown_blocks(text) == ["A `<details>` tag.", "B.", "C `</details>` too.", "D."]
+
+
+def test_hidden_input_is_collapsed_and_a_solutions_introduction_follows_the_readers_cell() -> None:
+    nb = _page(
+        _code("provenance()", "remove-input"),
+        {
+            "cell_type": "markdown",
+            "metadata": {},
+            "source": "## Milestone 1\n\nDo it.\n\n**Solution** (folded):",
+        },
+        _code("answer = 1", "hide-input", "solution"),
+    )
+    out = export_notebook(
+        nb, {}, docname="c/x", executed=False, repository="https://github.com/o/r"
+    )
+    cells = out["cells"][2:]
+    assert cells[0]["metadata"]["jupyter"] == {"source_hidden": True}
+    assert [c["cell_type"] for c in cells[1:]] == ["markdown", "code", "markdown", "code"]
+    assert cells[1]["source"] == "## Milestone 1\n\nDo it."
+    assert cells[2]["source"].startswith("# Your code for \u201cMilestone 1\u201d.")
+    assert cells[3]["source"] == "**Solution** (folded):"
+    assert cells[4]["source"].startswith("#@title Solution to \u201cMilestone 1\u201d")

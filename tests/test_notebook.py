@@ -9,6 +9,19 @@ import pytest
 from amp_lesson import claims, notebook
 
 
+@pytest.fixture(autouse=True)
+def _fresh_notebook_state():
+    """Each test starts with nothing glued and no passage waiting, as a fresh kernel does."""
+    saved = dict(notebook._GLUED), list(notebook._WAITING)
+    notebook._GLUED.clear()
+    notebook._WAITING.clear()
+    yield
+    notebook._GLUED.clear()
+    notebook._WAITING.clear()
+    notebook._GLUED.update(saved[0])
+    notebook._WAITING.extend(saved[1])
+
+
 def test_a_passage_is_printed_with_the_values_glued_by_this_run(capsys) -> None:
     notebook.glue("nb_test_ratio", 34.25, display=False)
     notebook.glue("nb_test_words", "FP16 was slower here.", display=False)
@@ -42,6 +55,17 @@ def test_a_passage_quoting_a_later_value_is_printed_when_it_is_glued(capsys) -> 
     assert capsys.readouterr().out == "Later: one and 2.0.\n"
     notebook.glue("nb_test_later_b", 3, display=False)  # printed once, not again
     assert capsys.readouterr().out == ""
+
+
+def test_a_waiting_passage_that_cannot_be_printed_says_why_and_the_others_still_print(
+    capsys,
+) -> None:
+    notebook.show_text("Ratio {glue:text}`nb_test_bad:.2f`.")
+    notebook.show_text("Then {glue:text}`nb_test_bad`.")
+    notebook.glue("nb_test_bad", "not a number", display=False)  # the cell itself does not fail
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("*This passage could not be printed from this run: could not convert")
+    assert out[1] == "Then not a number."
 
 
 @pytest.mark.parametrize(

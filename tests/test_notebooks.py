@@ -28,6 +28,9 @@ TWINS = sorted(notebooks.OUT.rglob("*.ipynb"))
 # them starts to run (remove it here then) or when any other notebook fails.
 KNOWN_BROKEN: dict[str, str] = {}
 LOCK = ROOT / "requirements" / "constraints.txt"
+BUILD_WORDS = re.compile(
+    r"\bthis build\b|\bthe build(?:'s)? device\b|\b(?:this|the) page was built\b", re.IGNORECASE
+)
 BUILD_LABEL = export.build_label("X").split(" on X")[0]  # "<sub>As the book's build"
 WAITING = WAITING_NOTE.rsplit(";", 1)[1].strip(" *")  # "it is printed here when they have run."
 
@@ -49,6 +52,7 @@ def test_notebook_twins_are_in_step_with_the_pages(capsys) -> None:
 def test_the_twin_check_notices_a_changed_page(tmp_path: Path, monkeypatch, capsys) -> None:
     docs, out = tmp_path / "docs", tmp_path / "notebooks"
     shutil.copytree(notebooks.DOCS, docs, ignore=shutil.ignore_patterns("_build"))
+    (tmp_path / "src").symlink_to(ROOT / "src")  # what the pages' literalincludes read
     shutil.copytree(notebooks.OUT, out)
     monkeypatch.setattr(notebooks, "DOCS", docs)
     monkeypatch.setattr(notebooks, "OUT", out)
@@ -70,6 +74,9 @@ def test_twins_are_plain_jupyter(twin: Path) -> None:
     install = _cells(nb, "code")[0]
     assert export.install_spec() in install
     assert "%pip install" in install
+    for text in ["".join(c["source"]) for c in _text_cells(nb)]:
+        # a notebook runs where the reader runs it: its words speak of "this run", not the build
+        assert not BUILD_WORDS.search(text), BUILD_WORDS.search(text)[0]
     for text in _cells(nb, "markdown"):
         prose = _markdown_outside_code(text)
         # code spans are kept as written (the guide quotes MyST in them); a role is a
@@ -78,6 +85,7 @@ def test_twins_are_plain_jupyter(twin: Path) -> None:
         assert not re.search(r"\{[\w:-]+\}`", bare), f"a MyST role is left in:\n{prose}"
         assert not re.search(r"^\s*(:{3,}|`{3,})\{", prose, re.MULTILINE), prose
         assert not re.search(r"^\([\w-]+\)=\s*$", prose, re.MULTILINE), prose
+        assert not BUILD_WORDS.search(prose), BUILD_WORDS.search(prose)[0]
         # no right answer is marked; answers sit in a collapsed section
         assert not re.search(r"^\s*[-*] \[[xX ]\]", prose, re.MULTILINE), prose
         if "**Answer:**" in prose:
@@ -302,7 +310,7 @@ def _wordings(glue: dict[str, dict]) -> set[str]:
 
 
 @pytest.mark.book
-def test_no_markdown_cell_of_a_notebook_holds_a_runs_words(built_book: Path) -> None:
+def test_no_markdown_cell_of_a_notebook_holds_a_claim_or_a_glued_sentence(built_book: Path) -> None:
     """Claims' wordings and glued sentences reach a notebook only through cells its run prints."""
     checked = 0
     for twin in TWINS:

@@ -93,6 +93,7 @@ def render(page: Path, glue: dict[str, dict[str, Any]], built_on: str) -> str:
         titles=titles,
         labels=labels,
         built_on=built_on,
+        source_dir=DOCS,
     )
     data["metadata"]["amp_lesson"] = {
         "built_on": built_on,

@@ -47,7 +47,7 @@ _WAITING: list[tuple[str, Any]] = []
 """Passages that quote values not glued yet, each with its display (``None`` in a script)."""
 
 ROLE = re.compile(r"\{glue(?::(?P<kind>text|md|any|figure))?\}`(?P<content>[^`]+)`")
-"""A glue role of MyST: ``{glue:text}`key:spec```, ``{glue:md}`key```, ``{glue}`key```."""
+"""Matches the glue roles of MyST, as in ``{glue:text}`x:.2f``` or ``{glue:md}`x```."""
 
 _BLOCK_LINE = re.compile(r"^\s*\{glue:figure\}`(?P<key>[^`:]+)`\s*$")
 
@@ -421,7 +421,10 @@ def _print_waiting() -> None:
         if any(key not in _GLUED for key in template_keys(template)):
             continue
         _WAITING.remove(entry)
-        text = render_text(template)
+        try:
+            text = render_text(template)
+        except (KeyError, TypeError, ValueError) as error:  # a value this passage cannot print
+            text = f"*This passage could not be printed from this run: {error}*"
         if handle is None:
             print(text)
         else:

@@ -644,6 +644,7 @@ def _add_notebook_buttons(
         titles=titles,
         labels=labels,
         built_on=export.build_device(executed_nb) or "this build's machine",
+        source_dir=Path(app.srcdir),
     )
     try:
         nb = export_page()

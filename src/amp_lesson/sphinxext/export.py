@@ -157,6 +157,7 @@ class _Context:
     keep_glue: bool = False  # leave glue roles in, marked, for a passage the run prints
     strict: bool = False  # a cross-reference to an unknown target is an error
     unresolved: list[str] = field(default_factory=list)
+    source_dir: Path | None = None  # the book's source folder, for literalinclude
 
 
 GLUE_OPEN, GLUE_CLOSE = "\ue000", "\ue001"
@@ -196,6 +197,7 @@ def myst_to_markdown(
     labels: Mapping[str, tuple[str, str, str]] | None = None,
     keep_glue: bool = False,
     strict: bool | None = None,
+    source_dir: Path | None = None,
 ) -> tuple[str, dict[str, dict[str, str]]]:
     """``text`` (a MyST Markdown cell) as plain Markdown, and the cell's image attachments.
 
@@ -203,8 +205,10 @@ def myst_to_markdown(
     :data:`GLUE_CLOSE`, and a glued block becomes a ``{glue:figure}`key```
     line (:mod:`amp_lesson.notebook` prints such text); ``glue`` must still
     hold every value quoted. When ``strict`` (by default, when ``labels`` are
-    given), a ``{ref}`` to a label not in them, or a ``{doc}`` to a page not
-    in ``titles``, is a ``ValueError``; otherwise it becomes plain text.
+    given), a ``{ref}`` to a label not in them, a ``{doc}`` to a page not
+    in ``titles`` or a Python role to no object of the package, is a
+    ``ValueError``; otherwise it becomes plain text. ``source_dir`` (the
+    book's source folder) is where a ``literalinclude`` finds its file.
 
     >>> md, _ = myst_to_markdown(
     ...     "(t)=\\n:::{note}\\nFP16 tops out at {glue:text}`max:.0f`.\\n:::",
@@ -222,6 +226,7 @@ def myst_to_markdown(
         labels=labels or {},
         keep_glue=keep_glue,
         strict=labels is not None if strict is None else strict,
+        source_dir=source_dir,
     )
     markdown = _convert_block(text.splitlines(), ctx)
     if ctx.missing:
@@ -411,6 +416,7 @@ def _py_reference(kind: str, content: str, ctx: _Context) -> str:
     the target (``api/<module>.html``), the anchor the dotted name.
     """
     title, target = _split_title_target(content)
+    target = target.lstrip("!")  # "!" asks Sphinx for no link; the notebook links anyway
     short = target.startswith("~")
     target = target.lstrip("~.")
     words = title or (target.rsplit(".", 1)[-1] if short else target)
@@ -422,12 +428,30 @@ def _py_reference(kind: str, content: str, ctx: _Context) -> str:
         (".".join(parts[:n]) for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in modules),
         None,
     )
-    if module is None:
+    if module is None or (ctx.strict and not _is_object(target)):
         if ctx.strict:
             ctx.unresolved.append(f"{{py:{kind}}}`{content}`")
         return f"`{words}`"
     anchor = f"module-{target}" if kind == "mod" else target
     return f"[`{words}`]({ctx.docs_url}/api/{module}.html#{anchor})"
+
+
+def _is_object(dotted: str) -> bool:
+    """Whether ``dotted`` names a module of the package or something in one."""
+    import importlib
+
+    parts = dotted.split(".")
+    for n in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:n]))
+        except ImportError:
+            continue
+        for name in parts[n:]:
+            if not hasattr(obj, name):
+                return False
+            obj = getattr(obj, name)
+        return True
+    return False
 
 
 def _as_text(data: Any) -> str:
@@ -473,11 +497,40 @@ def _directive(name: str, arg: str, options: dict[str, str], body: list[str], ct
     if name in PLAYGROUNDS:
         link = _doc_link("/" + ctx.docname, ctx) if ctx.docname else ctx.docs_url
         note = f"*The {PLAYGROUNDS[name]} is interactive in [the online book]({link}).*"
+        if name == "bit-explorer":  # its body describes the site's static table, absent here
+            return f"\n{note} {EXPLORER_IN_A_NOTEBOOK}\n"
         return f"\n{note}\n\n{inner}\n"
+    if name == "literalinclude":
+        return "\n" + _literal_include(arg, options, ctx) + "\n"
     if name in ("toctree", "lesson-corrections", "nb-exec-table", "contents", "page-info"):
         return ""  # navigation, build reports and the book's reading path belong to the book
     # Anything else: keep its content rather than lose it.
     return "\n" + inner + "\n"
+
+
+EXPLORER_IN_A_NOTEBOOK = (
+    "Here, `amp_lesson.playground.explorer_rows([65519.0, 65520.0, 6.1e-5])` gives its rows "
+    "for any values you pass, as the cells of this notebook compute them."
+)
+
+
+def _literal_include(arg: str, options: dict[str, str], ctx: _Context) -> str:
+    """A ``literalinclude`` as the fenced code block Sphinx shows (same options, same reader)."""
+    if ctx.source_dir is None:
+        raise ValueError(f"{ctx.docname or 'cell'}: a literalinclude needs source_dir to be read")
+    from types import SimpleNamespace
+
+    from sphinx.directives.code import LiteralIncludeReader
+
+    page = Path(ctx.source_dir) / ctx.docname
+    path = (Path(ctx.source_dir) / arg.lstrip("/")) if arg.startswith("/") else page.parent / arg
+    read = {key: value.strip('"') for key, value in options.items()}
+    if "dedent" in read:
+        read["dedent"] = int(read["dedent"]) if read["dedent"] else None  # type: ignore[assignment]
+    text, _ = LiteralIncludeReader(
+        str(path), read, SimpleNamespace(source_encoding="utf-8-sig")
+    ).read()
+    return f"```{options.get('language', '')}\n{text.rstrip()}\n```"
 
 
 def _glue_block(key: str, options: dict[str, str], caption: str, ctx: _Context) -> str:
@@ -688,7 +741,10 @@ def markdown_blocks(text: str) -> list[str]:
         elif stripped == "$$":
             maths = not maths
         else:
-            details += len(re.findall(r"<details\b", line)) - line.count("</details>")
+            html = re.sub(r"(`+).*?\1", "", line)  # a code span that quotes the tag opens nothing
+            details = max(
+                0, details + len(re.findall(r"<details\b", html)) - html.count("</details>")
+            )
         if not stripped and not fence and not details and not maths:
             if blocks[-1]:
                 blocks.append([])
@@ -734,9 +790,11 @@ def _python_string(text: str) -> str:
 
 
 def _markdown_output(text: str) -> dict[str, Any]:
+    # The text again for text-only viewers, unless an image is inside it (kept once, not twice).
+    plain = "<IPython.core.display.Markdown object>" if 'src="data:' in text else text
     return {
         "output_type": "display_data",
-        "data": {"text/markdown": text, "text/plain": text},
+        "data": {"text/markdown": text, "text/plain": plain},
         "metadata": {},
     }
 
@@ -781,6 +839,23 @@ def text_cell(text: str, glue: GlueValues, built_on: str) -> dict[str, Any]:
         "outputs": outputs,
         "source": f"{TEXT_CELL_TITLE}\nshow_text({_python_string(template)})",
     }
+
+
+def _split_introduction(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Take the last paragraph of ``cells`` off as a cell of its own when it introduces code.
+
+    That is a static Markdown cell whose last block ends with a colon. Returns the
+    taken cell (``[]`` when there is none) for the caller to put back where it belongs.
+    """
+    if not cells or cells[-1]["cell_type"] != "markdown":
+        return []
+    blocks = markdown_blocks(cells[-1]["source"])
+    if not blocks or not blocks[-1].rstrip().endswith(":"):
+        return []
+    if len(blocks) == 1:
+        return [cells.pop()]
+    cells[-1]["source"] = "\n\n".join(blocks[:-1])
+    return [{"cell_type": "markdown", "metadata": {}, "source": blocks[-1]}]
 
 
 def rewrite_glue_imports(source: str) -> str:
@@ -842,6 +917,7 @@ def export_notebook(
     labels: Mapping[str, tuple[str, str, str]] | None = None,
     built_on: str = "the book's machine",
     strict_references: bool = True,
+    source_dir: Path | None = None,
 ) -> dict[str, Any]:
     """The page ``nb`` (MyST-NB's notebook of it) as a plain Jupyter notebook.
 
@@ -850,7 +926,8 @@ def export_notebook(
     records) or is the bare page; ``titles`` (docname: page title) and
     ``labels`` (label: docname, anchor, section title) make cross-references
     links; ``built_on`` names the build's device in the label of each passage
-    printed from the run (:func:`text_cell`). Raises ``KeyError`` naming any
+    printed from the run (:func:`text_cell`); ``source_dir`` is the book's
+    source folder (for ``literalinclude``). Raises ``KeyError`` naming any
     glued value the Markdown quotes that ``glue`` lacks, and ``ValueError``
     for a cross-reference ``labels`` and ``titles`` do not know (unless not
     ``strict_references``: then it is plain text).
@@ -879,6 +956,7 @@ def export_notebook(
                 labels=labels,
                 keep_glue=True,
                 strict=strict_references,
+                source_dir=source_dir,
             )
             for printed, part in split_passages(text):
                 if printed:
@@ -897,21 +975,25 @@ def export_notebook(
                 continue
             outputs = [o for o in cell.get("outputs", []) if not _is_glue_output(o)]
             metadata: dict[str, Any] = {"tags": sorted(tags)} if tags else {}
-            if hidden or "hide-input" in tags:
+            if hidden or {"hide-input", "remove-input"} & tags:
                 # The page hides this cell, but later cells may use what it defines: keep
                 # it, with its source collapsed in Jupyter and Colab.
                 metadata |= {"jupyter": {"source_hidden": True}, "cellView": "form"}
             if "solution" in tags:
+                # The reader's own cell goes before the solution, and before the paragraph
+                # that introduces it (one that ends with a colon) if it comes right before.
+                intro = _split_introduction(cells)
                 cells.append(
                     {
                         "cell_type": "code",
                         "execution_count": None,
                         "metadata": {},
                         "outputs": [],
-                        "source": f"# Your code for \u201c{heading}\u201d. The solution is the "
-                        "next cell, collapsed: run it to compare.",
+                        "source": f"# Your code for \u201c{heading}\u201d. The solution is "
+                        "collapsed below: run it to compare.",
                     }
                 )
+                cells.extend(intro)
                 code = f"#@title Solution to \u201c{heading}\u201d (double-click to show)\n{code}"
             cells.append(
                 {
