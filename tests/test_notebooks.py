@@ -389,7 +389,6 @@ def test_self_checks_carry_the_sites_labels(built_book: Path) -> None:
         html = BeautifulSoup((built_book / f"{doc}.html").read_text(), "html.parser")
         site = [p.get_text(strip=True) for p in html.select("article .sc-kicker")]
         nb = json.loads(twin.read_text(encoding="utf-8"))
-        texts = _cells(nb, "markdown")[1:] + [t for c in _text_cells(nb) for t in _printed(c)]
         known = set(site) | set(KICKERS.values())
         ordered = [
             c for c in nb["cells"][1:] if c["cell_type"] == "markdown" or c in _text_cells(nb)

@@ -41,7 +41,13 @@ from pathlib import Path
 from typing import Any
 
 from amp_lesson import __version__
-from amp_lesson.notebook import bundle_markup, format_glued_text, substitute
+from amp_lesson.notebook import (
+    bundle_markup,
+    format_glued_text,
+    split_role,
+    substitute,
+    template_keys,
+)
 from amp_lesson.sphinxext.kickers import KICKERS
 from amp_lesson.sphinxext.kickers import kicker as kicker_of
 
@@ -368,9 +374,7 @@ def _glued(key: str, ctx: _Context) -> Mapping[str, Any] | None:
 
 def _role(name: str, content: str, ctx: _Context) -> str:
     if name in ("glue:text", "glue", "glue:any", "glue:md"):
-        key, _, spec = content.rpartition(":") if ":" in content.split("::")[-1] else ("", "", "")
-        if not key:
-            key, spec = content, ""
+        key, spec = split_role(name.partition(":")[2] or None, content)
         bundle = _glued(key, ctx)
         if bundle is None:
             return ""
@@ -1169,9 +1173,7 @@ def glue_keys(texts: Iterable[str]) -> set[str]:
     """Every glue key the MyST ``texts`` quote (roles and directives)."""
     keys = set()
     for text in texts:
-        for m in re.finditer(r"\{glue(?::\w+)?\}`([^`]+)`", text):
-            key = m[1].split("::")[-1]
-            keys.add(key.rsplit(":", 1)[0] if ":" in key else key)
+        keys.update(template_keys(text))
         for m in re.finditer(r"^[`:]{3,}\{glue(?::\w+)?\}\s*(\S+)", text, re.MULTILINE):
             keys.add(m[1])
     return keys

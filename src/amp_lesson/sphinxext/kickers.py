@@ -8,7 +8,6 @@ from __future__ import annotations
 
 KICKERS: dict[str, str] = {
     "selfcheck-choice": "Check your understanding",
-    "selfcheck-choice:multiple": "Check your understanding",
     "selfcheck-choice:eliminate": "Eliminate the wrong options",
     "selfcheck-predict": "Predict first",
     "selfcheck-sort": "Sort into buckets",
