@@ -89,7 +89,8 @@ def check_seed(name: str, value: Any) -> int:
     >>> check_seed("seed", 2**64)
     Traceback (most recent call last):
     ...
-    ValueError: seed must be an integer in [0, 2**64 - 1] (the seeds torch's generators take), got 18446744073709551616
+    ValueError: seed must be an integer in [0, 2**64 - 1] (the seeds torch's
+    generators take), got 18446744073709551616
     """
     value = check_int(name, value, minimum=0)
     if value > SEED_MAX:
@@ -112,7 +113,8 @@ def check_finite(name: str, value: Any) -> float:
     >>> check_finite("lr", 10**400)  # an int too large for a float
     Traceback (most recent call last):
     ...
-    ValueError: lr must be a finite number within a float's range (about ±1.8e308), got an integer of about 401 digits
+    ValueError: lr must be a finite number within a float's range (about
+    ±1.8e308), got an integer of about 401 digits
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {shown(value)}")
@@ -161,7 +163,9 @@ def check_scale(name: str, value: Any) -> float:
     >>> check_scale("init_scale", 1e60)
     Traceback (most recent call last):
     ...
-    ValueError: init_scale must be representable in float32 (GradScaler keeps the scale in a float32 tensor): between about 1.4e-45 and 3.402823e+38, got 1e+60
+    ValueError: init_scale must be representable in float32 (GradScaler keeps
+    the scale in a float32 tensor): between about 1.4e-45 and 3.402823e+38,
+    got 1e+60
     """
     value = check_positive(name, value)
     # 2**-150 lies halfway between 0 and float32's smallest subnormal 2**-149, and ties to 0.
@@ -210,7 +214,8 @@ def check_growth_interval(name: str, value: Any) -> int:
     >>> check_growth_interval("growth_interval", 2**63)
     Traceback (most recent call last):
     ...
-    ValueError: growth_interval must be an integer in [1, 2**63 - 1] (GradScaler's kernel takes a 64-bit int), got 9223372036854775808
+    ValueError: growth_interval must be an integer in [1, 2**63 - 1]
+    (GradScaler's kernel takes a 64-bit int), got 9223372036854775808
     """
     value = check_int(name, value, minimum=1)
     if value > INT64_MAX:
@@ -314,7 +319,9 @@ def check_optimizer(name: str, optimizer: Any, model: Any) -> Any:
     >>> check_optimizer("optimizer", torch.optim.SGD(other.parameters()), model)
     Traceback (most recent call last):
     ...
-    ValueError: optimizer must hold the model's trainable parameters, but holds none of them (was it built over another model?); build it from model.parameters()
+    ValueError: optimizer must hold the model's trainable parameters, but holds
+    none of them (was it built over another model?); build it from
+    model.parameters()
     """
     import torch
 
@@ -352,7 +359,8 @@ def check_input_dtype(name: str, x: Any, model: Any, autocast_dtype: Any = None)
     >>> check_input_dtype("X", torch.zeros(4, 2, dtype=torch.float64), model)
     Traceback (most recent call last):
     ...
-    ValueError: X must have the dtype of the model's parameters, torch.float32; got torch.float64 (convert it with X.to(torch.float32))
+    ValueError: X must have the dtype of the model's parameters, torch.float32;
+    got torch.float64 (convert it with X.to(torch.float32))
     """
     import torch
 
@@ -390,7 +398,9 @@ def check_unscalable(name: str, model: Any, scaler: Any) -> Any:
     >>> check_unscalable("model", model, torch.amp.GradScaler("cpu"))
     Traceback (most recent call last):
     ...
-    ValueError: model must keep its parameters out of float16 with an enabled GradScaler, which refuses to unscale float16 gradients; got 'weight' in float16 (keep the weights in float32: autocast lowers the compute)
+    ValueError: model must keep its parameters out of float16 with an enabled
+    GradScaler, which refuses to unscale float16 gradients; got 'weight' in
+    float16 (keep the weights in float32: autocast lowers the compute)
     """
     import torch
 

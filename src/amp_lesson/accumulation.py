@@ -10,7 +10,8 @@ Mixed precision adds two rules: run only the forward pass and the loss under
 :func:`torch.autocast`, and route ``backward``/``step`` through a
 :class:`torch.amp.GradScaler`. With both, one optimizer step reads::
 
-    for xb, yb in zip(X.tensor_split(n_accum), y.tensor_split(n_accum), strict=True):
+    xs, ys = X.tensor_split(n_accum), y.tensor_split(n_accum)
+    for xb, yb in zip(xs, ys, strict=True):
         with torch.autocast(device.type, dtype=torch.float16):
             loss = loss_fn(model(xb), yb) / n_accum
         scaler.scale(loss).backward()
@@ -178,7 +179,8 @@ class TrainResult:
     --------
     >>> X, y = make_toy_problem(device="cpu")
     >>> model = make_toy_model(device="cpu")
-    >>> result = train_full_batch(model, make_toy_optimizer(model), X, y, nn.BCEWithLogitsLoss())
+    >>> loss_fn = nn.BCEWithLogitsLoss()
+    >>> result = train_full_batch(model, make_toy_optimizer(model), X, y, loss_fn)
     >>> [round(w, 5) for w in result.weight.flatten().tolist()]
     [0.03085, 0.02717]
     >>> len(result.log), result.final_scale is None
@@ -519,7 +521,8 @@ def train_full_batch(
     --------
     >>> X, y = make_toy_problem(device="cpu")
     >>> model = make_toy_model(device="cpu")
-    >>> r = train_full_batch(model, make_toy_optimizer(model), X, y, nn.BCEWithLogitsLoss())
+    >>> loss_fn = nn.BCEWithLogitsLoss()
+    >>> r = train_full_batch(model, make_toy_optimizer(model), X, y, loss_fn)
     >>> round(r.log[0].loss, 5), [round(w, 5) for w in r.weight.flatten().tolist()]
     (0.69315, [0.03085, 0.02717])
     """
@@ -595,7 +598,8 @@ def train_accumulated(
     --------
     >>> X, y = make_toy_problem(device="cpu")
     >>> model = make_toy_model(device="cpu")
-    >>> r = train_accumulated(model, make_toy_optimizer(model), X, y, nn.BCEWithLogitsLoss(), 4)
+    >>> loss_fn = nn.BCEWithLogitsLoss()
+    >>> r = train_accumulated(model, make_toy_optimizer(model), X, y, loss_fn, 4)
     >>> [round(v, 5) for v in r.log[0].micro_losses]
     [0.17329, 0.17329, 0.17329, 0.17329]
     >>> [round(w, 5) for w in r.weight.flatten().tolist()]
@@ -687,8 +691,10 @@ def train_amp(
     --------
     >>> X, y = make_toy_problem(device="cpu")
     >>> model = make_toy_model(device="cpu")
-    >>> r = train_amp(model, make_toy_optimizer(model), X, y, nn.BCEWithLogitsLoss())
-    >>> r.log[0].scale, r.log[0].skipped, [round(w, 4) for w in r.weight.flatten().tolist()]
+    >>> loss_fn = nn.BCEWithLogitsLoss()
+    >>> r = train_amp(model, make_toy_optimizer(model), X, y, loss_fn)
+    >>> weights = [round(w, 4) for w in r.weight.flatten().tolist()]
+    >>> r.log[0].scale, r.log[0].skipped, weights
     (65536.0, False, [0.0309, 0.0272])
     """
     return train_amp_accumulated(
@@ -875,12 +881,13 @@ def train_amp_mistake(
     --------
     >>> X, y = make_toy_problem(device="cpu")
     >>> model = make_toy_model(device="cpu")
-    >>> r = train_amp_mistake(model, make_toy_optimizer(model), X, y, nn.BCEWithLogitsLoss(),
+    >>> loss_fn = nn.BCEWithLogitsLoss()
+    >>> r = train_amp_mistake(model, make_toy_optimizer(model), X, y, loss_fn,
     ...                       mistake="new_scaler_each_step", steps=3,
     ...                       scaler_kwargs={"init_scale": 2.0**40})
     >>> [(entry.scale, entry.skipped) for entry in r.log]
     [(1099511627776.0, True), (1099511627776.0, True), (1099511627776.0, True)]
-    >>> train_amp_mistake(model, make_toy_optimizer(model), X, y, nn.BCEWithLogitsLoss(),
+    >>> train_amp_mistake(model, make_toy_optimizer(model), X, y, loss_fn,
     ...                   mistake="no_update", steps=2)
     Traceback (most recent call last):
     ...
@@ -970,8 +977,9 @@ def grad_after_backward(
     --------
     >>> X, y = make_toy_problem(device="cpu")
     >>> model = make_toy_model(device="cpu")
-    >>> good = grad_after_backward(model, X, y, nn.BCEWithLogitsLoss(), 4)
-    >>> raw = grad_after_backward(model, X, y, nn.BCEWithLogitsLoss(), 4, divide=False)
+    >>> loss_fn = nn.BCEWithLogitsLoss()
+    >>> good = grad_after_backward(model, X, y, loss_fn, 4)
+    >>> raw = grad_after_backward(model, X, y, loss_fn, 4, divide=False)
     >>> (raw["weight"] / good["weight"]).tolist()
     [[4.0, 4.0]]
     """
@@ -1130,7 +1138,9 @@ def first_step_bound(
     >>> bound = first_step_bound(X, y, lr=0.1, n_accum=4)
     >>> model = make_toy_model(device="cpu")
     >>> loss_fn = nn.BCEWithLogitsLoss()
-    >>> amp = train_amp_accumulated(model, make_toy_optimizer(model), X, y, loss_fn, 4)
+    >>> amp = train_amp_accumulated(
+    ...     model, make_toy_optimizer(model), X, y, loss_fn, 4
+    ... )
     >>> model = make_toy_model(device="cpu")
     >>> fp32 = train_full_batch(model, make_toy_optimizer(model), X, y, loss_fn)
     >>> bool(((amp.weight - fp32.weight).abs() <= bound).all())

@@ -297,7 +297,9 @@ def token_loss_and_grad(
     >>> batch = make_token_batch()
     >>> full = token_loss_and_grad(model, batch, 4, "full_batch")
     >>> fixed = token_loss_and_grad(model, batch, 4, "global_count")
-    >>> abs(full[0] - fixed[0]) < 1e-6, bool((full[1] - fixed[1]).abs().max() < 1e-6)
+    >>> same_loss = abs(full[0] - fixed[0]) < 1e-6
+    >>> same_grad = bool((full[1] - fixed[1]).abs().max() < 1e-6)
+    >>> same_loss, same_grad
     (True, True)
     """
     check_choice("method", method, TOKEN_METHODS)
@@ -408,7 +410,8 @@ def window_rows(n_micro: int = 10, n_accum: int = 4, micro_size: int = 16) -> li
 
     Examples
     --------
-    >>> [(r["micro-batches"], r["divide by n_accum"], r["divide by window"]) for r in window_rows()]
+    >>> [(r["micro-batches"], r["divide by n_accum"], r["divide by window"])
+    ...  for r in window_rows()]
     [(4, 1.0, 1.0), (4, 1.0, 1.0), (2, 0.5, 1.0)]
     """
     check_int("n_micro", n_micro, minimum=1)

@@ -22,10 +22,12 @@ gluing it.
 'The sums differ in the last bit.'
 >>> claim("power_of_two_exact", (0.1 * 4) / 4 == 0.1, "exact")
 'exact'
->>> claim("addition_associates", (0.1 + 0.2) + 0.3 == 0.1 + (0.2 + 0.3), "associative")
+>>> claim("addition_associates", (0.1 + 0.2) + 0.3 == 0.1 + (0.2 + 0.3),
+...       "associative")
 Traceback (most recent call last):
 ...
-amp_lesson.claims.ClaimContradicted: claim 'addition_associates' ('associative') is contradicted by this run
+amp_lesson.claims.ClaimContradicted: claim 'addition_associates'
+('associative') is contradicted by this run
 """
 
 from __future__ import annotations
@@ -127,7 +129,8 @@ def claim(
 
     Examples
     --------
-    >>> claim("order", 1.0 + 2.0**-60 == 1.0, "The tiny term is absorbed.", "It survives.")
+    >>> claim("order", 1.0 + 2.0**-60 == 1.0, "The tiny term is absorbed.",
+    ...       "It survives.")
     'The tiny term is absorbed.'
     >>> claim("cell", 1.0 + 2.0**-60 == 1.0, "yes", "no", phrase=True)
     'yes'
@@ -246,15 +249,19 @@ def typed_outcomes(text: str) -> list[str]:
     --------
     >>> typed_outcomes("The two runs are bitwise identical. FP16 is slower here.")
     ['The two runs are bitwise identical.', 'FP16 is slower here.']
-    >>> typed_outcomes("Are the two runs bitwise identical? The lesson says they are bitwise equal.")
+    >>> typed_outcomes("Are the two runs bitwise identical? "
+    ...                "The lesson says they are bitwise equal.")
     []
     >>> typed_outcomes("It records whether the weights are bitwise identical.")
     []
     >>> typed_outcomes("They are bitwise identical, as if nothing had happened.")
     ['They are bitwise identical, as if nothing had happened.']
-    >>> typed_outcomes(f"The two runs are {RUN_VALUE}. Bitwise identical: {RUN_VALUE}.")
+    >>> typed_outcomes(f"The two runs are {RUN_VALUE}. "
+    ...                f"Bitwise identical: {RUN_VALUE}.")
     []
-    >>> typed_outcomes(f"FP16 trains as well as FP32: {RUN_VALUE} against {RUN_VALUE}.")
+    >>> typed_outcomes(
+    ...     f"FP16 trains as well as FP32: {RUN_VALUE} against {RUN_VALUE}."
+    ... )
     ['FP16 trains as well as FP32: … against ….']
     """
     if not isinstance(text, str):

@@ -112,7 +112,8 @@ def resolve_device(device: torch.device | str | None = None) -> torch.device:
     >>> resolve_device("mps")
     Traceback (most recent call last):
     ...
-    ValueError: device must be one of 'auto', 'cpu', 'cuda', 'cuda:N' or a torch.device; got 'mps'
+    ValueError: device must be one of 'auto', 'cpu', 'cuda', 'cuda:N' or a
+    torch.device; got 'mps'
     """
     if device is None or (isinstance(device, str) and device.strip().lower() == "auto"):
         return get_device()

@@ -82,8 +82,10 @@ def count(n: float, word: str, plural: str | None = None) -> str:
 
     Examples
     --------
-    >>> count(1, "row"), count(2, "row"), count(0, "step"), count(3, "batch", "batches")
-    ('1 row', '2 rows', '0 steps', '3 batches')
+    >>> count(1, "row"), count(2, "row"), count(0, "step")
+    ('1 row', '2 rows', '0 steps')
+    >>> count(3, "batch", "batches")
+    '3 batches'
     >>> count(1.0, "ulp"), count(2.0, "ulp")
     ('1 ulp', '2 ulps')
     """
@@ -110,8 +112,10 @@ def join_words(items: Sequence[str], conjunction: str = "and") -> str:
 
     Examples
     --------
-    >>> join_words(["float32", "float32"]), join_words(["a", "b"]), join_words(["a", "b", "c"])
-    ('float32', 'a and b', 'a, b and c')
+    >>> join_words(["float32", "float32"])
+    'float32'
+    >>> join_words(["a", "b"]), join_words(["a", "b", "c"])
+    ('a and b', 'a, b and c')
     >>> join_words(["x", "y", "x"], "or"), join_words([])
     ('x or y', '')
     """
@@ -146,7 +150,8 @@ class Table:
 
     Examples
     --------
-    >>> t = Table([{"format": "fp16", "max": 65504.0}, {"format": "bf16", "max": 3.39e38}])
+    >>> t = Table([{"format": "fp16", "max": 65504.0},
+    ...            {"format": "bf16", "max": 3.39e38}])
     >>> print(t)
     format  max
     fp16    65504

@@ -346,7 +346,8 @@ def dtype_of(
     >>> dtype_of("fp32", name="autocast_dtype")
     Traceback (most recent call last):
     ...
-    ValueError: autocast_dtype must be one of 'fp16', 'bf16', torch.float16, torch.bfloat16; got 'fp32'
+    ValueError: autocast_dtype must be one of 'fp16', 'bf16', torch.float16,
+    torch.bfloat16; got 'fp32'
     """
     allowed = [FORMATS[check_choice("allowed", a, FORMATS)] for a in allowed]
     for spec in allowed:
@@ -507,7 +508,8 @@ def beyond_range(
 
     >>> beyond_range(torch.tensor([65519.0, 65520.0]), "fp16").tolist()
     [False, True]
-    >>> beyond_range(464.0, "fp8_e4m3").item(), beyond_range(465.0, "fp8_e4m3").item()
+    >>> (beyond_range(464.0, "fp8_e4m3").item(),
+    ...  beyond_range(465.0, "fp8_e4m3").item())
     (False, True)
 
     A Python float is compared with all its bits, a hair past the midpoint too:
@@ -573,7 +575,8 @@ def store(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) -> S
     >>> s.stored, s.event, s.sign, s.exponent, s.mantissa
     (0.0999755859375, 'rounded', '0', '01011', '1001100110')
     >>> print(s)
-    0.1 in FP16: stored 0.0999755859375 (rounded, relative error 0.000244); bits 0 01011 1001100110 (normal)
+    0.1 in FP16: stored 0.0999755859375 (rounded, relative error 0.000244);
+    bits 0 01011 1001100110 (normal)
 
     FP8 E4M3 has no infinity, and torch's cast clamps to its max instead:
 
@@ -659,9 +662,11 @@ def round_to_tf32(x: torch.Tensor) -> torch.Tensor:
 
     Examples
     --------
-    >>> round_to_tf32(torch.tensor([1 + 2**-11, 1 + 3 * 2**-11, 1e-30, -0.1])).tolist()
+    >>> x = torch.tensor([1 + 2**-11, 1 + 3 * 2**-11, 1e-30, -0.1])
+    >>> round_to_tf32(x).tolist()
     [1.0, 1.001953125, 9.999428271258529e-31, -0.0999755859375]
-    >>> all(round_to_tf32(torch.tensor(v)).item() == store(v, "tf32").stored for v in (0.1, 3e38))
+    >>> all(round_to_tf32(torch.tensor(v)).item() == store(v, "tf32").stored
+    ...     for v in (0.1, 3e38))
     True
     """
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
@@ -699,10 +704,12 @@ def format_table(
     --------
     FP16 and BF16 spend the same 16 bits, one on range and one on precision:
 
-    >>> for row in format_table(["fp16", "bf16"], ["label", "exponent_bits", "max", "eps"]):
+    >>> columns = ["label", "exponent_bits", "max", "eps"]
+    >>> for row in format_table(["fp16", "bf16"], columns):
     ...     print(row)
     {'label': 'FP16', 'exponent_bits': 5, 'max': 65504.0, 'eps': 0.0009765625}
-    {'label': 'BF16', 'exponent_bits': 8, 'max': 3.3895313892515355e+38, 'eps': 0.0078125}
+    {'label': 'BF16', 'exponent_bits': 8, 'max': 3.3895313892515355e+38,
+     'eps': 0.0078125}
     """
     if isinstance(names, str) or not isinstance(names, Iterable):
         raise TypeError(

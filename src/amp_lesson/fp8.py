@@ -10,10 +10,12 @@ gradients at once. So FP8 training gives every tensor its own scale ``S``:
 the tensor is stored as ``cast(x * S)`` and read back as ``stored / S``.
 
 >>> x = torch.tensor([1e-6, -3e-6, 2e-6])        # gradient-sized values
->>> quantize(x, "fp8_e4m3").tolist()            # unscaled: all below E4M3's smallest subnormal
+>>> # unscaled: all below E4M3's smallest subnormal
+>>> quantize(x, "fp8_e4m3").tolist()
 [0.0, -0.0, 0.0]
 >>> s = scale_for(3e-6, "fp8_e4m3")             # 448 / amax
->>> [f"{v:.3g}" for v in quantize(x, "fp8_e4m3", s).tolist()]   # back, to 3 mantissa bits
+>>> # back, to 3 mantissa bits
+>>> [f"{v:.3g}" for v in quantize(x, "fp8_e4m3", s).tolist()]
 ['9.64e-07', '-3e-06', '1.93e-06']
 
 Torch casts to and from the float8 dtypes, but has no elementwise arithmetic
@@ -161,9 +163,11 @@ def quantize(
     Examples
     --------
     >>> x = torch.tensor([0.3, 500.0, 1e-4])
-    >>> quantize(x, "fp8_e4m3").tolist()          # 500 beyond 448; 1e-4 below the subnormals
+    >>> # 500 beyond 448; 1e-4 below the subnormals
+    >>> quantize(x, "fp8_e4m3").tolist()
     [0.3125, 448.0, 0.0]
-    >>> quantize(x, "fp8_e4m3", 1 / 2).tolist()   # a scale below 1 makes room at the top
+    >>> # a scale below 1 makes room at the top
+    >>> quantize(x, "fp8_e4m3", 1 / 2).tolist()
     [0.3125, 512.0, 0.0]
     """
     spec = _fp8(fmt)
@@ -324,7 +328,8 @@ def sweep_single_scale(
     --------
     >>> ts = {"big": torch.tensor([300.0]), "small": torch.tensor([1e-4])}
     >>> rows = sweep_single_scale(ts, "fp8_e4m3", range(-2, 3))
-    >>> [(r["log2_scale"], r["reports"]["big"].lost, r["reports"]["small"].lost) for r in rows]
+    >>> [(r["log2_scale"], r["reports"]["big"].lost, r["reports"]["small"].lost)
+    ...  for r in rows]
     [(-2, 0.0, 1.0), (-1, 0.0, 1.0), (0, 0.0, 1.0), (1, 1.0, 1.0), (2, 1.0, 1.0)]
     """
     if not isinstance(tensors, Mapping) or not tensors:
@@ -386,11 +391,11 @@ class DelayedScaler:
     >>> s = DelayedScaler("fp8_e4m3", amax_history_len=2)
     >>> s.scale
     1.0
-    >>> _ = s.quantize(torch.tensor([2.0, -4.0])); s.scale     # 448 / 4
+    >>> _ = s.quantize(torch.tensor([2.0, -4.0])); s.scale  # 448 / 4
     112.0
     >>> _ = s.quantize(torch.tensor([1.0])); s.scale, s.amax_history
     (112.0, (4.0, 1.0))
-    >>> _ = s.quantize(torch.tensor([1.0])); s.scale           # the 4 has left the window
+    >>> _ = s.quantize(torch.tensor([1.0])); s.scale  # the 4 has left the window
     448.0
 
     An amax of zero (an all-zero tensor) leaves the scale as it was:
@@ -518,9 +523,11 @@ def compare_scalings(
     Examples
     --------
     >>> xs = [torch.tensor([1e-4, -1e-3]), torch.tensor([4e-3, 1e-4])]
-    >>> rows = compare_scalings(xs, "fp8_e4m3", fixed_scale=2.0**20, amax_history_len=4)
+    >>> rows = compare_scalings(xs, "fp8_e4m3", fixed_scale=2.0**20,
+    ...                         amax_history_len=4)
     >>> for r in rows:
-    ...     print(r["step"], r["lost_none"], r["lost_fixed"], r["lost_delayed"], f"{r['scale_delayed']:.4g}")
+    ...     print(r["step"], r["lost_none"], r["lost_fixed"], r["lost_delayed"],
+    ...           f"{r['scale_delayed']:.4g}")
     1 0.5 0.5 0.5 1
     2 0.5 0.5 0.5 4.48e+05
     """

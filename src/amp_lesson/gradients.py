@@ -11,9 +11,11 @@ boundary is torch's rounding, not a threshold of this module.
 
 >>> g = torch.tensor([0.0, 1e-9, 1e-6, 1e-3])
 >>> shares = cast_shares(g, "fp16")
->>> shares.zero, shares.underflow, shares.subnormal   # 1 of 4 is 0; 1 of the 3 others is lost
+>>> # 1 of 4 is 0; 1 of the 3 others is lost
+>>> shares.zero, shares.underflow, shares.subnormal
 (0.25, 0.3333333333333333, 0.3333333333333333)
->>> cast_shares(g, "fp16", scale=2.0**16).underflow   # 1e-9 * 2**16 is a subnormal, not 0
+>>> # 1e-9 * 2**16 is a subnormal, not 0
+>>> cast_shares(g, "fp16", scale=2.0**16).underflow
 0.0
 
 The module holds the data (:func:`load_digits_data`), the model
@@ -252,9 +254,10 @@ def cast_shares(
 
     Examples
     --------
-    >>> cast_shares(torch.tensor([1.0, 2.0**-25, 2.0**-20, 7e4]), "fp16").underflow
+    >>> g = torch.tensor([1.0, 2.0**-25, 2.0**-20, 7e4])
+    >>> cast_shares(g, "fp16").underflow
     0.25
-    >>> s = cast_shares(torch.tensor([1.0, 2.0**-25, 2.0**-20, 7e4]), "fp16", 2.0**10)
+    >>> s = cast_shares(g, "fp16", 2.0**10)
     >>> s.underflow, s.subnormal, s.overflow
     (0.0, 0.25, 0.25)
     """
@@ -316,8 +319,10 @@ def log2_histogram(
 
     Examples
     --------
-    >>> edges, shares, zero = log2_histogram(torch.tensor([0.0, 0.3, 0.5, 2.0**-30]), -32, 0)
-    >>> zero, shares[edges.index(-2)], shares[edges.index(-1)], shares[edges.index(-30)]
+    >>> g = torch.tensor([0.0, 0.3, 0.5, 2.0**-30])
+    >>> edges, shares, zero = log2_histogram(g, -32, 0)
+    >>> (zero, shares[edges.index(-2)], shares[edges.index(-1)],
+    ...  shares[edges.index(-30)])
     (0.25, 0.25, 0.25, 0.25)
     """
     check_int("low", low)

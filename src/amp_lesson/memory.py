@@ -180,7 +180,7 @@ def bytes_per_parameter(regime: str) -> BytesPerParam:
     >>> bytes_per_parameter("fp8")
     Traceback (most recent call last):
     ...
-    ValueError: regime must be one of 'fp32_adam', 'torch_amp', 'classic_mixed', \
+    ValueError: regime must be one of 'fp32_adam', 'torch_amp', 'classic_mixed',
     'classic_mixed_fp32_accum'; got 'fp8'
     """
     return BYTES_PER_PARAM[check_choice("regime", regime, REGIMES)]
@@ -264,8 +264,8 @@ def memory_table(n_params: float | None = None) -> list[dict[str, Any]]:
 
     Examples
     --------
-    >>> [(row["regime"], row["total"], row["total_gb"]) for row in memory_table(7e9)]
-    ... # doctest: +NORMALIZE_WHITESPACE
+    >>> [(row["regime"], row["total"], row["total_gb"])
+    ...  for row in memory_table(7e9)]  # doctest: +NORMALIZE_WHITESPACE
     [('fp32_adam', 16, 112.0), ('torch_amp', 16, 112.0),
      ('classic_mixed', 16, 112.0), ('classic_mixed_fp32_accum', 20, 140.0)]
     """
@@ -331,7 +331,8 @@ class ActivationMemory:
     Examples
     --------
     >>> from amp_lesson.models import make_mlp
-    >>> m = measure_activation_memory(make_mlp(4, 8, 2, device="cpu"), torch.ones(16, 4))
+    >>> model = make_mlp(4, 8, 2, device="cpu")
+    >>> m = measure_activation_memory(model, torch.ones(16, 4))
     >>> m.bytes, m.dtype_counts, m.allocator_peak_bytes
     (1024, {'float32': 2}, None)
     """

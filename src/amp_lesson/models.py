@@ -132,12 +132,14 @@ def make_mlp(
     --------
     The digits classifier of :mod:`amp_lesson.gradients`, 64 → 128 → 64 → 10:
 
-    >>> [m.out_features for m in make_mlp(64, (128, 64), out_features=10) if isinstance(m, nn.Linear)]
+    >>> mlp = make_mlp(64, (128, 64), out_features=10)
+    >>> [m.out_features for m in mlp if isinstance(m, nn.Linear)]
     [128, 64, 10]
 
     A one-layer "language model" over a vocabulary of 16 tokens:
 
-    >>> make_mlp(8, depth=0, out_features=16, vocab=16)(torch.zeros(2, 5, dtype=torch.long)).shape
+    >>> lm = make_mlp(8, depth=0, out_features=16, vocab=16)
+    >>> lm(torch.zeros(2, 5, dtype=torch.long)).shape
     torch.Size([2, 5, 16])
     """
     check_int("in_features", in_features, minimum=1)
@@ -210,7 +212,8 @@ def make_transformer_block(
     Examples
     --------
     >>> block = make_transformer_block(16, 2, 32, device="cpu")
-    >>> block.self_attn.embed_dim, block.linear1.out_features, block.self_attn.batch_first
+    >>> (block.self_attn.embed_dim, block.linear1.out_features,
+    ...  block.self_attn.batch_first)
     (16, 32, True)
     """
     for name, value in (("d_model", d_model), ("n_heads", n_heads), ("ff", ff)):

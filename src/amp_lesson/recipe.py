@@ -11,10 +11,12 @@ the test suite compares the two bit for bit, weights and scales.
 >>> import torch
 >>> X = torch.randn(128, 2, generator=torch.Generator().manual_seed(0))
 >>> y = (X.sum(dim=1, keepdim=True) > 0).float()
->>> loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=32)
+>>> dataset = torch.utils.data.TensorDataset(X, y)
+>>> loader = torch.utils.data.DataLoader(dataset, batch_size=32)
 >>> model = torch.nn.Linear(2, 1)
 >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
->>> scaler = train_mixed_precision(model, loader, torch.nn.BCEWithLogitsLoss(), optimizer,
+>>> loss_fn = torch.nn.BCEWithLogitsLoss()
+>>> scaler = train_mixed_precision(model, loader, loss_fn, optimizer,
 ...                                accum_steps=4, epochs=3)
 >>> scaler.get_scale()  # no overflow, and far fewer than growth_interval steps
 65536.0
@@ -158,8 +160,8 @@ check_recipe_arguments.__doc__ = """Refuse the arguments :func:`train_mixed_prec
     >>> import torch
     >>> model = torch.nn.Linear(2, 1)
     >>> loader = [None] * 4
-    >>> check_recipe_arguments(model, loader, torch.optim.SGD(model.parameters()), 3,
-    ...                        torch.float16, 1)
+    >>> optimizer = torch.optim.SGD(model.parameters())
+    >>> check_recipe_arguments(model, loader, optimizer, 3, torch.float16, 1)
     Traceback (most recent call last):
     ...
     ValueError: accum_steps must be an int >= 1 dividing len(loader)=4, got 3

@@ -226,7 +226,8 @@ class ScalerSimulator:
         >>> s.update(1)
         Traceback (most recent call last):
         ...
-        TypeError: found_inf must be a bool (True if the step's scaled gradients had inf/NaN), got int 1
+        TypeError: found_inf must be a bool (True if the step's scaled gradients
+        had inf/NaN), got int 1
         """
         if _check_bool("found_inf", found_inf):
             self._scale = _to_f32(self._scale * self._backoff_factor)
@@ -316,7 +317,8 @@ def simulate(
     Examples
     --------
     >>> for r in simulate([True, False, False], init_scale=8.0, growth_interval=2):
-    ...     print(r.step, r.scale_used, r.skipped, r.scale_after, r.growth_tracker_after)
+    ...     print(r.step, r.scale_used, r.skipped, r.scale_after,
+    ...           r.growth_tracker_after)
     1 8.0 True 4.0 0
     2 4.0 False 4.0 1
     3 4.0 False 8.0 0

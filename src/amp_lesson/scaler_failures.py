@@ -130,7 +130,8 @@ def collapse_then_good_step(
     --------
     >>> rows = collapse_then_good_step(n_bad=3, n_good=1, device="cpu")
     >>> [(r.nan_data, r.scale, r.found_inf, r.weights_finite) for r in rows]
-    [(True, 65536.0, True, True), (True, 32768.0, True, True), (True, 16384.0, True, True), (False, 8192.0, False, True)]
+    [(True, 65536.0, True, True), (True, 32768.0, True, True),
+     (True, 16384.0, True, True), (False, 8192.0, False, True)]
     """
     check_int("n_bad", n_bad, minimum=0)
     check_int("n_good", n_good, minimum=0)

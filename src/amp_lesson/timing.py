@@ -10,8 +10,10 @@ only the launch; on the CPU :func:`time.perf_counter` brackets it. Taking
 turns means that a burst of load from other programs on a shared machine
 slows every call alike, instead of the one whose block it hit.
 
->>> timings = time_calls({"sum": lambda: sum(range(1000))}, "cpu", warmup=1, repeats=3)
->>> timings["sum"].method, len(timings["sum"].times_ms), timings["sum"].median > 0
+>>> calls = {"sum": lambda: sum(range(1000))}
+>>> timings = time_calls(calls, "cpu", warmup=1, repeats=3)
+>>> timing = timings["sum"]
+>>> timing.method, len(timing.times_ms), timing.median > 0
 ('perf_counter', 3, True)
 """
 

@@ -122,7 +122,8 @@ class BenchRow:
 
     Examples
     --------
-    >>> row = BenchRow("linear_stack", "tf32", "cpu", available=False, note="not available on CPU")
+    >>> row = BenchRow("linear_stack", "tf32", "cpu", available=False,
+    ...                note="not available on CPU")
     >>> row.step_ms is None, row.available
     (True, False)
     """
@@ -191,7 +192,8 @@ def make_train_step(
 
     Examples
     --------
-    >>> net, x, y = build_workload("linear_stack", BenchSizes(batch=16, width=8, depth=2), "cpu")
+    >>> sizes = BenchSizes(batch=16, width=8, depth=2)
+    >>> net, x, y = build_workload("linear_stack", sizes, "cpu")
     >>> step = make_train_step(net, x, y, "bf16")
     >>> step(); net[0].weight.grad is None
     True
@@ -446,8 +448,8 @@ def measure_step(
 
     Examples
     --------
-    >>> tiny = BenchSizes(batch=16, width=16, depth=2, tf_batch=2, seq_len=8, d_model=16,
-    ...                   n_heads=2, ff=32, warmup=1, repeats=2)
+    >>> tiny = BenchSizes(batch=16, width=16, depth=2, tf_batch=2, seq_len=8,
+    ...                   d_model=16, n_heads=2, ff=32, warmup=1, repeats=2)
     >>> row = measure_step("linear_stack", "bf16", "cpu", tiny)
     >>> row.timing_method, row.memory_method, row.peak_bytes > row.saved_bytes > 0
     ('perf_counter', 'saved_tensors + storage_peak_above_start', True)
@@ -522,8 +524,8 @@ def run_benchmarks(
 
     Examples
     --------
-    >>> tiny = BenchSizes(batch=16, width=16, depth=2, tf_batch=2, seq_len=8, d_model=16,
-    ...                   n_heads=2, ff=32, warmup=1, repeats=2)
+    >>> tiny = BenchSizes(batch=16, width=16, depth=2, tf_batch=2, seq_len=8,
+    ...                   d_model=16, n_heads=2, ff=32, warmup=1, repeats=2)
     >>> rows = run_benchmarks("cpu", tiny, models=["linear_stack"])
     >>> [(r.regime, r.available) for r in rows]
     [('fp32', True), ('tf32', False), ('fp16', True), ('bf16', True)]
@@ -559,7 +561,8 @@ def cpu_features(cpuinfo: str | Path = "/proc/cpuinfo") -> dict[str, bool] | Non
     Examples
     --------
     >>> features = cpu_features()
-    >>> features is None or sorted(features) == ["amx_bf16", "amx_fp16", "avx512_bf16", "avx512_fp16"]
+    >>> half_flags = ["amx_bf16", "amx_fp16", "avx512_bf16", "avx512_fp16"]
+    >>> features is None or sorted(features) == half_flags
     True
     """
     try:

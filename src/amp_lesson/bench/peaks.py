@@ -87,7 +87,8 @@ def peak_tflops(gpu_name: str) -> tuple[str, dict[str, float | None]] | None:
 
     Examples
     --------
-    >>> peak_tflops("NVIDIA H100 80GB HBM3")[0], peak_tflops("NVIDIA A100-SXM4-80GB")[0]
+    >>> (peak_tflops("NVIDIA H100 80GB HBM3")[0],
+    ...  peak_tflops("NVIDIA A100-SXM4-80GB")[0])
     ('H100 SXM', 'A100')
     >>> peak_tflops("NVIDIA H200")[1]["bf16"]
     989.5

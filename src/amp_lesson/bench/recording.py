@@ -101,10 +101,12 @@ class Recording:
 
         Examples
         --------
-        >>> p = {"gpu_name": "NVIDIA H200", "driver_version": "580.1", "cuda_version": "13.0",
-        ...      "torch_version": "2.11.0", "date": "2026-11-20"}
-        >>> Recording(Path("h200.json"), p, BenchSizes()).describe()
-        'NVIDIA H200 — driver 580.1, CUDA 13.0, torch 2.11.0, recorded 2026-11-20 (h200.json)'
+        >>> p = {"gpu_name": "NVIDIA H200", "driver_version": "580.1",
+        ...      "cuda_version": "13.0", "torch_version": "2.11.0",
+        ...      "date": "2026-11-20"}
+        >>> print(Recording(Path("h200.json"), p, BenchSizes()).describe())
+        NVIDIA H200 — driver 580.1, CUDA 13.0, torch 2.11.0,
+        recorded 2026-11-20 (h200.json)
         """
         p = self.provenance
         driver = p.get("driver_version") or "unknown"
@@ -156,7 +158,8 @@ def validate_recording(data: Any, source: str = "<recording>") -> Recording:
     >>> validate_recording({"schema": "amp_lesson.bench/1"}, "x.json")
     Traceback (most recent call last):
     ...
-    amp_lesson.bench.recording.RecordingError: x.json: $: 'provenance' is a required property
+    amp_lesson.bench.recording.RecordingError: x.json: $: 'provenance' is a
+    required property
     """
     if not isinstance(source, str):
         raise TypeError(f"source must be a str, got {type(source).__name__}")
@@ -215,7 +218,8 @@ def load_recordings(folder: str | Path = DEFAULT_FOLDER) -> list[Recording]:
     >>> load_recordings("no/such/folder")
     Traceback (most recent call last):
     ...
-    FileNotFoundError: folder 'no/such/folder' does not exist (recordings live in docs/_data/gpu)
+    FileNotFoundError: folder 'no/such/folder' does not exist (recordings live
+    in docs/_data/gpu)
     """
     if not isinstance(folder, (str, Path)):
         raise TypeError(f"folder must be a str or Path, got {type(folder).__name__}")
@@ -331,8 +335,8 @@ def record(device: torch.device | str | None = None, sizes: BenchSizes | None = 
     >>> record("cpu")
     Traceback (most recent call last):
     ...
-    RuntimeError: a recording needs a CUDA GPU, but the device is 'cpu'; \
-run `python -m amp_lesson.bench --record` on a CUDA machine
+    RuntimeError: a recording needs a CUDA GPU, but the device is 'cpu'; run
+    `python -m amp_lesson.bench --record` on a CUDA machine
     """
     device = resolve_device(device)
     if device.type != "cuda":

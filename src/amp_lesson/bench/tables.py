@@ -117,13 +117,15 @@ def bench_table(
 
     Examples
     --------
-    >>> rows = [BenchRow("linear_stack", "fp32", "cpu", step_ms=2.0, step_ms_min=1.9,
-    ...                  step_ms_max=2.5, tflops=0.05, speedup=1.0, saved_bytes=3_000_000),
-    ...         BenchRow("linear_stack", "tf32", "cpu", available=False, note="not available")]
-    >>> print(bench_table(rows, drop_empty=True))
+    >>> fp32 = BenchRow("linear_stack", "fp32", "cpu", step_ms=2.0, step_ms_min=1.9,
+    ...                 step_ms_max=2.5, tflops=0.05, speedup=1.0,
+    ...                 saved_bytes=3_000_000)
+    >>> tf32 = BenchRow("linear_stack", "tf32", "cpu", available=False,
+    ...                 note="unavailable")
+    >>> print(bench_table([fp32, tf32], drop_empty=True))
     model         regime  step ms  range ms  vs FP32  TFLOP/s  saved MB  note
     linear_stack  FP32    2        1.9–2.5   1.00×    0.05     3         —
-    linear_stack  TF32    —        —         —        —        —         not available
+    linear_stack  TF32    —        —         —        —        —         unavailable
     """
     if isinstance(rows, BenchRow) or not isinstance(rows, Sequence):
         raise TypeError(f"rows must be a sequence of BenchRow, got {type(rows).__name__}")
@@ -267,7 +269,8 @@ class RecordingsView:
     Examples
     --------
     >>> print(RecordingsView([], measured_on="CPU (x86_64, 2 cores)"))
-    No GPU measurement is shown here: every number on this page was measured on CPU (x86_64, 2 cores). ...
+    No GPU measurement is shown here: every number on this page was measured
+    on CPU (x86_64, 2 cores). ...
     """
 
     recordings: Sequence[Recording]
@@ -458,8 +461,11 @@ class SpeedBeside:
         --------
         >>> view = SpeedBeside({"fp32": 1.0, "fp16": 34.0}, "live", [])
         >>> print(*view.claim_sentences("speed", "CPU (x86_64, 2 cores)"), sep="\\n")
-        On CPU (x86_64, 2 cores), this build's device, an FP16 matrix product took 34 times as long as an FP32 one: this device has no fast FP16 arithmetic, so here mixed precision buys smaller activations, not time.
-        No GPU recording is stored with the book's sources, so this page cannot show what a GPU with tensor cores does with the same switch.
+        On CPU (x86_64, 2 cores), this build's device, an FP16 matrix product took
+        34 times as long as an FP32 one: this device has no fast FP16 arithmetic,
+        so here mixed precision buys smaller activations, not time.
+        No GPU recording is stored with the book's sources, so this page cannot
+        show what a GPU with tensor cores does with the same switch.
         """
         from amp_lesson.claims import claim
 
@@ -582,9 +588,13 @@ def unshown_peaks_note(recording: Recording) -> str | None:
     >>> old = "saved_tensors + cuda_max_memory_allocated"
     >>> rows = [BenchRow("linear_stack", g, "cuda", peak_bytes=b, memory_method=old)
     ...         for g, b in [("fp32", 2_000_000_000), ("fp16", 3_000_000_000)]]
-    >>> p = {"gpu_name": "NVIDIA H200", "torch_version": "2.11.0", "date": "2026-11-30"}
-    >>> print(unshown_peaks_note(Recording(Path("h200.json"), p, BenchSizes(), rows)))
-    The recording's "peak alloc MB" is not shown. It was read as torch.cuda.max_memory_allocated ... in the order the regimes ran they only rise, from 2000 to 3000 MB. ...
+    >>> p = {"gpu_name": "NVIDIA H200", "torch_version": "2.11.0",
+    ...      "date": "2026-11-30"}
+    >>> recording = Recording(Path("h200.json"), p, BenchSizes(), rows)
+    >>> print(unshown_peaks_note(recording))
+    The recording's "peak alloc MB" is not shown. It was read as
+    torch.cuda.max_memory_allocated ... in the order the regimes ran they only
+    rise, from 2000 to 3000 MB. ...
     """
     stale = [
         r for r in recording.rows

@@ -71,7 +71,8 @@ class BenchSizes:
     >>> BenchSizes(batch=16, width=12)
     Traceback (most recent call last):
     ...
-    ValueError: width must be a multiple of 8 (the alignment FP16 tensor cores ask of matrix sizes), got 12
+    ValueError: width must be a multiple of 8 (the alignment FP16 tensor cores
+    ask of matrix sizes), got 12
     """
 
     batch: int = 1024
@@ -183,7 +184,8 @@ def build_workload(
 
     Examples
     --------
-    >>> net, x, y = build_workload("linear_stack", BenchSizes(batch=16, width=8, depth=2), "cpu")
+    >>> sizes = BenchSizes(batch=16, width=8, depth=2)
+    >>> net, x, y = build_workload("linear_stack", sizes, "cpu")
     >>> tuple(x.shape), net(x).shape == y.shape
     ((16, 8), True)
     """
@@ -284,9 +286,10 @@ def transformer_flops(
 
     Examples
     --------
-    >>> transformer_flops(2, 16, 32, 64)
+    >>> flops = transformer_flops(2, 16, 32, 64)
+    >>> flops
     1572864
-    >>> transformer_flops(2, 16, 32, 64, input_grad=True) - transformer_flops(2, 16, 32, 64)
+    >>> transformer_flops(2, 16, 32, 64, input_grad=True) - flops
     196608
     """
     for name, value in (("batch", batch), ("seq_len", seq_len), ("d_model", d_model), ("ff", ff)):
@@ -323,7 +326,8 @@ def step_flops(model: str, sizes: BenchSizes) -> int:
 
     Examples
     --------
-    >>> step_flops("linear_stack", bench_sizes("cpu")) == linear_stack_flops(128, 4, 1024)
+    >>> sizes = bench_sizes("cpu")
+    >>> step_flops("linear_stack", sizes) == linear_stack_flops(128, 4, 1024)
     True
     """
     check_choice("model", model, MODELS)
@@ -362,8 +366,8 @@ def torch_counted_flops(model: str, sizes: BenchSizes) -> int:
 
     Examples
     --------
-    >>> tiny = BenchSizes(batch=16, width=16, depth=2, tf_batch=2, seq_len=8, d_model=16,
-    ...                   n_heads=2, ff=32)
+    >>> tiny = BenchSizes(batch=16, width=16, depth=2, tf_batch=2, seq_len=8,
+    ...                   d_model=16, n_heads=2, ff=32)
     >>> [torch_counted_flops(m, tiny) == step_flops(m, tiny) for m in MODELS]
     [True, True]
     """
