@@ -423,16 +423,29 @@ def test_a_numbered_reference_keeps_its_words() -> None:
     )
 
 
-def test_a_playground_links_to_the_book_and_the_explorer_names_its_function() -> None:
+def test_a_playground_links_to_the_book_and_each_names_its_function() -> None:
     out = md(":::{scaler-playground}\n:steps: xx\n\nWith JavaScript off, the trace above.\n:::")
-    assert out == (
+    assert out.startswith(
         "*The GradScaler playground is interactive in "
-        "[the online book](https://book.example/en/latest/chapter/formats.html).*\n\n"
-        "With JavaScript off, the trace above."
+        "[the online book](https://book.example/en/latest/chapter/formats.html).* "
     )
+    assert "JavaScript" not in out  # the site's worked example is not in a notebook
+    assert out.endswith(export.IN_A_NOTEBOOK["scaler-playground"])
+    # the calls it names run, and give the playground's trace and summary
+    from amp_lesson.playground import describe_trace, read_steps, scaler_trace
+
+    call = re.search(r"`amp_lesson\.playground\.(scaler_trace\(.*?\))`", out)[1]
+    settings = {"init_scale": 4.0, "growth_factor": 2.0, "backoff_factor": 0.5,
+                "growth_interval": 2}  # fmt: skip
+    pattern = "x.."
+    names = {"scaler_trace": scaler_trace, "read_steps": read_steps}
+    rows = eval(call, names, {"settings": settings, "pattern": pattern})
+    assert [r["scale after"] for r in rows] == ["2.0", "2.0", "4.0"]
+    assert "describe_trace" in out
+    assert describe_trace(rows).startswith("3 steps, 1 skipped.")
     out = md(":::{bit-explorer}\n:value: 0.1\n\nWith JavaScript off, this table.\n:::")
     assert "this table" not in out  # the site's static table is not in a notebook
-    assert out.endswith(export.EXPLORER_IN_A_NOTEBOOK)
+    assert out.endswith(export.IN_A_NOTEBOOK["bit-explorer"])
     # the call it names runs, and gives what the site's table shows for those values
     call = re.search(r"`amp_lesson\.playground\.(explorer_rows\(.*?\))`", out)[1]
     rows = eval(call, {"explorer_rows": explorer_rows})

@@ -44,6 +44,8 @@ from amp_lesson.playground import (
 )
 from amp_lesson.scaler import ScalerSimulator
 
+STATIC = Path(inspect.getfile(read_number)).parent / "sphinxext" / "static"
+
 
 def _error_message(func: Any, *args: Any) -> str:
     """The message of the ValueError ``func(*args)`` raises (failing if it raises none)."""
@@ -346,6 +348,7 @@ PAGE = """\
 :value: 65520
 :examples: 0.1, 65520, inf
 :formats: fp32 fp16 fp8_e4m3
+:show: fp16 fp32
 
 Without JavaScript, this table.
 :::
@@ -396,12 +399,20 @@ def test_the_explorer_carries_its_formats_and_a_static_table(page_html: Beautifu
     data = json.loads(root.select_one("script.amp-bx-data").string)
     assert data["formats"] == format_parameters(list(FORMATS))
     assert data["show"] == ["fp32", "fp16", "fp8_e4m3"]
+    assert data["shown"] == ["fp16", "fp32"]  # shown at first; the rest a click away
+    assert data["examples"] == ["0.1", "65520", "inf"]  # offered as buttons, as typed
     assert data["initial"] == "65520"
     static = root.select_one(".amp-bx-static")
     assert "Without JavaScript, this table." in static.get_text()
+    # a group of rows per value, under the value, for the formats shown at first
+    groups = static.select("tbody")
+    expected = explorer_rows([0.1, 65520.0, math.inf], ["fp32", "fp16"])
+    assert [g.select_one('th[scope="rowgroup"]').get_text() for g in groups] == [
+        "0.1", "65520.0", "inf"
+    ]
     cells = [[td.get_text() for td in tr.find_all("td")] for tr in static.select("tbody tr")]
-    expected = explorer_rows([0.1, 65520.0, math.inf], ["fp32", "fp16", "fp8_e4m3"])
-    assert cells == [list(row.values()) for row in expected]
+    cells = [row for row in cells if row]  # the heading rows hold a th
+    assert cells == [[v for k, v in row.items() if k != "value"] for row in expected]
     wrap = static.select_one(".amp-bx-table-wrap")
     assert wrap["tabindex"] == "0"
     assert wrap["role"] == "region"
@@ -420,9 +431,20 @@ def test_the_scaler_playground_carries_its_settings_and_fallback(
     assert data["growth_interval"] == "3"
     assert data["steps"] == "xx.. ..x"
     assert data["max_steps"] == MAX_STEPS
-    link = root.select_one(".amp-sp-static a")
+    assert data["change_text"] == dict(playground.CHANGE_TEXT)
+    static = root.select_one(".amp-sp-static")
+    link = static.select_one("a")
     assert link is not None
     assert link["href"].endswith("#trace")
+    # without JavaScript: the starting point worked through, computed when the page was built
+    settings = read_scaler_settings({**{k: data[k] for k in params_of(data)}})
+    rows = playground.scaler_trace(settings, read_steps("xx.. ..x"))
+    table = static.select_one("table.amp-sp-table")
+    assert [th.get_text() for th in table.select("thead th")] == list(playground.TRACE_COLUMNS)
+    cells = [[td.get_text() for td in tr.find_all("td")] for tr in table.select("tbody tr")]
+    assert cells == [list(row.values()) for row in rows]
+    assert static.select_one(".amp-sp-summary").get_text() == playground.describe_trace(rows)
+    assert "growth_interval=3" in static.select_one(".amp-sp-call").get_text()
 
 
 def test_assets_are_local_deferred_and_only_where_needed(
@@ -452,6 +474,14 @@ def test_assets_are_local_deferred_and_only_where_needed(
 BAD_OPTIONS = {
     "unreadable-value": (":::{bit-explorer}\n:value: 0xZZ\n:::\n", "“0xZZ” is not a bit pattern"),
     "unknown-format": (":::{bit-explorer}\n:formats: fp16 fp12\n:::\n", "'fp12' is not a format"),
+    "shown-not-offered": (
+        ":::{bit-explorer}\n:formats: fp16 bf16\n:show: fp32\n:::\n",
+        "show: fp32 not among the formats offered (fp16, bf16)",
+    ),
+    "format-twice": (
+        ":::{bit-explorer}\n:formats: fp16 fp16\n:::\n",
+        "formats: name each format once",
+    ),
     "bad-example": (":::{bit-explorer}\n:examples: 1, two\n:::\n", "“two” is not a number"),
     "bad-steps": (
         ":::{scaler-playground}\n:steps: x.y\n\nFallback.\n:::\n",
@@ -499,3 +529,61 @@ def test_a_playgrounds_data_is_computed_once_per_execution_key(built: Path) -> N
         assert "read from the stored copy" in (again / "page.html").read_text(encoding="utf-8")
     finally:
         explorer.write_text(original, encoding="utf-8")
+
+
+def params_of(data: dict[str, Any]) -> list[str]:
+    """The four GradScaler settings among a playground's data."""
+    return ["init_scale", "growth_factor", "backoff_factor", "growth_interval"]
+
+
+# -- the playground's trace, as a reader without JavaScript sees it ---------------------------
+
+
+def test_the_trace_simulates_steps_with_gradscalers_inverse_and_what_update_did() -> None:
+    settings = read_scaler_settings(
+        {"init_scale": "8", "growth_factor": "2", "backoff_factor": "0.5", "growth_interval": "2"}
+    )
+    rows = playground.scaler_trace(settings, read_steps("x...."))
+    assert list(rows[0]) == list(playground.TRACE_COLUMNS)
+    assert [r["scale used"] for r in rows] == ["8.0", "4.0", "4.0", "8.0", "8.0"]
+    assert [r["what happened"] for r in rows] == [
+        playground.CHANGE_TEXT["backoff"], "", playground.CHANGE_TEXT["grow"], "",
+        playground.CHANGE_TEXT["grow"],
+    ]  # fmt: skip
+    # inv_scale is what GradScaler unscales with: scale.double().reciprocal().float()
+    for row in rows:
+        used = torch.tensor(float(row["scale used"]), dtype=torch.float32)
+        assert row["inv_scale"] == repr(used.double().reciprocal().float().item())
+    assert playground.describe_trace(rows) == (
+        "5 steps, 1 skipped. The scale went from 8.0 to 16.0; the growth tracker ends at 0."
+    )
+    one = playground.scaler_trace(settings, read_steps("."))
+    assert playground.describe_trace(one).startswith("1 step, 0 skipped.")
+
+
+def test_the_trace_names_the_corners_a_scale_can_reach() -> None:
+    top = read_scaler_settings({"init_scale": "3e38", "growth_factor": "2",
+                                "backoff_factor": "0.5", "growth_interval": "1"})  # fmt: skip
+    capped = playground.scaler_trace(top, read_steps(".."))
+    assert capped[0]["what happened"] == playground.CHANGE_TEXT["capped"]
+    assert "At step 1 growth would have overflowed float32" in playground.describe_trace(capped)
+    low = read_scaler_settings({"init_scale": "1", "growth_factor": "2",
+                                "backoff_factor": "0.001", "growth_interval": "5"})  # fmt: skip
+    down = playground.scaler_trace(low, read_steps("x" * 20))
+    text = playground.describe_trace(down)
+    assert "overflows float32 to inf" in text
+    assert "the scale is 0, and it cannot grow back" in text
+    assert any(r["inv_scale"] == "inf" for r in down)
+    with pytest.raises(ValueError, match="rows must hold at least one step"):
+        playground.describe_trace([])
+
+
+def test_the_scripts_trace_columns_are_the_pythons() -> None:
+    """The live playground's headings are amp_lesson.playground.TRACE_COLUMNS (a soft hyphen
+    aside), so the worked example and the widget read alike."""
+    import re
+
+    script = (STATIC / "amp-scaler-playground.js").read_text(encoding="utf-8")
+    block = script[script.index("var COLUMNS = [") : script.index("];", script.index("var COLUMNS"))]
+    headings = [h.replace("\\u00ad", "") for h in re.findall(r'\["([^"]+)", \d+\]', block)]
+    assert headings == list(playground.TRACE_COLUMNS)

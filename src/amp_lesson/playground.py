@@ -15,16 +15,19 @@ of truth serves both and the browser tests have a reference to compare with:
   reader without JavaScript sees;
 - :func:`read_steps`, :func:`steps_pattern`, :func:`every` and
   :func:`read_scaler_settings` -- the playground's input language for a
-  schedule of overflows and GradScaler's four arguments.
+  schedule of overflows and GradScaler's four arguments;
+- :func:`scaler_trace` and :func:`describe_trace` -- the playground's trace
+  and its summary, the worked example a reader without JavaScript sees.
 
 What the explorer casts from: a typed number is read as Python's ``float(text)``
 reads it (a float64, correctly rounded), then stored in each format as torch
 casts a float64 tensor, through float32 for the narrower formats:
 
 >>> from amp_lesson.formats import store
->>> store(read_number("1.00048828125000001"), "fp16").stored  # 1 + 2**-11 + a hair
+>>> # 1 + 2**-11 + a hair, and the FP32 pattern of 1 + 2**-11
+>>> store(read_number("1.00048828125000001"), "fp16").stored
 1.0
->>> store(read_number("0x3f801000"), "fp16").stored  # the FP32 pattern of 1 + 2**-11
+>>> store(read_number("0x3f801000"), "fp16").stored
 1.0
 
 Why this module is long: the bit explorer and the GradScaler playground read one set
@@ -46,6 +49,7 @@ from amp_lesson.formats import FORMATS, FormatSpec, Stored, store
 from amp_lesson.scaler import ScalerSimulator
 
 __all__ = [
+    "CHANGE_TEXT",
     "CLASS_TEXT",
     "EVENT_TEXT",
     "EXAMPLE_VALUES",
@@ -53,7 +57,9 @@ __all__ = [
     "MAX_NUMBER_LENGTH",
     "MAX_STEPS",
     "PATTERN_PREFIXES",
+    "TRACE_COLUMNS",
     "class_text",
+    "describe_trace",
     "event_text",
     "every",
     "explorer_rows",
@@ -61,11 +67,13 @@ __all__ = [
     "read_number",
     "read_scaler_settings",
     "read_steps",
+    "scaler_trace",
     "steps_pattern",
 ]
 
-EXPLORER_FORMATS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2")
-"""The formats the bit explorer shows, in its order."""
+EXPLORER_FORMATS: tuple[str, ...] = ("fp16", "bf16", "fp32", "tf32", "fp8_e4m3", "fp8_e5m2")
+"""The formats the bit explorer offers, in its order (FP16, which most readers come for,
+first)."""
 
 EXAMPLE_VALUES: tuple[float, ...] = (
     0.1,
@@ -190,12 +198,13 @@ def read_number(text: str) -> float:
     --------
     >>> read_number("0.1"), read_number("-0"), read_number("1e-8")
     (0.1, -0.0, 1e-08)
-    >>> read_number("0x3f800000"), read_number("fp16:0x7bff"), read_number("e4m3:0x7e")
-    (1.0, 65504.0, 448.0)
+    >>> [read_number(t) for t in ("0x3f800000", "fp16:0x7bff", "e4m3:0x7e")]
+    [1.0, 65504.0, 448.0]
     >>> read_number("fp16:0x10000")
     Traceback (most recent call last):
     ...
-    ValueError: fp16:0x10000 does not fit in FP16's 16 bits: the largest pattern is 0xffff.
+    ValueError: fp16:0x10000 does not fit in FP16's 16 bits: the largest pattern
+    is 0xffff.
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__} {text!r}")
@@ -287,7 +296,8 @@ def format_parameters(names: Iterable[str] = EXPLORER_FORMATS) -> list[dict[str,
     (448.0, False, True, 'e4m3')
     >>> e4m3["nan"]
     {'pattern': 127, 'keeps_sign': True, 'keeps_payload': False}
-    >>> format_parameters(["bf16"])[0]["nan"]  # torch's BF16 cast drops a NaN's sign
+    >>> # torch's BF16 cast drops a NaN's sign
+    >>> format_parameters(["bf16"])[0]["nan"]
     {'pattern': 32704, 'keeps_sign': False, 'keeps_payload': False}
     """
     if isinstance(names, str) or not isinstance(names, Iterable):
@@ -446,7 +456,8 @@ def read_steps(pattern: str) -> list[bool]:
     >>> read_steps("x.o")
     Traceback (most recent call last):
     ...
-    ValueError: steps: character 3 is “o”; use . for a clean step and x for an overflow.
+    ValueError: steps: character 3 is “o”; use . for a clean step and x for an
+    overflow.
     """
     if not isinstance(pattern, str):
         raise TypeError(f"pattern must be a str, got {type(pattern).__name__} {pattern!r}")
@@ -549,12 +560,14 @@ def read_scaler_settings(texts: Mapping[str, str]) -> dict[str, float | int]:
     --------
     >>> read_scaler_settings({"init_scale": "65536", "growth_factor": "2",
     ...                       "backoff_factor": "0.5", "growth_interval": "4"})
-    {'init_scale': 65536.0, 'growth_factor': 2.0, 'backoff_factor': 0.5, 'growth_interval': 4}
+    {'init_scale': 65536.0, 'growth_factor': 2.0, 'backoff_factor': 0.5,
+     'growth_interval': 4}
     >>> read_scaler_settings({"init_scale": "1e-50", "growth_factor": "2",
     ...                       "backoff_factor": "0.5", "growth_interval": "4"})
     Traceback (most recent call last):
     ...
-    ValueError: init_scale must be representable in float32 (GradScaler keeps the scale in a float32 tensor): between about 1.4e-45 and 3.402823e+38, got 1e-50
+    ValueError: init_scale must be representable in float32 (GradScaler keeps the
+    scale in a float32 tensor): between about 1.4e-45 and 3.402823e+38, got 1e-50
     """
     if not isinstance(texts, Mapping):
         raise TypeError(f"texts must be a mapping of the four settings, got {texts!r}")
@@ -581,3 +594,149 @@ def read_scaler_settings(texts: Mapping[str, str]) -> dict[str, float | int]:
     # ScalerSimulator's own checks, so the messages are the ones Python gives.
     ScalerSimulator(**values)  # type: ignore[arg-type]
     return values
+
+
+TRACE_COLUMNS: tuple[str, ...] = (
+    "step",
+    "scale used",
+    "inv_scale",
+    "overflow",
+    "skipped",
+    "scale after",
+    "growth tracker",
+    "what happened",
+)
+"""The columns of the playground's trace, in its order."""
+
+CHANGE_TEXT: Mapping[str, str] = {
+    "backoff": "skipped; scale × backoff",
+    "grow": "scale × growth",
+    "capped": "growth would overflow float32: scale kept",
+    "count": "",
+}
+"""How the trace words what ``update()`` did to the scale after a step."""
+
+
+def _float32(value: float) -> float:
+    """``value`` rounded to float32, as GradScaler's kernel rounds its double products."""
+    return torch.tensor(value, dtype=torch.float64).to(torch.float32).item()
+
+
+def scaler_trace(settings: Mapping[str, float | int], schedule: Iterable[bool]) -> list[dict]:
+    """The playground's trace of a schedule: one row of :data:`TRACE_COLUMNS` text per step.
+
+    The steps are :func:`~amp_lesson.scaler.simulate`'s; ``inv_scale`` is the
+    float32 reciprocal GradScaler unscales with, and "what happened" says
+    whether ``update()`` backed off, grew the scale, or would have grown it
+    past float32's largest value and so kept it. This is the table a reader
+    without JavaScript sees, and the one the playground draws.
+
+    Parameters
+    ----------
+    settings : mapping
+        GradScaler's four arguments (:func:`read_scaler_settings`).
+    schedule : iterable of bool
+        One entry per step, ``True`` for an overflow (:func:`read_steps`).
+
+    Returns
+    -------
+    list of dict of str to str
+        One row per step.
+
+    Examples
+    --------
+    >>> settings = {"init_scale": 8.0, "growth_factor": 2.0,
+    ...             "backoff_factor": 0.5, "growth_interval": 2}
+    >>> for row in scaler_trace(settings, read_steps("x..")):
+    ...     print(row["step"], row["scale used"], row["inv_scale"],
+    ...           row["what happened"])
+    1 8.0 0.125 skipped; scale × backoff
+    2 4.0 0.25
+    3 4.0 0.25 scale × growth
+    """
+    from amp_lesson.scaler import simulate
+
+    rows = []
+    for r in simulate(schedule, **settings):  # type: ignore[arg-type]
+        if r.found_inf:
+            change = "backoff"
+        elif r.growth_tracker_after:
+            change = "count"
+        elif math.isinf(_float32(r.scale_used * settings["growth_factor"])):
+            change = "capped"
+        else:
+            change = "grow"
+        # GradScaler unscales with scale.double().reciprocal().float(): 1/0 is inf
+        inverse = _float32(1 / r.scale_used) if r.scale_used else math.inf
+        values = (
+            str(r.step),
+            repr(r.scale_used),
+            repr(inverse),
+            "yes" if r.found_inf else "no",
+            "yes" if r.skipped else "no",
+            repr(r.scale_after),
+            str(r.growth_tracker_after),
+            CHANGE_TEXT[change],
+        )
+        rows.append(dict(zip(TRACE_COLUMNS, values, strict=True)))
+    return rows
+
+
+def describe_trace(rows: list[dict]) -> str:
+    """The playground's summary of a trace from :func:`scaler_trace`, in its words.
+
+    Parameters
+    ----------
+    rows : list of dict
+        The trace, at least one step.
+
+    Returns
+    -------
+    str
+        How many steps were skipped, where the scale went, and whether it
+        reached zero, an infinite inverse or the top of float32.
+
+    Raises
+    ------
+    ValueError
+        If ``rows`` is empty.
+
+    Examples
+    --------
+    >>> settings = {"init_scale": 8.0, "growth_factor": 2.0,
+    ...             "backoff_factor": 0.5, "growth_interval": 2}
+    >>> describe_trace(scaler_trace(settings, read_steps("x..")))
+    '3 steps, 1 skipped. The scale went from 8.0 to 8.0; the growth tracker
+    ends at 0.'
+    """
+    from amp_lesson.display import count
+
+    if not rows:
+        raise ValueError("rows must hold at least one step")
+    skipped = sum(r["skipped"] == "yes" for r in rows)
+    last = rows[-1]
+    text = (
+        f"{count(len(rows), 'step')}, {skipped} skipped. The scale went from "
+        f"{rows[0]['scale used']} to {last['scale after']}; the growth tracker ends at "
+        f"{last['growth tracker']}."
+    )
+    infinite = next((r for r in rows if r["inv_scale"] == "inf"), None)
+    zero = next((r for r in rows if r["scale after"] == "0.0"), None)
+    capped = next((r for r in rows if r["what happened"] == CHANGE_TEXT["capped"]), None)
+    if infinite:
+        text += (
+            f" From step {infinite['step']} the scale is 2^-128 or less, so inv_scale = "
+            "1/scale overflows float32 to inf: a clean step then unscales its gradients "
+            "to inf or NaN."
+        )
+    if zero:
+        text += (
+            f" After step {zero['step']} the scale is 0, and it cannot grow back: "
+            "0 × growth_factor is 0."
+        )
+    if capped:
+        text += (
+            f" At step {capped['step']} growth would have overflowed float32, so the "
+            "scale stayed put."
+        )
+    return text

@@ -501,9 +501,8 @@ def _directive(name: str, arg: str, options: dict[str, str], body: list[str], ct
     if name in PLAYGROUNDS:
         link = _doc_link("/" + ctx.docname, ctx) if ctx.docname else ctx.docs_url
         note = f"*The {PLAYGROUNDS[name]} is interactive in [the online book]({link}).*"
-        if name == "bit-explorer":  # its body describes the site's static table, absent here
-            return f"\n{note} {EXPLORER_IN_A_NOTEBOOK}\n"
-        return f"\n{note}\n\n{inner}\n"
+        # Their bodies introduce the site's static versions, absent here.
+        return f"\n{note} {IN_A_NOTEBOOK[name]}\n"
     if name == "literalinclude":
         return "\n" + _literal_include(arg, options, ctx) + "\n"
     if name in ("toctree", "lesson-corrections", "nb-exec-table", "contents", "page-info"):
@@ -512,10 +511,17 @@ def _directive(name: str, arg: str, options: dict[str, str], body: list[str], ct
     return "\n" + inner + "\n"
 
 
-EXPLORER_IN_A_NOTEBOOK = (
-    "Here, `amp_lesson.playground.explorer_rows([65519.0, 65520.0, 6.1e-5])` gives its rows "
-    "for any values you pass, as the cells of this notebook compute them."
-)
+IN_A_NOTEBOOK = {
+    "bit-explorer": (
+        "Here, `amp_lesson.playground.explorer_rows([65519.0, 65520.0, 6.1e-5])` gives its "
+        "rows for any values you pass, as the cells of this notebook compute them."
+    ),
+    "scaler-playground": (
+        "Here, `amp_lesson.playground.scaler_trace(settings, read_steps(pattern))` gives its "
+        "trace, step by step, for GradScaler's settings and a pattern of overflows (`x`) and "
+        "clean steps (`.`), and `describe_trace` its summary."
+    ),
+}
 
 
 def _literal_include(arg: str, options: dict[str, str], ctx: _Context) -> str:

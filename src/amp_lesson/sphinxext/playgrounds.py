@@ -1,15 +1,22 @@
 """Two playgrounds in the page: a bit explorer and a GradScaler playground.
 
 ``{bit-explorer}`` lets a reader type a number (or flip bits) and see what
-FP32, TF32, BF16, FP16 and the two FP8 formats store for it::
+FP16, BF16, FP32, TF32 and the two FP8 formats store for it::
 
     :::{bit-explorer}
     :value: 0.1
-    :examples: 0.1, 65520, 1e-8, 500, inf, nan
-    :formats: fp32 tf32 bf16 fp16 fp8_e4m3 fp8_e5m2
+    :examples: 65519, 65520, 6.1e-5, 1e-8, -0
+    :formats: fp16 bf16 fp32 tf32 fp8_e4m3 fp8_e5m2
+    :show: fp16 bf16 fp32
 
     What a reader without JavaScript reads above the table (MyST).
     :::
+
+``:formats:`` are the formats a reader can pick from, in the order shown
+(default: all six, FP16 first); ``:show:`` those shown at first (default:
+all of them). ``:examples:`` are offered as buttons that type the value, and
+are the rows of the table a reader without JavaScript sees (for the formats
+of ``:show:``).
 
 ``{scaler-playground}`` lets a reader set GradScaler's arguments and a schedule
 of overflows (``x`` an overflow, ``.`` a clean step) and watch the scale::
@@ -58,7 +65,7 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 STYLE = "amp-playgrounds.css"
 FLOATS_SCRIPT = "amp-floats.js"
 SCRIPTS = {"amp-bx": "amp-bit-explorer.js", "amp-sp": "amp-scaler-playground.js"}
-TABLE_COLUMNS = ("value", "format", "stored", "bits", "class", "event", "relative error")
+TABLE_COLUMNS = ("format", "stored", "bits", "class", "event", "relative error")
 _HEADINGS = {"bits": "sign exponent mantissa"}
 WIDGET_ATTRIBUTE = "amp_playground"
 
@@ -79,31 +86,48 @@ def _raw(text: str, widget: str | None = None) -> nodes.raw:
 
 
 def _static_table(rows: list[dict[str, str]], label: str) -> str:
+    """The explorer's rows as a table, a group of rows per value under a heading row."""
     head = "".join(
         f'<th scope="col">{html.escape(_HEADINGS.get(c, c))}</th>' for c in TABLE_COLUMNS
     )
+    groups: dict[str, list[dict[str, str]]] = {}
+    for row in rows:
+        groups.setdefault(row["value"], []).append(row)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(row[c])}</td>" for c in TABLE_COLUMNS) + "</tr>"
-        for row in rows
+        f'<tbody><tr><th scope="rowgroup" colspan="{len(TABLE_COLUMNS)}">'
+        f"{html.escape(value)}</th></tr>"
+        + "".join(
+            "<tr>"
+            + "".join(
+                f'<td class="amp-bx-col-{c.replace(" ", "-")}">{html.escape(row[c])}</td>'
+                for c in TABLE_COLUMNS
+            )
+            + "</tr>"
+            for row in group
+        )
+        + "</tbody>"
+        for value, group in groups.items()
     )
     caption = "What each format stores, computed by amp_lesson.formats when this page was built"
     return (
         f'<div class="amp-bx-table-wrap" tabindex="0" role="region" aria-label="{html.escape(label)}">'
         f'<table class="amp-bx-table"><caption>{caption}</caption>'
-        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+        f"<thead><tr>{head}</tr></thead>{body}</table></div>"
     )
 
 
-def _format_names(argument: str) -> list[str]:
+def _format_names(argument: str, option: str = "formats") -> list[str]:
     from amp_lesson.formats import FORMATS
 
     names = argument.replace(",", " ").split()
     for name in names:
         if name not in FORMATS:
             allowed = ", ".join(FORMATS)
-            raise ValueError(f"formats: {name!r} is not a format; use names from {allowed}")
+            raise ValueError(f"{option}: {name!r} is not a format; use names from {allowed}")
     if not names:
-        raise ValueError("formats: name at least one format")
+        raise ValueError(f"{option}: name at least one format")
+    if len(set(names)) < len(names):
+        raise ValueError(f"{option}: name each format once, got {argument.strip()!r}")
     return names
 
 
@@ -115,6 +139,7 @@ class BitExplorer(SphinxDirective):
         "value": directives.unchanged,
         "examples": directives.unchanged,
         "formats": directives.unchanged,
+        "show": directives.unchanged,
         "id": directives.unchanged,
     }
 
@@ -152,20 +177,30 @@ def _explorer(options: dict[str, str]) -> dict[str, Any]:
 
     read_number(options.get("value", "0.1").strip())
     names = _format_names(options.get("formats", " ".join(EXPLORER_FORMATS)))
+    shown = _format_names(options.get("show", " ".join(names)), "show")
+    outside = [name for name in shown if name not in names]
+    if outside:
+        raise ValueError(
+            f"show: {', '.join(outside)} not among the formats offered ({', '.join(names)})"
+        )
     examples_text = options.get("examples")
-    examples = (
-        [read_number(v) for v in examples_text.split(",")]
+    texts = (
+        [v.strip() for v in examples_text.split(",")]
         if examples_text
-        else list(EXAMPLE_VALUES)
+        else [repr(v) for v in EXAMPLE_VALUES]
     )
+    examples = [read_number(v) for v in texts]
     data = {
         "formats": format_parameters(list(FORMATS)),  # every format: any can be typed as bits
         "show": names,
+        "shown": shown,
+        "examples": texts,
         "prefixes": dict(PATTERN_PREFIXES),
         "event_text": dict(EVENT_TEXT),
         "class_text": dict(CLASS_TEXT),
     }
-    table = _static_table(explorer_rows(examples, names), "Bit explorer, static table")
+    shown_in_order = [name for name in names if name in shown]
+    table = _static_table(explorer_rows(examples, shown_in_order), "Bit explorer, static table")
     return {"data": data, "table": table}
 
 
@@ -230,22 +265,30 @@ class ScalerPlayground(SphinxDirective):
                 "instead (point at the page's executed trace)"
             )
         try:
-            data = computed_once(self, "scaler-playground", lambda: _scaler(self.options))
+            computed = computed_once(self, "scaler-playground", lambda: _scaler(self.options))
         except ValueError as error:
             raise self.error(f"scaler-playground: {error}") from None
         serial = self.env.new_serialno("amp-sp") + 1
         widget_id = self.options.get("id", f"amp-sp-{serial}").strip()
         opening = (
             f'<div class="amp-playground amp-sp" id="{html.escape(widget_id)}">'
-            + _json_script("amp-sp-data", data)
+            + _json_script("amp-sp-data", computed["data"])
             + '<div class="amp-sp-static">'
         )
-        return [_raw(opening, "amp-sp"), *self.parse_content_to_nodes(), _raw("</div></div>")]
+        body = self.parse_content_to_nodes()
+        return [_raw(opening, "amp-sp"), *body, _raw(computed["static"] + "</div></div>")]
 
 
 def _scaler(options: dict[str, str]) -> dict[str, Any]:
-    """The scaler playground's data for ``options``; ``ValueError`` names a bad one."""
-    from amp_lesson.playground import MAX_STEPS, read_scaler_settings, read_steps, steps_pattern
+    """The scaler playground's data and worked example for ``options``; ``ValueError``
+    names a bad option."""
+    from amp_lesson.playground import (
+        CHANGE_TEXT,
+        MAX_STEPS,
+        read_scaler_settings,
+        read_steps,
+        steps_pattern,
+    )
 
     settings = _scaler_defaults()
     for name in settings:
@@ -253,9 +296,51 @@ def _scaler(options: dict[str, str]) -> dict[str, Any]:
         if option in options:
             settings[name] = options[option].strip()
     steps = options.get("steps", steps_pattern([False] * 9 + [True]) * 4)
-    read_scaler_settings(settings)
-    read_steps(steps)
-    return {**settings, "steps": steps.strip(), "max_steps": MAX_STEPS}
+    values = read_scaler_settings(settings)
+    schedule = read_steps(steps)
+    data = {
+        **settings,
+        "steps": steps.strip(),
+        "max_steps": MAX_STEPS,
+        "change_text": dict(CHANGE_TEXT),
+    }
+    return {"data": data, "static": _worked_example(values, schedule)}
+
+
+def _worked_example(settings: dict[str, Any], schedule: list[bool]) -> str:
+    """The playground's starting point, worked through: the call, the schedule, the
+    summary and the trace, for a reader without JavaScript (and without the widget)."""
+    from amp_lesson.playground import (
+        TRACE_COLUMNS,
+        describe_trace,
+        scaler_trace,
+        steps_pattern,
+    )
+
+    rows = scaler_trace(settings, schedule)
+    call = "torch.amp.GradScaler(" + ", ".join(
+        ['"cpu"', *(f"{name}={value!r}" for name, value in settings.items())]
+    )
+    head = "".join(f'<th scope="col">{html.escape(c)}</th>' for c in TRACE_COLUMNS)
+    body = "".join(
+        f'<tr class="{"amp-sp-skipped" if row["skipped"] == "yes" else ""}">'
+        + "".join(f"<td>{html.escape(row[c])}</td>" for c in TRACE_COLUMNS)
+        + "</tr>"
+        for row in rows
+    )
+    return (
+        '<div class="amp-sp-worked">'
+        f'<p class="amp-sp-call"><code>{html.escape(call)})</code></p>'
+        '<p class="amp-sp-schedule">Steps (x an overflow, . a clean step): '
+        f"<code>{html.escape(steps_pattern(schedule))}</code></p>"
+        f'<p class="amp-sp-summary">{html.escape(describe_trace(rows))}</p>'
+        '<div class="amp-sp-table-wrap" tabindex="0" role="region" '
+        'aria-label="Trace, step by step">'
+        '<table class="amp-sp-table amp-sp-table-static">'
+        "<caption>The trace: what update() did after each step, computed by "
+        "amp_lesson.playground when this page was built</caption>"
+        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div></div>"
+    )
 
 
 def _widgets_on(doctree: nodes.document | None) -> list[str]:

@@ -1,12 +1,15 @@
-/* The bit explorer: type a number, see what six formats store for it.
+/* The bit explorer: type a number, see what up to six formats store for it.
  *
  * The page holds a complete static table (computed at build time by
  * amp_lesson.formats) inside each `.amp-bx`; this script hides it and builds
- * the live explorer in its place from native controls: a labelled text input,
- * one toolbar of bit buttons per format (one Tab stop each; arrow keys move,
- * Enter or Space flips a bit), the facts per format, a number line of the
- * formats' ranges and a polite live region with a one-line summary. The
- * arithmetic is amp-floats.js's, which the browser tests compare with
+ * the live explorer in its place from native controls: a labelled text input
+ * that stays in view (sticky) with a one-line answer for the first format
+ * shown, buttons that type the page's suggested values, a checkbox per format
+ * (the reader picks which are shown; the page says which start shown, FP16
+ * first), one toolbar of bit buttons per format (one Tab stop each; arrow
+ * keys move, Enter or Space flips a bit), the facts per format, a number line
+ * of the formats' ranges and a polite live region with a one-line summary.
+ * The arithmetic is amp-floats.js's, which the browser tests compare with
  * amp_lesson.formats.store value by value.
  */
 (function () {
@@ -196,6 +199,9 @@
     };
 
     var live = make("div", { class: "amp-bx-live" });
+    // The input and the answer for the first format shown stay in view while the
+    // reader scrolls through the other formats.
+    var sticky = live.appendChild(make("div", { class: "amp-bx-sticky" }));
     var field = make("div", { class: "amp-bx-field" });
     var inputId = this.uid + "-input";
     field.appendChild(make("label", { for: inputId, class: "amp-bx-label" }, "Your number"));
@@ -210,7 +216,21 @@
     });
     this.input.value = data.initial;
     field.appendChild(this.input);
-    live.appendChild(field);
+    sticky.appendChild(field);
+    this.headline = sticky.appendChild(make("p", { class: "amp-bx-headline", "aria-hidden": "true" }));
+    if (data.examples && data.examples.length) {
+      var tries = live.appendChild(make("div", { class: "amp-bx-tries", role: "group", "aria-label": "Values to try" }));
+      tries.appendChild(make("span", { class: "amp-bx-tries-label", "aria-hidden": "true" }, "Try:"));
+      data.examples.forEach(function (text) {
+        var button = tries.appendChild(
+          make("button", { type: "button", class: "amp-bx-try", "aria-label": "Try " + text }, text)
+        );
+        button.addEventListener("click", function () {
+          self.input.value = text;
+          self.update();
+        });
+      });
+    }
     live.appendChild(
       make(
         "p",
@@ -227,10 +247,22 @@
     var source = this.results.appendChild(make("p", { class: "amp-bx-source" }, "Read as the Python float "));
     this.sourceValue = source.appendChild(make("code", {}, ""));
     this.sourceNote = source.appendChild(make("span", {}, "."));
+    var shown = data.shown || data.show;
+    var picker = make("fieldset", { class: "amp-bx-picker" });
+    picker.appendChild(make("legend", {}, "Formats shown"));
+    this.results.insertBefore(picker, source);
     var list = this.results.appendChild(make("ul", { class: "amp-bx-formats" }));
     this.rows = data.show.map(function (name) {
       var row = new FormatRow(self, self.formats[name]);
       list.appendChild(row.item);
+      var id = self.uid + "-show-" + name;
+      var choice = picker.appendChild(make("span", { class: "amp-bx-choice" }));
+      row.checkbox = choice.appendChild(make("input", { type: "checkbox", id: id, value: name }));
+      row.checkbox.checked = shown.indexOf(name) !== -1;
+      choice.appendChild(make("label", { for: id }, self.formats[name].label));
+      row.checkbox.addEventListener("change", function () {
+        self.showFormats();
+      });
       return row;
     });
     this.results.appendChild(this.numberLine(data.show));
@@ -245,17 +277,30 @@
     this.input.addEventListener("input", function () {
       self.update();
     });
+    this.showFormats();
     this.update();
   }
+
+  /** Show the formats whose box is ticked (the number line too); the headline follows. */
+  Explorer.prototype.showFormats = function () {
+    var self = this;
+    this.rows.forEach(function (row, i) {
+      row.item.hidden = !row.checkbox.checked;
+      self.lineRows[i].hidden = !row.checkbox.checked;
+    });
+    if (this.source) this.show(this.source);
+  };
 
   Explorer.prototype.numberLine = function (names) {
     var self = this;
     var figure = make("figure", { class: "amp-bx-line" });
     var graphic = figure.appendChild(make("div", { class: "amp-bx-line-graphic", "aria-hidden": "true" }));
     this.markers = [];
+    this.lineRows = [];
     names.forEach(function (name) {
       var spec = self.formats[name];
       var row = graphic.appendChild(make("div", { class: "amp-bx-line-row" }));
+      self.lineRows.push(row);
       row.appendChild(make("span", { class: "amp-bx-line-label" }, spec.label));
       var track = row.appendChild(make("span", { class: "amp-bx-line-track" }));
       var low = Math.log2(spec.smallest_subnormal);
@@ -306,6 +351,7 @@
     this.error.hidden = true;
     this.error.textContent = "";
     this.results.classList.remove("amp-bx-stale");
+    this.source = source;
     this.show(source);
   };
 
@@ -316,9 +362,15 @@
     setText(this.sourceNote, source.nan && source.sign ? " (a NaN with its sign bit set)." : ".");
     setAttr(this.root, "data-value", shown);
     var events = [];
+    var headline = "";
     this.rows.forEach(function (row, i) {
       var stored = floats.store(source, row.spec);
       row.show(stored, self.texts);
+      if (!row.checkbox.checked) return;
+      if (!headline) {
+        headline = row.spec.label + " stores " + floats.pyRepr(stored.stored) + " (" +
+          self.texts.eventText(stored) + ")";
+      }
       events.push(row.spec.label + " " + self.texts.eventText(stored));
       var marker = self.markers[i];
       var magnitude = Math.abs(source.value);
@@ -327,7 +379,8 @@
         marker.style.left = percent(magnitude === Infinity ? LINE_MAX : Math.log2(magnitude));
       }
     });
-    this.announce(shown + ": " + events.join(", ") + ".");
+    setText(this.headline, headline || "No format is shown: tick one above.");
+    this.announce(shown + ": " + (events.length ? events.join(", ") : "no format shown") + ".");
   };
 
   Explorer.prototype.announce = function (text) {

@@ -5,8 +5,12 @@
  * trace; this script hides it and builds the playground from native
  * controls: four labelled fields, a pattern field (x an overflow, . a clean
  * step), an "overflow every k steps" filler, a toolbar of step toggles (one
- * Tab stop; arrow keys move, Enter or Space toggles), a polite live region,
- * a plot and the trace as a table. Everything updates as the reader edits.
+ * Tab stop; arrow keys move, Enter or Space toggles), a summary, a plot and
+ * the trace as a table. Everything updates as the reader edits: the summary,
+ * the plot and the table's first rows within the same frame, the rest of a
+ * long table in chunks after it (so typing never waits on a thousand rows);
+ * the root's data-drawn is "all" once every row is in. A screen reader hears
+ * the summary from a live region once the reader pauses.
  *
  * The arithmetic is GradScaler's update kernel, as amp_lesson.scaler.
  * ScalerSimulator models it: the scale is a float32, each product is formed
@@ -20,8 +24,24 @@
   "use strict";
 
   var floats = window.ampFloats;
-  var SUMMARY_DELAY_MS = 400;
+  var SUMMARY_DELAY_MS = 400; // the live region waits for a pause in typing
   var STRIP_LIMIT = 200; // step toggles shown; longer schedules are edited as text
+  var FIRST_ROWS = 60; // rows drawn with the plot; the rest follow in chunks
+  var ROW_CHUNK = 200;
+  var TICKS_MAX = 6; // labelled powers of two on the y axis, at most about
+  // The trace's columns: heading (a soft hyphen where a long word may break), and
+  // the narrowest the column may be, in ch; a column is otherwise as wide as its
+  // widest value, and the last one wraps its words.
+  var COLUMNS = [
+    ["step", 4],
+    ["scale used", 5],
+    ["inv_scale", 9],
+    ["over\u00adflow", 5],
+    ["skipped", 7],
+    ["scale after", 5],
+    ["growth tracker", 7],
+    ["what happened", 10],
+  ];
   var FP32_MAX = floats.f32FromBits(0x7f7fffff);
   // As in amp-floats.js: one way to match each text, so a long one fails in linear time.
   var DECIMAL = /^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$/;
@@ -159,12 +179,8 @@
     });
   }
 
-  var CHANGE_TEXT = {
-    backoff: "skipped; scale \u00d7 backoff",
-    grow: "scale \u00d7 growth",
-    capped: "growth would overflow float32: scale kept",
-    count: "",
-  };
+  // What update() did, in amp_lesson.playground.CHANGE_TEXT's words (from the page's data).
+  var CHANGE_TEXT = {};
 
   /* ------------------------------------------------------------- the widget */
 
@@ -174,6 +190,7 @@
     this.root = root;
     this.uid = root.id || "amp-sp-" + serial;
     this.maxSteps = data.max_steps;
+    CHANGE_TEXT = data.change_text;
     var live = make("div", { class: "amp-sp-live" });
 
     var form = live.appendChild(make("form", { class: "amp-sp-form", novalidate: "" }));
@@ -243,8 +260,10 @@
       self.focusStep(Math.max(0, Math.min(count - 1, next)));
     });
 
-    this.summary = live.appendChild(
-      make("p", { class: "amp-sp-summary", role: "status", "aria-live": "polite" })
+    // Shown at once; announced (the hidden live region) once the reader pauses.
+    this.summary = live.appendChild(make("p", { class: "amp-sp-summary", "aria-hidden": "true" }));
+    this.liveRegion = live.appendChild(
+      make("p", { class: "amp-vh", role: "status", "aria-live": "polite" })
     );
     this.output = live.appendChild(make("div", { class: "amp-sp-output" }));
     var figure = this.output.appendChild(make("figure", { class: "amp-sp-plot" }));
@@ -263,13 +282,18 @@
       make("div", { class: "amp-sp-table-wrap", tabindex: "0", role: "region", "aria-label": "Trace, step by step" })
     );
     var table = wrap.appendChild(make("table", { class: "amp-sp-table" }));
+    this.table = table;
     table.appendChild(make("caption", {}, "The trace: what update() did after each step"));
+    // A fixed layout, its widths set from the values: the table is laid out once, not
+    // again for every row added, which for a thousand steps took longer than a frame.
+    var cols = table.appendChild(make("colgroup"));
+    this.cols = COLUMNS.map(function () {
+      return cols.appendChild(make("col"));
+    });
     var head = table.appendChild(make("thead")).appendChild(make("tr"));
-    ["step", "scale used", "inv_scale", "overflow", "skipped", "scale after", "growth tracker", "what happened"].forEach(
-      function (title) {
-        head.appendChild(make("th", { scope: "col" }, title));
-      }
-    );
+    COLUMNS.forEach(function (column) {
+      head.appendChild(make("th", { scope: "col" }, column[0]));
+    });
     this.body = table.appendChild(make("tbody"));
 
     root.querySelector(".amp-sp-static").hidden = true;
@@ -356,13 +380,38 @@
     this.announce(this.describe(rows));
   };
 
+  /** The cells of one row of the trace, as text. */
+  function cellsOf(r) {
+    return [
+      String(r.step),
+      floats.pyRepr(r.scale_used),
+      floats.pyRepr(r.inv_scale),
+      r.found_inf ? "yes" : "no",
+      r.skipped ? "yes" : "no",
+      floats.pyRepr(r.scale_after),
+      String(r.growth_tracker_after),
+      CHANGE_TEXT[r.change],
+    ];
+  }
+
+  function rowHtml(r, cells) {
+    return (
+      '<tr class="' + (r.skipped ? "amp-sp-skipped" : "") + '" data-step="' + r.step +
+      '" data-scale-used="' + cells[1] + '" data-inv-scale="' + cells[2] + '" data-found-inf="' +
+      r.found_inf + '" data-skipped="' + r.skipped + '" data-scale-after="' + cells[5] +
+      '" data-growth-tracker="' + r.growth_tracker_after + '"><td>' + cells.join("</td><td>") +
+      "</td></tr>"
+    );
+  }
+
   Playground.prototype.describe = function (rows) {
     var skipped = rows.filter(function (r) {
       return r.skipped;
     }).length;
     var last = rows[rows.length - 1];
     var text =
-      rows.length + " steps, " + skipped + " skipped. The scale went from " +
+      (rows.length === 1 ? "1 step" : rows.length + " steps") + ", " + skipped +
+      " skipped. The scale went from " +
       floats.pyRepr(rows[0].scale_used) + " to " + floats.pyRepr(last.scale_after) +
       "; the growth tracker ends at " + last.growth_tracker_after + ".";
     var zero = rows.find(function (r) {
@@ -388,23 +437,49 @@
     return text;
   };
 
+  /** The trace as a table: the first rows now, the rest in chunks after this frame. */
   Playground.prototype.drawTable = function (rows) {
-    var html = rows
-      .map(function (r) {
-        var used = floats.pyRepr(r.scale_used);
-        var after = floats.pyRepr(r.scale_after);
-        var inv = floats.pyRepr(r.inv_scale);
-        return (
-          '<tr class="' + (r.skipped ? "amp-sp-skipped" : "") + '" data-step="' + r.step +
-          '" data-scale-used="' + used + '" data-inv-scale="' + inv + '" data-found-inf="' + r.found_inf +
-          '" data-skipped="' + r.skipped + '" data-scale-after="' + after + '" data-growth-tracker="' +
-          r.growth_tracker_after + '"><td>' + r.step + "</td><td>" + used + "</td><td>" + inv + "</td><td>" +
-          (r.found_inf ? "yes" : "no") + "</td><td>" + (r.skipped ? "yes" : "no") + "</td><td>" + after +
-          "</td><td>" + r.growth_tracker_after + "</td><td>" + CHANGE_TEXT[r.change] + "</td></tr>"
-        );
+    var self = this;
+    var cells = rows.map(cellsOf);
+    // Each column as wide as its widest value (digits are 1ch in tabular figures), the
+    // last one wrapping its words; a table wider than its box scrolls, with a cue.
+    var widths = COLUMNS.map(function (column, c) {
+      var widest = column[1];
+      if (c === COLUMNS.length - 1) return widest;
+      for (var i = 0; i < cells.length; i += 1) widest = Math.max(widest, cells[i][c].length);
+      return widest;
+    });
+    var total = 0;
+    widths.forEach(function (w, c) {
+      self.cols[c].style.width = "calc(" + w + "ch + 0.6em)";
+      total += w;
+    });
+    this.table.style.width = "calc(" + total + "ch + " + 0.6 * widths.length + "em)";
+    window.clearTimeout(this.drawing);
+    // numbers and fixed words only: nothing typed by the reader
+    var drawn = Math.min(rows.length, FIRST_ROWS);
+    this.body.innerHTML = rows
+      .slice(0, drawn)
+      .map(function (r, i) {
+        return rowHtml(r, cells[i]);
       })
       .join("");
-    this.body.innerHTML = html; // numbers and fixed words only: nothing typed by the reader
+    var root = this.root;
+    function more() {
+      var next = Math.min(rows.length, drawn + ROW_CHUNK);
+      var html = "";
+      for (var i = drawn; i < next; i += 1) html += rowHtml(rows[i], cells[i]);
+      self.body.insertAdjacentHTML("beforeend", html);
+      drawn = next;
+      if (drawn < rows.length) self.drawing = window.setTimeout(more, 0);
+      else root.setAttribute("data-drawn", "all");
+    }
+    if (drawn < rows.length) {
+      root.setAttribute("data-drawn", "partial");
+      this.drawing = window.setTimeout(more, 0);
+    } else {
+      root.setAttribute("data-drawn", "all");
+    }
   };
 
   /** The tick label 2^k, the power raised. */
@@ -437,6 +512,10 @@
       low -= 1;
       high += 1;
     }
+    // Labelled every `stride` powers from `low`: the axis ends on a label, so the
+    // highest scale is always under a labelled line.
+    var stride = Math.max(1, Math.ceil((high - low) / TICKS_MAX));
+    high = low + stride * Math.ceil((high - low) / stride);
     var hasZero = positive.length < rows.length;
     var axisBottom = hasZero ? bottom - 22 : bottom;
     function x(step) {
@@ -448,7 +527,6 @@
     }
     plot.appendChild(svg("line", { x1: left, y1: top, x2: left, y2: bottom, class: "amp-sp-axis" }));
     plot.appendChild(svg("line", { x1: left, y1: bottom, x2: right, y2: bottom, class: "amp-sp-axis" }));
-    var stride = Math.max(1, Math.ceil((high - low) / 6));
     for (var k = low; k <= high; k += stride) {
       var yk = y(Math.pow(2, k));
       plot.appendChild(svg("line", { x1: left, y1: yk, x2: right, y2: yk, class: "amp-sp-grid" }));
@@ -546,10 +624,11 @@
   };
 
   Playground.prototype.announce = function (text) {
-    var summary = this.summary;
+    var live = this.liveRegion;
+    this.summary.textContent = text;
     window.clearTimeout(this.pending);
     this.pending = window.setTimeout(function () {
-      summary.textContent = text;
+      live.textContent = text;
     }, SUMMARY_DELAY_MS);
   };
 
