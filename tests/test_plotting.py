@@ -8,12 +8,20 @@ import pytest
 
 from amp_lesson.plotting import (
     LINESTYLES,
+    MIN_TEXT_PX,
     PALETTE,
+    PHONE_COLUMN_PX,
     apply_book_style,
+    check_text_size,
     concept_map,
+    dark_colour,
     figure_html,
+    figure_svg,
+    label_svg,
     plot_lines,
     plot_scale_trace,
+    power_label,
+    themed_svg,
 )
 
 BOXES = {
@@ -64,7 +72,9 @@ def test_book_style_palette_is_colour_blind_safe_okabe_ito() -> None:
     assert PALETTE[:3] == ("#0072B2", "#D55E00", "#009E73")
     with mpl.rc_context():
         apply_book_style()
-        assert plt.rcParams["figure.facecolor"] == "white"
+        # transparent: the figure sits on the page's background, light or dark
+        assert plt.rcParams["figure.facecolor"] == "none"
+        assert plt.rcParams["svg.fonttype"] == "none"  # text stays text
         cycle = plt.rcParams["axes.prop_cycle"].by_key()
         # colour and line style change together: no two lines differ by colour alone
         assert len(set(zip(cycle["color"], cycle["linestyle"], strict=True))) == len(LINESTYLES)
@@ -149,18 +159,19 @@ def test_plot_scale_trace_rejects_bad_input(scales, skipped, message) -> None:
         plot_scale_trace(scales, skipped)
 
 
-def test_figure_html_holds_the_image_alt_text_and_escaped_caption() -> None:
-    import base64
-    import re
+def test_figure_html_holds_the_svg_named_by_its_alt_text_and_escaped_caption() -> None:
+    import xml.dom.minidom
 
-    fig, _ = plt.subplots()
+    fig, _ = plt.subplots(figsize=(4, 2))
     try:
         html = figure_html(fig, alt='Bars "<" a line.', caption="FP16 & FP32.").data
     finally:
         plt.close(fig)
-    png = re.search(r'src="data:image/png;base64,([^"]+)"', html).group(1)
-    assert base64.b64decode(png).startswith(b"\x89PNG")
-    assert 'alt="Bars &quot;&lt;&quot; a line."' in html
+    svg = html[html.index("<svg") : html.index("</svg>") + len("</svg>")]
+    root = xml.dom.minidom.parseString(svg).documentElement  # well-formed
+    assert root.getAttribute("role") == "img"
+    assert root.getAttribute("aria-label") == 'Bars "<" a line.'
+    assert root.getElementsByTagName("title")[0].firstChild.data == 'Bars "<" a line.'
     assert '<span class="caption-text">FP16 &amp; FP32.</span>' in html
 
 
@@ -180,3 +191,134 @@ def test_figure_html_rejects_bad_input(fig, alt, caption, error, message) -> Non
     finally:
         if fig is None:
             plt.close(figure)
+
+
+# -- figures in both themes and on a phone ---------------------------------------------------
+
+
+def test_dark_colour_inverts_greys_and_lightens_hues_keeping_them_apart() -> None:
+    import colorsys
+
+    def hls(colour: str) -> tuple[float, float, float]:
+        return colorsys.rgb_to_hls(*(int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)))
+
+    assert dark_colour("#000000") == "#ffffff"
+    assert dark_colour("#ffffff") == "#000000"
+    assert dark_colour("#333333") == "#cccccc"
+    darks = [dark_colour(c.lower()) for c in PALETTE[:6]]
+    assert len(set(darks)) == 6  # the palette stays six colours
+    for light, dark in zip(PALETTE[:6], darks, strict=True):
+        assert hls(dark)[1] >= 0.5 - 1e-9  # at least as light as dark: it stands out on black
+        assert abs(hls(dark)[0] - hls(light)[0]) < 0.01  # the same hue
+    with pytest.raises(ValueError, match="colour must be #rrggbb, got 'red'"):
+        dark_colour("red")
+
+
+def _svg_of(fig: object) -> str:
+    try:
+        return figure_svg(fig)
+    finally:
+        plt.close(fig)
+
+
+def test_themed_svg_writes_every_colour_for_both_themes_and_prefixes_every_id() -> None:
+    import re
+
+    with mpl.rc_context():
+        apply_book_style()
+        fig, ax = plt.subplots(figsize=(4, 2.5))
+        ax.plot([1, 2, 3], [1, 4, 9], label="a line", marker="o")
+        ax.axvspan(1.5, 2, color=PALETTE[4], alpha=0.2)
+        ax.legend()
+        one = _svg_of(fig)
+        fig, ax = plt.subplots(figsize=(4, 2.5))
+        ax.plot([1, 2, 3], [9, 4, 1], label="another", marker="o")
+        two = _svg_of(fig)
+    for svg in (one, two):
+        plain = re.findall(r"(?:fill|stroke): (#[0-9a-f]{6})", svg)
+        themed = re.findall(r"(?:fill|stroke): light-dark\((#[0-9a-f]{6}), (#[0-9a-f]{6})\)", svg)
+        assert plain
+        # every colour is written twice: plain (for an older browser), then for both themes
+        assert sorted(plain) == sorted(light for light, _ in themed)
+        assert all(dark == dark_colour(light) for light, dark in themed)
+        assert "<?xml" not in svg
+        assert "<metadata" not in svg
+        assert "<text" in svg  # text stays text
+        assert "sans-serif" in svg
+    ids_one = set(re.findall(r'id="([^"]+)"', one))
+    ids_two = set(re.findall(r'id="([^"]+)"', two))
+    assert ids_one
+    assert not ids_one & ids_two  # two figures on one page share no id
+    for svg, ids in ((one, ids_one), (two, ids_two)):
+        refs = set(re.findall(r"url\(#([^)]+)\)", svg)) | set(re.findall(r'href="#([^"]+)"', svg))
+        assert refs
+        assert refs <= ids  # every reference still finds its element
+
+
+def test_label_svg_names_the_figure_and_refuses_what_is_not_svg() -> None:
+    labelled = label_svg('<svg class="amp-svg" width="2pt"><g/></svg>', "A plot.")
+    assert labelled.startswith('<svg class="amp-svg" width="2pt" role="img" aria-label="A plot.">')
+    assert "<title>A plot.</title><g/>" in labelled
+    with pytest.raises(ValueError, match="svg holds no <svg> element"):
+        label_svg("<g/>", "x")
+    with pytest.raises(ValueError, match="svg holds no <svg> element"):
+        themed_svg("<g/>")
+
+
+def test_check_text_size_measures_the_smallest_text_as_a_phone_shows_it() -> None:
+    fig, ax = plt.subplots(figsize=(3, 2))  # narrower than a phone's column: not shrunk
+    try:
+        ax.tick_params(labelsize=11)
+        ax.set_xlabel("step", fontsize=12)
+        assert check_text_size(fig) == pytest.approx(11 * 4 / 3)
+        ax.set_ylabel("$2^{-14}$", fontsize=12)  # a maths exponent is set at 70 %
+        assert check_text_size(fig) == pytest.approx(12 * 4 / 3 * 0.7)
+        ax.set_ylabel("2⁻¹⁴", fontsize=12)  # a Unicode exponent at the label's size
+        assert check_text_size(fig) == pytest.approx(11 * 4 / 3)
+        fig.set_size_inches(8, 2)  # now wider than the column: shrunk, and too small
+        with pytest.raises(ValueError, match=r"figure text '.*' would be .* CSS pixels"):
+            check_text_size(fig)
+    finally:
+        plt.close(fig)
+    assert PHONE_COLUMN_PX < 390
+    assert MIN_TEXT_PX == 10
+
+
+def test_figure_svg_refuses_a_figure_too_small_to_read_on_a_phone() -> None:
+    fig, ax = plt.subplots(figsize=(7.2, 3.6))
+    ax.set_xlabel("step", fontsize=8)
+    with pytest.raises(ValueError, match="make it at most 5 inches wide"):
+        _svg_of(fig)
+    with pytest.raises(TypeError, match="fig must be a matplotlib Figure"):
+        figure_svg("a figure")
+
+
+def test_log_axes_are_labelled_with_unicode_exponents() -> None:
+    with mpl.rc_context():
+        apply_book_style()
+        ax = plot_scale_trace({"run": [2.0**10, 2.0**12, 2.0**16]})
+        svg = _svg_of(ax.figure)
+    assert "2¹⁶" in svg
+    assert "mathdefault" not in svg
+    assert power_label(2, -14) == "2⁻¹⁴"
+    assert power_label(10, 0) == "10⁰"
+
+
+def test_apply_book_style_makes_ipython_show_figures_as_themed_svg_only() -> None:
+    """In a real IPython shell: a figure's display is the book's SVG, with no PNG beside it."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from matplotlib.figure import Figure
+
+    shell = InteractiveShell.instance()
+    try:
+        with mpl.rc_context():
+            apply_book_style()
+            fig, ax = plt.subplots(figsize=(4, 2))
+            ax.plot([1, 2], [2, 1])
+            data, _ = shell.display_formatter.format(fig)
+            plt.close(fig)
+    finally:
+        shell.display_formatter.formatters["image/svg+xml"].pop(Figure, None)
+        InteractiveShell.clear_instance()
+    assert "image/png" not in data
+    assert data["image/svg+xml"].startswith('<svg class="amp-svg"')

@@ -379,6 +379,8 @@ def plot_gradient_histogram(
     """
     import matplotlib.pyplot as plt
 
+    from amp_lesson.plotting import power_label
+
     spec = format_spec(dtype_of(dtype))
     if ax is None:
         _, ax = plt.subplots()
@@ -410,21 +412,22 @@ def plot_gradient_histogram(
     ax.bar([zero_x], [100 * zero], width=1.6, color="#0072B2", alpha=0.85, hatch="//")
     sub_low, normal_low = math.log2(spec.smallest_subnormal), math.log2(spec.smallest_normal)
     top = math.log2(spec.max)
-    ax.axvspan(sub_low, normal_low, color="#E69F00", alpha=0.18, lw=0)
-    ax.axvspan(normal_low, top, color="#009E73", alpha=0.12, lw=0)
-    for x in (sub_low - 1, sub_low, normal_low, top):
-        ax.axvline(x, color="black", linestyle=":", linewidth=0.9)
-    text = {"xycoords": ("data", "axes fraction"), "fontsize": 7, "va": "top"}
-    ax.annotate(f"{spec.label}\nsubnormal", ((sub_low + normal_low) / 2, 0.98), ha="center", **text)
-    ax.annotate(f"{spec.label} normal", ((normal_low + top) / 2, 0.98), ha="center", **text)
-    ax.annotate("cast\ngives 0", (sub_low - 1.4, 0.98), ha="right", **text)
-    ax.annotate(f"max\n{spec.max:.0f}", (top - 0.4, 0.80), ha="right", **text)
+    # The bands and limits are named in the legend: words inside a band an inch wide
+    # were too small to read on a phone.
+    ax.axvspan(sub_low, normal_low, color="#E69F00", alpha=0.18, lw=0,
+               label=f"{spec.label} subnormals")  # fmt: skip
+    ax.axvspan(normal_low, top, color="#009E73", alpha=0.12, lw=0,
+               label=f"{spec.label} normal numbers, to {spec.max:.0f}")  # fmt: skip
+    limits = f"{spec.label}'s limits (a cast gives 0 left of them)"
+    for i, x in enumerate((sub_low - 1, sub_low, normal_low, top)):
+        ax.axvline(x, color="black", linestyle=":", linewidth=0.9,
+                   label=None if i else limits)  # fmt: skip
     ax.axvline(low - 1.5, color="grey", linewidth=0.8)
     first = low - low % 10 + 10  # leave room for the zero bin's label
     ticks = list(range(first, high + 1, 10))
-    ax.set_xticks([zero_x, *ticks], ["0", *(f"$2^{{{t}}}$" for t in ticks)])
+    ax.set_xticks([zero_x, *ticks], ["0", *(power_label(2, t) for t in ticks)])
     ax.set_xlim(zero_x - 1.5, high)
-    ax.set_xlabel("|gradient value|, in bins one power of two wide (zeros on the left)")
+    ax.set_xlabel("|gradient|, a bar per power of two (zeros at left)")
     ax.set_ylabel("% of all values")
     return ax
 
@@ -534,9 +537,8 @@ def amp_step(
     """
     autocast_dtype = _check_step(model, optimizer, scaler, X, autocast_dtype)
     optimizer.zero_grad(set_to_none=True)
-    with torch.autocast(
-        X.device.type, dtype=autocast_dtype or torch.float16, enabled=autocast_dtype is not None
-    ):
+    on = autocast_dtype is not None
+    with torch.autocast(X.device.type, dtype=autocast_dtype or torch.float16, enabled=on):
         loss = nn.functional.cross_entropy(model(X), y)  # forward and loss only
     scaler.scale(loss * loss_multiplier).backward()  # backward outside autocast
     scaler.unscale_(optimizer)  # only to look at (or clip) the true gradients

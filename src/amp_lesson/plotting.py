@@ -1,27 +1,43 @@
-"""Figures that read the same in the book's light and dark themes.
+"""Figures that read in the book's light and dark themes, on a desktop and on a phone.
 
-Figures are drawn with Matplotlib's default inline backend on a white
-background (the book frames them as a white card in both themes), with a
-colour-blind-safe palette and line styles that also differ, so no
-distinction rests on colour alone.
+A page's figures are SVG, set into the page itself: text stays text (sharp at
+any zoom, and its size can be measured), the background is transparent, and
+every colour is written as ``light-dark(colour in the light theme, colour in
+the dark theme)`` (:func:`themed_svg`), so a figure follows the theme the
+reader picked. Lines take a colour-blind-safe palette and line styles that
+also differ, so no distinction rests on colour alone. The text is sized for
+a phone: a figure at most :data:`MAX_WIDTH_IN` inches wide, shrunk to the
+:data:`PHONE_COLUMN_PX` pixels a phone's column holds, keeps every letter at
+least :data:`MIN_TEXT_PX` CSS pixels tall, and a figure that would not stops
+the build (:func:`check_text_size`).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
     "LINESTYLES",
     "MARKERS",
+    "MAX_WIDTH_IN",
+    "MIN_TEXT_PX",
     "PALETTE",
+    "PHONE_COLUMN_PX",
     "RC",
     "apply_book_style",
+    "check_text_size",
     "concept_map",
+    "dark_colour",
     "figure_html",
+    "figure_svg",
+    "label_svg",
     "plot_lines",
     "plot_scale_trace",
+    "power_label",
+    "themed_svg",
 ]
 
 # Okabe & Ito's colour-blind-safe palette.
@@ -34,18 +50,35 @@ LINESTYLES = ("-", "--", "-.", ":")
 MARKERS = ("o", "s", "^", "D", "v", "P")
 """Marker shapes :func:`plot_lines` draws hollow, so lines that coincide both stay visible."""
 
+MAX_WIDTH_IN = 5.0
+"""The widest a figure may be, in inches (480 CSS pixels at its natural size)."""
+
+PHONE_COLUMN_PX = 342
+"""The width a cell's figure gets on a phone 390 CSS pixels wide (the theme's margins and
+the output's own padding take the rest), where a wider figure is shrunk to fit: measured
+in Chromium."""
+
+MIN_TEXT_PX = 10.0
+"""The smallest any text of a figure may come out on that phone, in CSS pixels."""
+
 RC: dict[str, object] = {
-    "figure.facecolor": "white",
-    "axes.facecolor": "white",
-    "savefig.facecolor": "white",
+    # Transparent: the figure sits on the page's own background, light or dark.
+    "figure.facecolor": "none",
+    "axes.facecolor": "none",
+    "savefig.facecolor": "none",
+    "savefig.edgecolor": "none",
     "figure.dpi": 110,
-    "figure.figsize": (6.4, 3.6),
+    "figure.figsize": (MAX_WIDTH_IN, 3.1),
     "axes.grid": True,
     "grid.alpha": 0.3,
     "axes.spines.top": False,
     "axes.spines.right": False,
-    "font.size": 10,
+    # 11 pt text in a figure at most 5 inches wide is over 10 CSS pixels on a phone.
+    "font.size": 11,
     "legend.frameon": False,
+    # SVG text stays text; the same figure always writes the same file.
+    "svg.fonttype": "none",
+    "svg.hashsalt": "amp-lesson",
 }
 """The Matplotlib settings of the book's figures (applied by :func:`apply_book_style`)."""
 
@@ -53,34 +86,100 @@ RC: dict[str, object] = {
 def apply_book_style() -> None:
     """Apply the book's Matplotlib settings for the rest of the session (a page's first cell).
 
-    White background (the book frames figures as a white card in both
-    themes), light grid, no top and right spines, and a property cycle that
-    changes colour (Okabe and Ito's colour-blind-safe :data:`PALETTE`) and
-    line style (:data:`LINESTYLES`) together, so no two lines differ by
-    colour alone.
+    Transparent background, light grid, no top and right spines, text sized
+    for a phone (:data:`RC`), and a property cycle that changes colour (Okabe
+    and Ito's colour-blind-safe :data:`PALETTE`) and line style
+    (:data:`LINESTYLES`) together, so no two lines differ by colour alone. In
+    a notebook (IPython) a figure is then shown as :func:`figure_svg` draws
+    it: SVG in the theme's colours, its text checked for size.
 
     Examples
     --------
     >>> import matplotlib as mpl
     >>> with mpl.rc_context():
     ...     apply_book_style()
-    ...     mpl.rcParams["axes.facecolor"], mpl.rcParams["axes.prop_cycle"].by_key()["linestyle"]
-    ('white', ['-', '--', '-.', ':'])
+    ...     style = mpl.rcParams["axes.prop_cycle"].by_key()["linestyle"]
+    ...     mpl.rcParams["axes.facecolor"], mpl.rcParams["svg.fonttype"], style
+    ('none', 'none', ['-', '--', '-.', ':'])
     """
     import matplotlib as mpl
     from cycler import cycler
 
     mpl.rcParams.update(RC)
     mpl.rcParams["axes.prop_cycle"] = cycler(color=PALETTE[:4]) + cycler(linestyle=LINESTYLES)
+    _show_figures_as_svg()
+
+
+def _show_figures_as_svg() -> None:
+    """In IPython, display a Matplotlib figure as :func:`figure_svg` alone (no PNG)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython comes with the docs and notebooks
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    # The inline backend registers a PNG formatter of its own when pyplot first loads it
+    # (at the first figure): load it now, so that this one, registered after, stays.
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    plt.close(plt.figure())
+
+    formatters = shell.display_formatter.formatters
+    for mime in ("image/png", "image/jpeg", "application/pdf", "image/svg+xml"):
+        formatters[mime].pop(Figure, None)
+    formatters["image/svg+xml"].for_type(Figure, figure_svg)
+
+
+def dark_colour(colour: str) -> str:
+    """The colour that plays ``colour``'s part on the dark theme's background.
+
+    A grey is inverted (black text becomes near-white, a white patch dark); a
+    hue keeps its hue and saturation and is made at least as light as it is
+    dark, so the palette's lines stay apart and stand out against the dark
+    background.
+
+    Parameters
+    ----------
+    colour : str
+        ``#rrggbb``.
+
+    Returns
+    -------
+    str
+        ``#rrggbb``.
+
+    Raises
+    ------
+    ValueError
+        If ``colour`` is not ``#rrggbb``.
+
+    Examples
+    --------
+    >>> dark_colour("#000000"), dark_colour("#ffffff"), dark_colour("#0072b2")
+    ('#ffffff', '#000000', '#4dbfff')
+    """
+    import colorsys
+    import re
+
+    if not isinstance(colour, str) or not re.fullmatch(r"#[0-9a-fA-F]{6}", colour):
+        raise ValueError(f"colour must be #rrggbb, got {colour!r}")
+    r, g, b = (int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5))
+    hue, lightness, saturation = colorsys.rgb_to_hls(r, g, b)
+    # a grey (or near enough) is inverted; a hue made at least as light as it is dark
+    lightness = 1 - lightness if saturation < 0.15 else max(lightness, 1 - lightness)
+    channels = colorsys.hls_to_rgb(hue, lightness, saturation)
+    return "#" + "".join(f"{round(c * 255):02x}" for c in channels)
 
 
 def concept_map(
     boxes: dict[str, tuple[float, float, str]],
     arrows: list[tuple[str, str, str]],
     *,
-    figsize: tuple[float, float] = (7.2, 5.4),
-    box_width: int = 22,
-    label_width: int = 26,
+    figsize: tuple[float, float] = (MAX_WIDTH_IN, 6.6),
+    box_width: int = 16,
+    label_width: int = 20,
 ) -> Any:
     """Draw a concept map: labelled boxes joined by labelled arrows.
 
@@ -95,15 +194,16 @@ def concept_map(
         Maps a key to ``(x, y, text)``: the centre of the box in axes
         coordinates (0 to 1) and its text, wrapped to ``box_width`` characters.
     arrows : list of tuple
-        ``(source, target, label)`` triples: an arrow from one box to another,
-        clipped at the boxes' edges, with its label (wrapped to
-        ``label_width``) on a white patch at the arrow's middle.
-    figsize : tuple of float, default (7.2, 5.4)
+        ``(source, target, label)``: an arrow from one box to another, clipped
+        at the boxes' edges, with its label (wrapped to ``label_width``) on a
+        patch of the background at the arrow's middle; a fourth item, between
+        0 and 1, puts the label that far along the arrow instead.
+    figsize : tuple of float, default (5.0, 6.6)
         The figure's size in inches.
-    box_width : int, default 22
-        Characters per line of a box's text.
-    label_width : int, default 26
-        Characters per line of an arrow's label.
+    box_width : int, default 16
+        Characters per line of a box's text (set at 11 pt).
+    label_width : int, default 20
+        Characters per line of an arrow's label (set at 10.5 pt).
 
     Returns
     -------
@@ -141,8 +241,11 @@ def concept_map(
                 f"box {key!r} must be (x, y, text) with x and y in [0, 1], got {spec!r}"
             )
     for arrow in arrows:
-        if len(arrow) != 3:
-            raise ValueError(f"arrow must be (source, target, label), got {arrow!r}")
+        if len(arrow) not in (3, 4) or (len(arrow) == 4 and not 0 < arrow[3] < 1):
+            raise ValueError(
+                f"arrow must be (source, target, label) or (source, target, label, at) "
+                f"with 0 < at < 1, got {arrow!r}"
+            )
         missing = [k for k in arrow[:2] if k not in boxes]
         if missing:
             names = ", ".join(repr(k) for k in boxes)
@@ -158,12 +261,12 @@ def concept_map(
     artists = {}
     for i, (key, (x, y, text)) in enumerate(boxes.items()):
         artists[key] = ax.text(
-            x, y, textwrap.fill(text, box_width), ha="center", va="center", fontsize=10,
+            x, y, textwrap.fill(text, box_width), ha="center", va="center", fontsize=11,
             fontweight="bold", zorder=3,
             bbox={"boxstyle": "round,pad=0.6", "facecolor": PALETTE[i % 6] + "33",
                   "edgecolor": "#222222", "linewidth": 1.2},
         )  # fmt: skip
-    for source, target, label in arrows:
+    for source, target, label, *where in arrows:
         ax.annotate(
             "", xy=boxes[target][:2], xytext=boxes[source][:2], zorder=4,
             arrowprops={"arrowstyle": "-|>", "color": "#222222", "linewidth": 1.3,
@@ -172,9 +275,11 @@ def concept_map(
                         "patchB": artists[target].get_bbox_patch()},
         )  # fmt: skip
         (x0, y0), (x1, y1) = boxes[source][:2], boxes[target][:2]
+        at = where[0] if where else 0.5
         ax.text(
-            (x0 + x1) / 2, (y0 + y1) / 2, textwrap.fill(label, label_width), ha="center",
-            va="center", fontsize=8.5, fontstyle="italic", zorder=5,
+            x0 + at * (x1 - x0), y0 + at * (y1 - y0), textwrap.fill(label, label_width),
+            ha="center",
+            va="center", fontsize=10.5, fontstyle="italic", zorder=5,
             bbox={"boxstyle": "round,pad=0.25", "facecolor": "white", "edgecolor": "none"},
         )  # fmt: skip
     return fig
@@ -379,10 +484,9 @@ def figure_html(fig: Any, *, alt: str, caption: str) -> Any:
     """Return ``fig`` as an HTML figure, image and caption, that another page can paste.
 
     MyST-NB pastes a value glued on one page into another only as plain
-    output, without a caption or alt text. This HTML holds both: the PNG
-    (drawn as the inline backend draws it, tight around the axes) inline, the
-    alt text on the image and the caption under it, in the markup Sphinx gives
-    a figure, so the book's styles (the white card in the dark theme) apply.
+    output, without a caption or alt text. This HTML holds both: the SVG of
+    :func:`figure_svg`, named by the alt text, and the caption under it, in
+    the markup Sphinx gives a figure, so the book's styles apply.
 
     Parameters
     ----------
@@ -408,19 +512,19 @@ def figure_html(fig: Any, *, alt: str, caption: str) -> Any:
     Examples
     --------
     >>> import matplotlib.pyplot as plt
-    >>> fig, ax = plt.subplots()
+    >>> fig, ax = plt.subplots(figsize=(4, 2))
     >>> html = figure_html(fig, alt="An empty plot.", caption="Nothing yet.")
-    >>> html.data.startswith('<figure class="align-default">'), 'alt="An empty plot."' in html.data
-    (True, True)
+    >>> html.data.startswith('<figure class="align-default">')
+    True
+    >>> 'aria-label="An empty plot."' in html.data
+    True
     >>> plt.close(fig)
     >>> figure_html(fig, alt=" ", caption="Nothing yet.")
     Traceback (most recent call last):
     ...
     ValueError: alt must describe the figure, got ' '
     """
-    import base64
     import html
-    import io
 
     from IPython.display import HTML
     from matplotlib.figure import Figure
@@ -431,12 +535,301 @@ def figure_html(fig: Any, *, alt: str, caption: str) -> Any:
         if not isinstance(text, str) or not text.strip():
             what = "describe the figure" if name == "alt" else "say what the figure shows"
             raise ValueError(f"{name} must {what}, got {text!r}")
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", bbox_inches="tight", dpi="figure")
-    data = base64.b64encode(buffer.getvalue()).decode("ascii")
     return HTML(
         '<figure class="align-default">'
-        f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}" />'
-        f'<figcaption><p><span class="caption-text">{html.escape(caption)}</span></p>'
+        + figure_svg(fig, alt=alt)
+        + f'<figcaption><p><span class="caption-text">{html.escape(caption)}</span></p>'
         "</figcaption></figure>"
     )
+
+
+_FONT_FAMILY = re.compile(r"font-family: [^;\"]*")
+_COLOUR = re.compile(r"(fill|stroke|stop-color|color): (#[0-9a-fA-F]{6})")
+_ID = re.compile(r'\bid="([^"]+)"')
+
+
+def themed_svg(svg: str, *, alt: str | None = None) -> str:
+    """Matplotlib's SVG made fit to set into a page, in the light or the dark theme.
+
+    - Every colour becomes ``light-dark(colour, dark_colour(colour))``
+      (after the plain colour, for a browser without ``light-dark()``), so
+      the figure follows the page's ``color-scheme``.
+    - Every ``id`` gets a prefix made of the figure's content, so two
+      figures on one page never share one (Matplotlib numbers them alike).
+    - Text falls back to a sans-serif font where DejaVu Sans is missing.
+    - Text Matplotlib leaves without a colour (black) gets the SVG's own
+      default, themed like the rest.
+    - The XML prologue and metadata go; with ``alt`` the figure is an image
+      named by it (``role="img"``, ``aria-label`` and a ``<title>``).
+
+    Parameters
+    ----------
+    svg : str
+        An SVG document, as ``Figure.savefig(format="svg")`` writes it.
+    alt : str, optional
+        What the figure shows, for a reader who cannot see it.
+
+    Returns
+    -------
+    str
+        The ``<svg>`` element.
+
+    Raises
+    ------
+    ValueError
+        If ``svg`` holds no ``<svg>`` element.
+
+    Examples
+    --------
+    >>> svg = ('<?xml version="1.0"?><svg width="10pt" viewBox="0 0 10 10">'
+    ...        '<g id="a"><path style="fill: #000000" clip-path="url(#a)"/></g></svg>')
+    >>> print(themed_svg(svg, alt="A dot."))  # doctest: +ELLIPSIS
+    <svg class="amp-svg" style="fill: #000000; fill: light-dark(#000000, #ffffff)"
+    width="10pt" viewBox="0 0 10 10" role="img" aria-label="A dot."><title>A
+    dot.</title><g id="f...-a"><path
+    style="fill: #000000; fill: light-dark(#000000, #ffffff)"
+    clip-path="url(#f...-a)"/></g></svg>
+    """
+    import hashlib
+
+    start = svg.find("<svg")
+    if start < 0:
+        raise ValueError("svg holds no <svg> element")
+    svg = svg[start:]
+    svg = re.sub(r"\s*<metadata>.*?</metadata>", "", svg, flags=re.DOTALL)
+    prefix = "f" + hashlib.sha256(svg.encode()).hexdigest()[:8] + "-"
+    for name in set(_ID.findall(svg)):
+        svg = svg.replace(f'id="{name}"', f'id="{prefix}{name}"')
+        svg = svg.replace(f"#{name})", f"#{prefix}{name})")
+        svg = svg.replace(f'href="#{name}"', f'href="#{prefix}{name}"')
+
+    def light_dark(match: re.Match[str]) -> str:
+        prop, colour = match.group(1), match.group(2).lower()
+        return f"{prop}: {colour}; {prop}: light-dark({colour}, {dark_colour(colour)})"
+
+    svg = _COLOUR.sub(light_dark, svg)
+    svg = _FONT_FAMILY.sub(
+        lambda m: (
+            m.group(0).rstrip() + ", 'Bitstream Vera Sans', Verdana, sans-serif"
+            if "sans-serif" not in m.group(0)
+            else m.group(0)
+        ),
+        svg,
+    )
+    # Matplotlib leaves black text without a fill: the SVG's own default, themed too.
+    svg = re.sub(
+        r"<svg\b",
+        '<svg class="amp-svg" style="fill: #000000; fill: light-dark(#000000, #ffffff)"',
+        svg,
+        count=1,
+    )
+    return label_svg(svg.strip(), alt) if alt is not None else svg.strip()
+
+
+def label_svg(svg: str, alt: str) -> str:
+    """``svg`` as an image named by ``alt``: ``role="img"``, ``aria-label`` and a ``<title>``.
+
+    Parameters
+    ----------
+    svg : str
+        An ``<svg>`` element.
+    alt : str
+        What the figure shows, for a reader who cannot see it.
+
+    Returns
+    -------
+    str
+        The element, labelled.
+
+    Raises
+    ------
+    ValueError
+        If ``svg`` holds no ``<svg>`` element.
+
+    Examples
+    --------
+    >>> label_svg('<svg width="1pt"><g/></svg>', "A & B")
+    '<svg width="1pt" role="img" aria-label="A &amp; B"><title>A &amp; B</title><g/></svg>'
+    """
+    import html
+
+    text = html.escape(alt.strip(), quote=True)
+    opening = re.search(r"<svg\b[^>]*>", svg)
+    if opening is None:
+        raise ValueError("svg holds no <svg> element")
+    named = opening.group(0)[:-1] + f' role="img" aria-label="{text}"><title>{text}</title>'
+    return svg[: opening.start()] + named + svg[opening.end() :]
+
+
+def check_text_size(fig: Any) -> float:
+    """The size of the figure's smallest text on a phone, in CSS pixels; too small raises.
+
+    A figure wider than :data:`PHONE_COLUMN_PX` is shrunk to that width on a
+    phone, its text with it. The smallest text is the smallest font size of
+    the figure's visible texts (tick labels, labels, legends, annotations),
+    an exponent in Matplotlib's maths (``$2^{-14}$``) counted at the 70 % it
+    is set in. Measured on the figure as it will be saved (tight around what
+    it draws, with savefig's margin).
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure, drawn.
+
+    Returns
+    -------
+    float
+        The smallest text's height on the phone, in CSS pixels.
+
+    Raises
+    ------
+    ValueError
+        If that is below :data:`MIN_TEXT_PX`: the message names the text and
+        says how wide the figure is.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots(figsize=(5, 2))
+    >>> ax.tick_params(labelsize=11)
+    >>> _ = ax.set_xlabel("step", fontsize=11)
+    >>> round(check_text_size(fig), 1)  # 11 pt is 14.7 px, shrunk to 342 px wide
+    11.5
+    >>> _ = ax.set_title("tiny", fontsize=7)
+    >>> check_text_size(fig)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: figure text 'tiny' would be 7.3 CSS pixels on a phone (at least 10
+    needed): the figure is 4.55 inches wide; ...
+    >>> plt.close(fig)
+    """
+    import matplotlib as mpl
+    from matplotlib.text import Text
+
+    fig.draw_without_rendering()  # lays the figure out, whatever its canvas
+    # as savefig(bbox_inches="tight") saves it: tight, plus a margin each side
+    pad = float(mpl.rcParams["savefig.pad_inches"])
+    width_px = (float(fig.get_tightbbox().width) + 2 * pad) * 96  # inches to CSS pixels
+    shrink = min(1.0, PHONE_COLUMN_PX / width_px)
+    smallest, which = math.inf, ""
+    for text in fig.findobj(Text):
+        content = text.get_text()
+        if not (content.strip() and text.get_visible()):
+            continue
+        size = text.get_fontsize() * 4 / 3  # points to CSS pixels
+        if "$" in content and ("^" in content or "_" in content):
+            size *= 0.7  # mathtext sets sub- and superscripts at 70 %
+        if size * shrink < smallest:
+            smallest, which = size * shrink, content
+    if smallest < MIN_TEXT_PX:
+        raise ValueError(
+            f"figure text {which!r} would be {smallest:.1f} CSS pixels on a phone (at least "
+            f"{MIN_TEXT_PX:g} needed): the figure is {width_px / 96:.2f} inches wide; make it "
+            f"at most {MAX_WIDTH_IN:g} inches wide and its text at least 11 pt, or write "
+            "powers as 2⁻¹⁴ rather than $2^{-14}$"
+        )
+    return float(smallest)
+
+
+def figure_svg(fig: Any, alt: str | None = None) -> str:
+    """The figure as the book sets it into a page: :func:`themed_svg` of its SVG.
+
+    Saved tight around what it draws, as the notebook's inline backend does,
+    after :func:`check_text_size` has checked its text (``ValueError`` if
+    too small). Log axes label their ticks with Unicode exponents (2⁻¹⁴), set
+    at the size of the tick labels, not Matplotlib's 70 % maths exponents.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+    alt : str, optional
+        What the figure shows (see :func:`themed_svg`).
+
+    Returns
+    -------
+    str
+        The ``<svg>`` element.
+
+    Raises
+    ------
+    TypeError
+        If ``fig`` is not a Matplotlib figure.
+    ValueError
+        If its text would be too small on a phone.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots(figsize=(4, 2))
+    >>> _ = ax.plot([1, 2], [1, 4])
+    >>> svg = figure_svg(fig, alt="A line.")
+    >>> svg.startswith('<svg class="amp-svg"'), 'aria-label="A line."' in svg
+    (True, True)
+    >>> plt.close(fig)
+    """
+    import io
+
+    from matplotlib.figure import Figure
+
+    if not isinstance(fig, Figure):
+        raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            _unicode_exponents(axis)
+    check_text_size(fig)
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    return themed_svg(buffer.getvalue(), alt=alt)
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def power_label(base: float, exponent: int) -> str:
+    """``base`` to the power ``exponent`` as a label, the exponent in Unicode superscripts.
+
+    Set at the label's own size, where Matplotlib's maths (``$2^{-14}$``)
+    shrinks an exponent to 70 %, too small to read on a phone.
+
+    Parameters
+    ----------
+    base : float
+        The base.
+    exponent : int
+        The exponent.
+
+    Returns
+    -------
+    str
+        The label.
+
+    Examples
+    --------
+    >>> power_label(2, -14), power_label(10, 3)
+    ('2⁻¹⁴', '10³')
+    """
+    return f"{base:g}" + str(int(exponent)).translate(_SUPERSCRIPT)
+
+
+def _unicode_exponents(axis: Any) -> None:
+    """Label a log axis's major ticks base and Unicode exponent (2⁻¹⁴), if Matplotlib's
+    own maths labels are still in place."""
+    from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation
+
+    if axis.get_scale() != "log" or not isinstance(
+        axis.get_major_formatter(), LogFormatterSciNotation
+    ):
+        return
+    base = axis._scale.base  # the scale's base, as set_yscale("log", base=...) gave it
+
+    def label(value: float, _position: Any) -> str:
+        if value <= 0:
+            return ""
+        power = math.log(value, base)
+        if abs(power - round(power)) > 1e-9:
+            return ""
+        return power_label(base, round(power))
+
+    axis.set_major_formatter(FuncFormatter(label))
+    axis.set_minor_formatter(FuncFormatter(lambda *_: ""))

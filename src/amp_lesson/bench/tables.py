@@ -228,7 +228,8 @@ def plot_rows(rows: Sequence[BenchRow], *, title: str | None = None) -> Any:
     regimes = [g for g in REGIMES if any(r.regime == g for r in measured)]
     by = {(r.model, r.regime): r for r in measured}
     hatches = {"fp32": "", "tf32": "..", "fp16": "//", "bf16": "xx"}
-    fig, (ax_time, ax_mem) = plt.subplots(1, 2, figsize=(7.2, 3.5), layout="constrained")
+    # One above the other, five inches wide: side by side, the text was too small on a phone.
+    fig, (ax_time, ax_mem) = plt.subplots(2, 1, figsize=(5.0, 6.0), layout="constrained")
     at = np.arange(len(models))
     width = 0.8 / len(regimes)
     for i, regime in enumerate(regimes):
@@ -246,9 +247,9 @@ def plot_rows(rows: Sequence[BenchRow], *, title: str | None = None) -> Any:
         ax.set_xticks(at + width * (len(regimes) - 1) / 2, [MODEL_LABELS[m] for m in models])
     # below both panels: inside one, tall bars (a GPU's FP32 memory) would hide it
     fig.legend(*ax_mem.get_legend_handles_labels(), loc="outside lower center",
-               ncols=len(regimes), fontsize=8)  # fmt: skip
+               ncols=min(len(regimes), 2))  # fmt: skip
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(title)
     return fig
 
 

@@ -537,6 +537,26 @@ def _fail_on_execution_errors(app: Sphinx, env: Any) -> None:
         )
 
 
+def _fail_on_error_outputs(app: Sphinx, doctree: nodes.document) -> None:
+    """Warn (so ``-W`` fails the build) for a traceback among a page's outputs.
+
+    A cell can finish without raising and still print a traceback: IPython
+    shows an exception raised while it displays a value (a figure's
+    formatter refusing it, say) as an error output of a cell that
+    succeeded. The page would publish the traceback in place of the value.
+    """
+    for node in doctree.findall(nodes.literal_block):
+        if "traceback" in node.get("classes", []):
+            last = node.astext().strip().splitlines()[-1:] or ["(no message)"]
+            logger.warning(
+                "a cell's output is a traceback, though the cell did not raise: %s",
+                last[0],
+                location=node,
+                type="amp_lesson",
+                subtype="error_output",
+            )
+
+
 def _check_pages_executed(app: Sphinx, env: Any) -> None:
     """Warn (so ``-W`` fails the build) for any page whose cells never ran."""
     nb_metadata = getattr(env, "nb_metadata", {})
@@ -619,6 +639,18 @@ def _repository(app: Sphinx) -> str:
     if repo and not repo.startswith("https://"):
         repo = f"https://github.com/{repo}"  # the setting may be given as owner/name
     return repo or export.repository_url()
+
+
+def _add_repository_buttons(app: Sphinx, config: Config) -> None:
+    """The theme's repository, "Edit this page" and "Open an issue" buttons, pointed at the
+    repository of ``[project.urls]`` (or ``amp_lesson_repository``) unless ``conf.py`` says
+    otherwise."""
+    options = config.html_theme_options
+    options.setdefault("repository_url", _repository(app))
+    options.setdefault("repository_branch", config.amp_lesson_branch)
+    options.setdefault("path_to_docs", Path(app.srcdir).name)
+    for button in ("use_repository_button", "use_edit_page_button", "use_issues_button"):
+        options.setdefault(button, True)
 
 
 def _add_notebook_buttons(
@@ -804,6 +836,7 @@ def setup(app: Sphinx) -> None:
     app.add_source_parser(execution.Parser, override=True)
     app.connect("env-get-outdated", execution.outdated_pages)
     app.connect("env-updated", _fail_on_execution_errors)
+    app.connect("doctree-read", _fail_on_error_outputs)
     app.connect("env-check-consistency", _check_pages_executed)
     app.connect("doctree-resolved", _note_pages_without_code)
     app.connect("doctree-read", _detach_foreign_documents)
@@ -814,6 +847,7 @@ def setup(app: Sphinx) -> None:
     app.connect("html-page-context", _add_colab_button, priority=900)
     app.connect("build-finished", _write_notebooks_zip)
     app.connect("config-inited", _add_static_path)
+    app.connect("config-inited", _add_repository_buttons)
     app.add_css_file("amp_lesson.css")
 
 

@@ -6,13 +6,18 @@
   and the search button's accessible name contains the words it shows.
 - MyST-NB's "Show code cell source" toggle is named by its visible text, not
   by an ``aria-label`` that says something else.
-- Pages for authors (``amp_lesson_author_pages``) stay off the reading path:
-  no "Next" link leads into them.
+- The reading path keeps to itself: the API reference and the pages for
+  authors (``amp_lesson_reference_pages``) are sections of their own, and no
+  "Previous" or "Next" link crosses between them and the learner's pages
+  (see :func:`section_of`).
 - With JavaScript off the page keeps the theme's colours and the code its
   syntax colours (see :func:`no_script_css`).
 - A favicon, so no browser asks for a missing ``/favicon.ico``.
 - Maths is set in Noto Sans Math, cut down at build time to the characters
   the book's maths uses (see :func:`write_math_font`).
+- A figure a cell drew (the SVG of :func:`amp_lesson.plotting.figure_svg`) is
+  set into the page itself rather than linked as an image, so that its
+  colours follow the theme (see :func:`_visit_image`).
 """
 
 from __future__ import annotations
@@ -78,27 +83,57 @@ def _hidden_cell_summary_named_by_its_text(app: Sphinx) -> None:
     app.add_node(HideCodeCellNode, override=True, html=(visit, depart_HideCellInput))
 
 
+# -- figures ---------------------------------------------------------------------------
+
+INLINE_SVG_MARK = '<svg class="amp-svg"'
+"""How a figure drawn by :func:`amp_lesson.plotting.figure_svg` begins."""
+
+
+def _inline_figures(app: Sphinx) -> None:
+    """Set the book's SVG figures into the page; every other image as Sphinx writes it."""
+    from sphinx.writers.html5 import HTML5Translator
+
+    from amp_lesson.plotting import label_svg
+
+    def visit(self: Any, node: nodes.Element) -> None:
+        uri = node.get("uri", "")
+        path = Path(self.builder.srcdir) / uri
+        if uri.endswith(".svg") and path.is_file():
+            svg = path.read_text(encoding="utf-8")
+            if svg.startswith(INLINE_SVG_MARK):
+                alt = node.get("alt")
+                self.body.append(label_svg(svg, alt) if alt else svg)
+                raise nodes.SkipNode
+        HTML5Translator.visit_image(self, node)
+
+    app.add_node(nodes.image, override=True, html=(visit, HTML5Translator.depart_image))
+
+
 # -- reading path -------------------------------------------------------------------
 
 
-def is_author_page(docname: str, patterns: Iterable[str]) -> bool:
-    """Whether ``docname`` matches one of the glob ``patterns`` of author pages.
+def section_of(docname: str, patterns: Iterable[str]) -> str | None:
+    """The glob pattern of the reference section ``docname`` is in; ``None`` on the reading path.
 
-    >>> is_author_page("guide/selfchecks", ["guide/*"]), is_author_page("chapter/formats", ["guide/*"])
-    (True, False)
+    >>> section_of("guide/selfchecks", ["api/*", "guide/*"])
+    'guide/*'
+    >>> section_of("chapter/formats", ["api/*", "guide/*"]) is None
+    True
     """
-    return any(fnmatch.fnmatchcase(docname, pattern) for pattern in patterns)
+    return next((p for p in patterns if fnmatch.fnmatchcase(docname, p)), None)
 
 
-def _keep_author_pages_off_the_reading_path(
+def _keep_the_reading_path_to_itself(
     app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
 ) -> None:
-    """No "Next" link from a reader's page into the pages for authors."""
-    patterns = app.config.amp_lesson_author_pages
+    """No "Previous" or "Next" link between two sections (the reading path is one)."""
+    patterns = app.config.amp_lesson_reference_pages
     relations = getattr(app.builder, "relations", {}) or {}
-    following = relations.get(pagename, [None, None, None])[2]
-    if following and is_author_page(following, patterns) and not is_author_page(pagename, patterns):
-        context["next"] = None
+    _, previous, following = relations.get(pagename, [None, None, None])
+    here = section_of(pagename, patterns)
+    for key, other in (("prev", previous), ("next", following)):
+        if other and section_of(other, patterns) != here:
+            context[key] = None
 
 
 # -- no JavaScript ----------------------------------------------------------------
@@ -292,11 +327,12 @@ def _cache_compiled_templates(app: Sphinx) -> None:
 
 
 def setup(app: Sphinx) -> None:
-    app.add_config_value("amp_lesson_author_pages", [], "html", types=[list])
+    app.add_config_value("amp_lesson_reference_pages", [], "html", types=[list])
     app.connect("builder-inited", _cache_compiled_templates)
     app.connect("config-inited", _add_templates_and_favicon)
     _hidden_cell_summary_named_by_its_text(app)
-    app.connect("html-page-context", _keep_author_pages_off_the_reading_path)
+    _inline_figures(app)
+    app.connect("html-page-context", _keep_the_reading_path_to_itself)
     app.add_css_file(NO_SCRIPT_CSS)
     app.add_js_file(SITE_SCRIPT, loading_method="defer")
     # After pydata-sphinx-theme rewrites pygments.css for its light and dark themes.
