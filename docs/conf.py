@@ -75,8 +75,10 @@ html_theme_options = {
     "max_navbar_depth": 1,
 }
 
-# Pages for authors, kept off the reader's path: no "Next" link leads into them.
-amp_lesson_author_pages = ["guide/*"]
+# The API reference and the pages for authors are sections of their own, reached from
+# their entries in the sidebar: no "Previous" or "Next" link leads from the learner's
+# pages into them (the reading path ends at the corrections page), nor out of them.
+amp_lesson_reference_pages = ["api/*", "guide/*"]
 
 # -- Copy buttons: on code, not on a cell's output; prompts and their output lines
 # (">>> ", "... ", "$ ") are left out of what is copied.

@@ -126,6 +126,40 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, site_url, built_book):
     assert wide == {}
 
 
+WIDE_CODE_JS = """
+() => {
+  // Collapsed cells ("Show code cell source") count too: a reader opens them.
+  document.querySelectorAll('.bd-article details').forEach((d) => { d.open = true; });
+  return [...document.querySelectorAll('.bd-article pre')]
+    .filter((pre) => pre.getClientRects().length && pre.scrollWidth > pre.clientWidth)
+    .map((pre) => {
+      const widest = pre.textContent.split('\\n').sort((a, b) => b.length - a.length)[0];
+      return [pre.scrollWidth - pre.clientWidth, widest];
+    });
+}
+"""
+
+
+def test_on_a_desktop_every_code_block_fits_its_column(browser, site_url, built_book):
+    """At 1280 px no code block, output or docstring example hides a line's end behind a
+    scrollbar, on any page, collapsed cells opened."""
+    from helpers import recording_page
+
+    pg = recording_page(browser, site_url, viewport={"width": 1280, "height": 900})
+    wide, blocks = {}, 0
+    try:
+        for rel in built_pages(built_book):
+            pg.goto(f"{site_url}/{rel}", wait_until="load")
+            blocks += pg.locator(".bd-article pre").count()
+            over = pg.evaluate(WIDE_CODE_JS)
+            if over:
+                wide[rel] = over
+    finally:
+        pg.context.close()
+    assert blocks > 300  # the measure saw the book's code
+    assert wide == {}
+
+
 # -- copying code ---------------------------------------------------------------------------
 
 
@@ -325,17 +359,20 @@ def test_on_a_phone_wide_code_and_tables_show_that_they_scroll(
         browser, site_url, viewport={"width": 390, "height": 844}, color_scheme=scheme
     )
     try:
-        pg.goto(f"{site_url}/chapter/accumulation-equals-full-batch.html", wait_until="load")
-        boxes = pg.evaluate("""() => [...document.querySelectorAll(
-                '.bd-article pre, div.cell_output .output.text_html')]
-            .filter(el => el.scrollWidth > el.clientWidth + 1)
-            .map(el => ({tag: el.tagName, image: getComputedStyle(el).backgroundImage,
-                         attachment: getComputedStyle(el).backgroundAttachment}))""")
-        assert any(b["tag"] == "PRE" for b in boxes)
-        assert any(b["tag"] == "DIV" for b in boxes)  # a result table
-        for box in boxes:
-            assert box["image"].count("radial-gradient") == 2, box  # a shadow at each edge
-            assert box["attachment"] == "local, local, scroll, scroll", box
+        # A chapter page, and the landing page's loop (half of each line out of sight).
+        for rel in ("chapter/accumulation-equals-full-batch.html", "index.html"):
+            pg.goto(f"{site_url}/{rel}", wait_until="load")
+            boxes = pg.evaluate("""() => [...document.querySelectorAll(
+                    '.bd-article pre, div.cell_output .output.text_html')]
+                .filter(el => el.scrollWidth > el.clientWidth + 1)
+                .map(el => ({tag: el.tagName, image: getComputedStyle(el).backgroundImage,
+                             attachment: getComputedStyle(el).backgroundAttachment}))""")
+            assert any(b["tag"] == "PRE" for b in boxes), rel
+            if rel != "index.html":
+                assert any(b["tag"] == "DIV" for b in boxes)  # a result table
+            for box in boxes:
+                assert box["image"].count("radial-gradient") == 2, box  # a shadow at each edge
+                assert box["attachment"] == "local, local, scroll, scroll", box
     finally:
         pg.context.close()
 

@@ -89,10 +89,12 @@ def test_no_script_css_reaims_the_themes_fallback_and_the_light_code_colours() -
     assert "#000}" not in css
 
 
-def test_author_pages_match_by_glob() -> None:
-    assert theme.is_author_page("guide/execution", ["guide/*"])
-    assert not theme.is_author_page("chapter/review", ["guide/*"])
-    assert not theme.is_author_page("guide/execution", [])
+def test_reference_sections_match_by_glob() -> None:
+    patterns = ["api/*", "guide/*"]
+    assert theme.section_of("guide/execution", patterns) == "guide/*"
+    assert theme.section_of("api/amp_lesson.scaler", patterns) == "api/*"
+    assert theme.section_of("chapter/review", patterns) is None
+    assert theme.section_of("guide/execution", []) is None
 
 
 # -- the built book ------------------------------------------------------------------------

@@ -109,7 +109,7 @@ def free_port() -> int:
 
 @dataclass
 class CallCounter:
-    """The state of :func:`counting_allreduce_hook`: one entry per all-reduce call.
+    """The state of :func:`counting_allreduce_hook`: one entry per call.
 
     Parameters
     ----------

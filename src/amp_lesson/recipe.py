@@ -41,7 +41,7 @@ def train_mixed_precision(
     dtype: torch.dtype = torch.float16,
     epochs: int = 1,
 ) -> torch.amp.GradScaler:
-    """Train with autocast, a GradScaler and accum_steps micro-batches per optimizer step."""
+    """Mixed-precision training, accum_steps micro-batches per step."""
     check_recipe_arguments(model, loader, optimizer, accum_steps, dtype, epochs)
     device = next(model.parameters()).device
     scaler = torch.amp.GradScaler(device.type)
@@ -50,13 +50,16 @@ def train_mixed_precision(
     for _ in range(epochs):
         for i, (x, y) in enumerate(loader):
             x, y = x.to(device), y.to(device)
-            with torch.autocast(device.type, dtype=dtype):  # forward pass and loss only
-                loss = loss_fn(model(x), y) / accum_steps  # each micro-batch's share
+            # autocast: the forward pass and the loss only
+            with torch.autocast(device.type, dtype=dtype):
+                # each micro-batch's share of the window's loss
+                loss = loss_fn(model(x), y) / accum_steps
             scaler.scale(loss).backward()  # scaled gradients add up in .grad
             if (i + 1) % accum_steps != 0:
                 continue  # the window is not complete: keep accumulating
             if max_norm is not None:
-                scaler.unscale_(optimizer)  # clip the true gradient, not the scaled one
+                # clip the true gradient, not the scaled one
+                scaler.unscale_(optimizer)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
             scaler.step(optimizer)  # skipped if the gradient holds inf or NaN
             scaler.update()  # back off after an overflow, grow after a streak
@@ -73,11 +76,11 @@ def check_recipe_arguments(
     epochs: int,
 ) -> None:
     """Refuse the arguments the loop would misuse without a word."""
-    if not (isinstance(accum_steps, int) and accum_steps >= 1 and len(loader) % accum_steps == 0):
+    whole = isinstance(accum_steps, int) and accum_steps >= 1
+    if not (whole and len(loader) % accum_steps == 0):
         # A window that ran across two epochs would mix their gradients.
-        raise ValueError(
-            f"accum_steps must be an int >= 1 dividing {len(loader)=}, got {accum_steps!r}"
-        )
+        needed = f"accum_steps must be an int >= 1 dividing {len(loader)=}"
+        raise ValueError(f"{needed}, got {accum_steps!r}")
     if not (isinstance(epochs, int) and epochs >= 1):
         raise ValueError(f"epochs must be an int >= 1, got {epochs!r}")
     if dtype not in (torch.float16, torch.bfloat16):  # else autocast is off

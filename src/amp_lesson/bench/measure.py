@@ -205,7 +205,8 @@ def make_train_step(
     scaler = torch.amp.GradScaler(device.type, enabled=regime == "fp16")
 
     def step() -> None:
-        with torch.autocast(device.type, dtype=low or torch.float16, enabled=low is not None):
+        on = low is not None
+        with torch.autocast(device.type, dtype=low or torch.float16, enabled=on):
             loss = F.mse_loss(model(x), y)
         scaler.scale(loss).backward()
         scaler.step(optimizer)

@@ -5,8 +5,13 @@
  * article (download, "System Settings Light Dark", search) and a print-only
  * table of contents. Those are taken out before Sphinx reads the text, and so
  * are the lines the book puts under each title (what built the page, its
- * reading time), which would otherwise open every summary: a result shows the
- * page's own words.
+ * reading time), which would otherwise open every summary, and the code,
+ * outputs, tables, figures and playgrounds, whose text reads as a run of
+ * words without spaces: a result shows the page's prose.
+ *
+ * Search order: the pages a learner reads (the chapter, the pages beyond it,
+ * the glossary and the corrections) come before the API reference and the
+ * authors' guide, each group in Sphinx's own order of relevance.
  *
  * Phone drawers: on a narrow screen the theme shows the navigation and the
  * page's contents in modal dialogs. A link followed inside one closes it, so
@@ -16,7 +21,11 @@
   "use strict";
 
   var THEME_CHROME = ".bd-header-article, #jb-print-docs-body, .bd-footer-article, .prev-next-area, " +
-    ".amp-provenance, .amp-page-info";
+    ".amp-provenance, .amp-page-info, div.cell, div.highlight, pre, table, figure, .amp-playground, " +
+    "math, .math";
+  // Sphinx's relevance scores stay under a hundred; this lifts a learner's page above all others.
+  var READERS_PAGE_BONUS = 1000;
+  var REFERENCE = /^(api|guide)\//;
 
   function withoutThemeChrome(htmlString) {
     var doc = new DOMParser().parseFromString(htmlString, "text/html");
@@ -27,6 +36,15 @@
   }
 
   // `Search` is the global of Sphinx's searchtools.js, loaded before this script.
+  // `Scorer` is searchtools.js's global too; Sphinx applies its score() to every result.
+  if (typeof Scorer !== "undefined") {
+    Scorer.score = function (result) {
+      var docname = result[0];
+      var score = result[4];
+      return REFERENCE.test(docname) ? score : score + READERS_PAGE_BONUS;
+    };
+  }
+
   if (typeof Search !== "undefined" && typeof Search.htmlToText === "function") {
     var htmlToText = Search.htmlToText;
     Search.htmlToText = function (htmlString, anchor) {

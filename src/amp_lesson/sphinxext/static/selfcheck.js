@@ -664,6 +664,18 @@
     return widget;
   }
 
+  /** A row's words for a screen reader: a table row's cells, each after its column's name. */
+  function rowText(row) {
+    var cells = row.querySelectorAll("td, th");
+    if (!cells.length) return textOf(row);
+    var table = row.closest("table");
+    var heads = table ? table.querySelectorAll("thead th") : [];
+    return Array.prototype.map.call(cells, function (cell, i) {
+      var head = heads[i] ? textOf(heads[i]) : "";
+      return (head ? head + ": " : "") + textOf(cell);
+    }).join("; ") + ".";
+  }
+
   function setupSteps(root, ctx) {
     var rows = Array.prototype.slice.call(
       root.querySelectorAll(".sc-rows > .sc-row, table.sc-rows-table > tbody > tr"));
@@ -691,8 +703,12 @@
       var finished = shown >= rows.length;
       more.hidden = finished;
       // The closing question shows right below once every row is out; a screen reader
-      // hears it with the progress, where the eye would read it twice.
+      // hears it with the progress, where the eye would read it twice. So with the new
+      // row: focus stays on the button, and the row is read out from here.
       progress.replaceChildren("Row " + shown + " of " + rows.length + " shown.");
+      if (focus === "row") {
+        progress.append(make("span", { class: "sc-visually-hidden" }, " " + rowText(rows[shown - 1])));
+      }
       if (finished) {
         progress.append(make("span", { class: "sc-visually-hidden" }, " Now: " + nextQuestion));
       }
@@ -704,8 +720,10 @@
       commit.reveal.disabled = !state.draft.trim();
       feedback.replaceChildren();
       if (revealed) feedback.append(comparison(state.committed, answerBody, answerLabel));
-      if (focus === "row") rows[shown - 1].focus();
-      else if (focus) feedback.focus();
+      // The button keeps focus for the next press; after the last row it is gone, and the
+      // reader's next move is the answer box.
+      if (focus === "row" && finished) commit.box.focus();
+      else if (focus && focus !== "row") feedback.focus();
     }
     var widget = track(ctx, {
       blank: function () { return { shown: 1, draft: "", committed: null }; },
