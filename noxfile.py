@@ -95,9 +95,14 @@ def _run(session: nox.Session, env: dict[str, str], program: str, *args: str) ->
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Build the book, executing every page. `-- --serve` previews it live."""
+    """Build the book, executing every page, and its PDF where Chromium is at hand.
+
+    `-- --serve` previews it live (no PDF); AMP_LESSON_PDF=no skips the PDF.
+    """
     env = _env(session)
     if "--serve" in session.posargs:
+        # The preview rebuilds on every save: printing the PDF each time would double it.
+        env = {**env, "AMP_LESSON_PDF": "no"}
         _run(
             session,
             env,

@@ -92,6 +92,9 @@ copybutton_prompt_is_regexp = True
 # (owner/name or an https address) points a fork's build at the fork.
 amp_lesson_repository = os.environ.get("AMP_LESSON_REPOSITORY", "")
 amp_lesson_branch = os.environ.get("AMP_LESSON_BRANCH", "main")
+# The whole book as one PDF, printed by Chromium from print.html when the build has one
+# (amp_lesson.sphinxext.printbook): "auto", "yes" (fail without it) or "no".
+amp_lesson_pdf = os.environ.get("AMP_LESSON_PDF", "auto")
 # Files besides the package whose change must re-execute the book.
 amp_lesson_watch = ["_data"]
 

@@ -60,8 +60,9 @@ def sphinx() -> Any:
 
 @pytest.fixture(scope="session")
 def built_book() -> Path:
-    """The book, built (incrementally, through the execution cache) into docs/_build/html."""
-    sphinx_build(DOCS, HTML)
+    """The book, built (incrementally, through the execution cache) into docs/_build/html,
+    with its PDF where Chromium is at hand, as ``nox -s docs`` builds it."""
+    sphinx_build(DOCS, HTML, pdf=True)
     return HTML
 
 
@@ -146,3 +147,26 @@ def make_page(browser: Any, site_url: str) -> Iterator[Any]:
     yield _make
     for pg in pages:
         pg.context.close()
+
+
+MEASUREMENTS: list[tuple[str, str]] = []
+"""What tests measured for a person to read (``report`` fixture), printed after the run."""
+
+
+@pytest.fixture
+def report(request: pytest.FixtureRequest) -> Any:
+    """``report(what, value)``: a measurement to print in the run's summary (and to keep in
+    the test's properties), for figures a test records but does not limit."""
+
+    def _report(what: str, value: str) -> None:
+        MEASUREMENTS.append((f"{request.node.name}: {what}", value))
+        request.node.user_properties.append((what, value))
+
+    return _report
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if MEASUREMENTS:
+        terminalreporter.section("measured (reported, not limited)")
+        for what, value in MEASUREMENTS:
+            terminalreporter.write_line(f"{what}: {value}")

@@ -30,9 +30,17 @@ IN_FAST_TEST = False
 
 
 def sphinx_build(
-    src: Path, out: Path, *extra: str, env: dict[str, str] | None = None, check: bool = True
+    src: Path,
+    out: Path,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    check: bool = True,
+    pdf: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """Run sphinx-build as the docs session does; return the finished process.
+
+    The build prints the book's PDF only with ``pdf=True`` (as ``nox -s docs`` does
+    where Chromium is at hand): the tests' many small books need none.
 
     Refused in a test of the fast tier: a test that builds asks for the ``sphinx``
     fixture (or is marked ``book``), so that it runs with the slow tests.
@@ -42,6 +50,8 @@ def sphinx_build(
             "a fast test builds a book: ask for the `sphinx` fixture, or mark the test "
             "`book`, so that it runs with the slow tests"
         )
+    if not pdf:
+        extra = ("-D", "amp_lesson_pdf=no", *extra)
     cmd = sphinx_command(src, out, *extra)
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, cwd=ROOT)
     if check and proc.returncode != 0:
@@ -140,8 +150,9 @@ def recording_page(browser: Any, site_url: str, **context_options: Any) -> Any:
 
 
 def built_pages(html: Path) -> list[str]:
-    """The book's pages in a built site, as paths relative to ``html`` (no index/search pages)."""
-    skip = {"genindex.html", "search.html"}
+    """The book's pages in a built site, as paths relative to ``html`` (no index, search or
+    print page)."""
+    skip = {"genindex.html", "search.html", "print.html"}  # the book on one page: not a page
     return sorted(
         p.relative_to(html).as_posix()
         for p in html.rglob("*.html")

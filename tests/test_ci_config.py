@@ -337,7 +337,9 @@ def test_chromium_path_chooses_the_browser(monkeypatch, tmp_path: Path) -> None:
     assert ensure_chromium.find() is None
     assert ensure_chromium.main() == 1  # a wrong path is an error, not a silent skip
     monkeypatch.delenv("CHROMIUM_PATH")
-    system = next((shutil.which(n) for n in ensure_chromium.CANDIDATES if shutil.which(n)), None)
+    from amp_lesson.sphinxext.printbook import CHROMIUM_NAMES
+
+    system = next((shutil.which(n) for n in CHROMIUM_NAMES if shutil.which(n)), None)
     assert ensure_chromium.find() == system
     monkeypatch.setenv("CHROMIUM_PATH", "playwright")
     found = ensure_chromium.find()  # Playwright's own build, if it has been installed

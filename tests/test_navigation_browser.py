@@ -155,3 +155,104 @@ def test_every_page_names_a_favicon_that_is_served(make_page: Any, site_url: str
     response = pg.request.get(href)
     assert response.status == 200
     assert "svg" in response.headers["content-type"]
+
+
+# -- search: the learner's pages first, snippets from prose, a clear box -------------------
+
+RESULTS_JS = """() => [...document.querySelectorAll('#search-results ul.search li')].map((li) => [
+  li.querySelector('a').getAttribute('href'),
+  (li.querySelector('p.context') || {textContent: ''}).textContent,
+])"""
+
+
+def _search(pg: Any, site_url: str, query: str) -> list[list[str]]:
+    pg.goto(f"{site_url}/search.html?q={query}")
+    pg.wait_for_selector("#search-results ul.search li")
+    # Sphinx adds the results one by one, then says how many it found
+    pg.wait_for_function(
+        "(document.querySelector('#search-results .search-summary') || {}).textContent"
+        "?.startsWith('Search finished')"
+    )
+    return pg.evaluate(RESULTS_JS)
+
+
+def _is_reference(href: str) -> bool:
+    return href.startswith(("api/", "guide/"))
+
+
+@pytest.mark.parametrize(
+    ("query", "expected_first"),
+    [("GradScaler", "chapter/gradscaler.html"), ("no_sync", "beyond/ddp-accumulation.html")],
+)
+def test_search_ranks_the_learners_pages_above_the_reference(
+    make_page: Any, site_url: str, query: str, expected_first: str
+) -> None:
+    pg = make_page(viewport=DESKTOP)
+    results = _search(pg, site_url, query)
+    hrefs = [href for href, _ in results]
+    kinds = [_is_reference(h) for h in hrefs]
+    assert False in kinds, hrefs  # learner's pages matched...
+    assert True in kinds, hrefs  # ...and reference pages
+    assert kinds == sorted(kinds), hrefs  # every learner's page before any reference page
+    assert hrefs[0].startswith(expected_first), hrefs[:5]
+    for _, snippet in results:
+        assert "amp_lesson 0." not in snippet  # the provenance line under each title
+        for glued in ("FalseFalse", "TrueTrue", "FalseTrue", "TrueFalse"):
+            assert glued not in snippet, snippet  # table cells run together
+    assert pg.console_errors == []
+
+
+@pytest.mark.parametrize("where", ["page", "dialog"])
+def test_the_search_boxs_magnifier_sits_beside_the_query(
+    make_page: Any, site_url: str, where: str
+) -> None:
+    pg = make_page(viewport=DESKTOP)
+    if where == "page":
+        pg.goto(f"{site_url}/search.html?q=GradScaler")
+        form = pg.locator(".bd-search-container form.bd-search")
+    else:
+        pg.goto(f"{site_url}/{PAGE}")
+        pg.wait_for_load_state("networkidle")
+        pg.keyboard.press("Control+k")
+        form = pg.locator("#pst-search-dialog form.bd-search")
+        form.locator("input").fill("GradScaler")
+    icon = form.locator(".fa-magnifying-glass").bounding_box()
+    field = form.locator("input")
+    text_starts = field.evaluate(
+        "el => el.getBoundingClientRect().left + parseFloat(getComputedStyle(el).paddingLeft)"
+    )
+    assert icon is not None
+    assert icon["x"] + icon["width"] <= text_starts, (icon, text_starts)
+    assert pg.console_errors == []
+
+
+# -- the reading path ---------------------------------------------------------------------
+
+
+def test_next_walks_the_learners_path_to_the_corrections_and_stops(
+    make_page: Any, site_url: str
+) -> None:
+    pg = make_page(viewport=DESKTOP)
+    pg.goto(f"{site_url}/index.html")
+    visited = []
+    for _ in range(60):
+        visited.append(pg.url.removeprefix(site_url + "/"))
+        following = pg.locator("a.right-next")
+        if following.count() == 0:
+            break
+        following.click()
+        pg.wait_for_load_state("load")
+    assert visited[0] == "index.html"
+    assert visited[-1] == "corrections.html"  # the learner's path ends here
+    assert "glossary.html" in visited
+    assert not [v for v in visited if v.startswith(("api/", "guide/"))]
+    assert len(visited) >= 20
+    # and the reference pages are reached from their own entries in the sidebar
+    sidebar = pg.locator("#pst-primary-sidebar")
+    assert sidebar.get_by_role("link", name="API reference", exact=True).is_visible()
+    assert sidebar.get_by_role("link", name="Writing for the book", exact=True).is_visible()
+    assert sidebar.get_by_role("link", name="Every wording of every claim").count() == 0
+    # the API reference's first page leads nowhere back onto the learner's path
+    pg.goto(f"{site_url}/api/index.html")
+    assert pg.locator("a.left-prev").count() == 0
+    assert pg.console_errors == []

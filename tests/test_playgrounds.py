@@ -408,7 +408,9 @@ def test_the_explorer_carries_its_formats_and_a_static_table(page_html: Beautifu
     groups = static.select("tbody")
     expected = explorer_rows([0.1, 65520.0, math.inf], ["fp32", "fp16"])
     assert [g.select_one('th[scope="rowgroup"]').get_text() for g in groups] == [
-        "0.1", "65520.0", "inf"
+        "0.1",
+        "65520.0",
+        "inf",
     ]
     cells = [[td.get_text() for td in tr.find_all("td")] for tr in static.select("tbody tr")]
     cells = [row for row in cells if row]  # the heading rows hold a th
@@ -584,6 +586,8 @@ def test_the_scripts_trace_columns_are_the_pythons() -> None:
     import re
 
     script = (STATIC / "amp-scaler-playground.js").read_text(encoding="utf-8")
-    block = script[script.index("var COLUMNS = [") : script.index("];", script.index("var COLUMNS"))]
+    block = script[
+        script.index("var COLUMNS = [") : script.index("];", script.index("var COLUMNS"))
+    ]
     headings = [h.replace("\\u00ad", "") for h in re.findall(r'\["([^"]+)", \d+\]', block)]
     assert headings == list(playground.TRACE_COLUMNS)

@@ -33,14 +33,15 @@ from install_axe import axe_script
 
 from amp_lesson.formats import FORMATS, store
 from amp_lesson.playground import (
-    EXAMPLE_VALUES,
     EXPLORER_FORMATS,
     class_text,
+    describe_trace,
     event_text,
     explorer_rows,
     read_number,
     read_scaler_settings,
     read_steps,
+    scaler_trace,
     steps_pattern,
 )
 from amp_lesson.scaler import run_torch_scaler, simulate
@@ -258,7 +259,7 @@ def test_bad_input_gets_pythons_message_inline_and_no_console_error(
     summary = root.locator(".amp-bx-summary")
     assert summary.get_attribute("aria-live") == "polite"
     page.wait_for_function(
-        "document.querySelector('.amp-bx-summary').textContent.startsWith('0.1: FP32 rounded')"
+        "document.querySelector('.amp-bx-summary').textContent.startsWith('0.1: FP16 rounded')"
     )
     _assert_clean(page)
 
@@ -271,14 +272,19 @@ def test_bits_flip_by_keyboard_with_one_tab_stop_per_format(page: Any, site_url:
     root = page.locator(".amp-bx")
     box = root.get_by_label("Your number")
     box.fill("1")
-    box.focus()
+    shown = root.locator("li.amp-bx-fmt:not([hidden])").evaluate_all(
+        "items => items.map(li => li.dataset.format)"
+    )
+    assert shown == ["fp16", "bf16", "fp32"]  # the page's :show:, FP16 first
+    root.locator('li[data-format="fp16"] button.amp-bx-bit').first.focus()
+    page.keyboard.press("Shift+Tab")  # back out of FP16's bits, onto what comes before
     stops = []
-    for _ in EXPLORER_FORMATS:
+    for _ in shown:
         page.keyboard.press("Tab")
         stops.append(
             page.evaluate("document.activeElement.closest('li.amp-bx-fmt').dataset.format")
         )
-    assert stops == list(EXPLORER_FORMATS)  # one Tab stop per format's bits
+    assert stops == shown  # one Tab stop per shown format's bits
     fp16 = root.locator('li[data-format="fp16"]')
     fp16.locator("button.amp-bx-bit").first.focus()
     page.keyboard.press("ArrowRight")  # to the first exponent bit
@@ -293,6 +299,7 @@ def test_bits_flip_by_keyboard_with_one_tab_stop_per_format(page: Any, site_url:
     page.keyboard.press("Enter")  # the sign bit
     assert box.input_value() == "fp16:0xbc01"
     assert fp16.get_attribute("data-stored") == repr(-(1 + 2**-10))
+    root.get_by_role("checkbox", name="FP8 E4M3").check()  # a format the reader adds
     root.locator('li[data-format="fp8_e4m3"] button.amp-bx-bit').nth(4).click()  # by mouse
     assert box.input_value().startswith("e4m3:0x")
     _assert_clean(page)
@@ -354,22 +361,26 @@ def _trace_rows(trace: list[Any]) -> list[list[str]]:
 
 
 READ_SCALER = """
-(casesJson) => {
+async (casesJson) => {
   const root = document.querySelector('.amp-sp');
   const field = (name) => root.querySelector('input.amp-sp-' + name);
   const pattern = root.querySelector('textarea.amp-sp-pattern');
-  return JSON.stringify(JSON.parse(casesJson).map((c) => {
+  const out = [];
+  for (const c of JSON.parse(casesJson)) {
     for (const name of ['init_scale', 'growth_factor', 'backoff_factor', 'growth_interval']) {
       field(name).value = c[name];
     }
     pattern.value = c.steps;
     pattern.dispatchEvent(new Event('input', {bubbles: true}));
-    if (root.dataset.state !== 'ok') return 'invalid';
-    return [...root.querySelectorAll('.amp-sp-table tbody tr')].map((tr) => [
+    if (root.dataset.state !== 'ok') { out.push('invalid'); continue; }
+    // A long trace's later rows follow the first ones in chunks.
+    while (root.dataset.drawn !== 'all') await new Promise((r) => setTimeout(r, 0));
+    out.push([...root.querySelectorAll('.amp-sp-live .amp-sp-table tbody tr')].map((tr) => [
       tr.dataset.step, tr.dataset.scaleUsed, tr.dataset.invScale, tr.dataset.foundInf,
       tr.dataset.skipped, tr.dataset.scaleAfter, tr.dataset.growthTracker,
-    ]);
-  }));
+    ]));
+  }
+  return JSON.stringify(out);
 }
 """
 
@@ -418,7 +429,7 @@ def test_the_playground_starts_from_the_pages_executed_trace(page: Any, site_url
                   [...tr.querySelectorAll('td')].map((td) => td.textContent.trim()))"""
     )
     live = page.evaluate(
-        """() => [...document.querySelectorAll('.amp-sp-table tbody tr')].map((tr) =>
+        """() => [...document.querySelectorAll('.amp-sp-live .amp-sp-table tbody tr')].map((tr) =>
                   [tr.dataset.step, tr.dataset.scaleUsed, tr.dataset.foundInf, tr.dataset.skipped,
                    tr.dataset.scaleAfter, tr.dataset.growthTracker])"""
     )
@@ -485,7 +496,7 @@ def test_steps_toggle_by_mouse_and_keyboard_and_fill(page: Any, site_url: str) -
     step3.click()
     assert pattern.input_value() == "..x."
     assert step3.get_attribute("aria-pressed") == "true"
-    assert root.locator('tr[data-step="3"]').get_attribute("data-skipped") == "true"
+    assert root.locator('.amp-sp-live tr[data-step="3"]').get_attribute("data-skipped") == "true"
     page.keyboard.press("ArrowRight")  # focus stayed on step 3; move to step 4
     page.keyboard.press("Space")
     assert pattern.input_value() == "..xx"
@@ -498,9 +509,9 @@ def test_steps_toggle_by_mouse_and_keyboard_and_fill(page: Any, site_url: str) -
     root.get_by_label("Run length").fill("9")
     root.get_by_role("button", name="Fill the pattern").click()
     assert pattern.input_value() == "..x..x..x"
-    assert root.locator(".amp-sp-table tbody tr").count() == 9
+    assert root.locator(".amp-sp-live .amp-sp-table tbody tr").count() == 9
     page.wait_for_function(
-        "document.querySelector('.amp-sp-summary').textContent.startsWith('9 steps, 3 skipped.')"
+        "document.querySelector('.amp-sp-live .amp-sp-summary').textContent.startsWith('9 steps, 3 skipped.')"
     )
     _assert_clean(page)
 
@@ -517,14 +528,26 @@ def test_without_javascript_the_static_versions_stand_in(browser: Any, site_url:
         assert static.is_visible()
         assert pg.locator(".amp-bx-live").count() == 0
         cells = static.locator("tbody tr").evaluate_all(
-            "rows => rows.map(r => [...r.cells].map(c => c.textContent))"
+            "rows => rows.filter(r => r.querySelector('td'))"
+            ".map(r => [...r.cells].map(c => c.textContent))"
         )
-        assert cells == [list(r.values()) for r in explorer_rows(EXAMPLE_VALUES, EXPLORER_FORMATS)]
+        values = [65519.0, 65520.0, 6.1e-5, 1e-8, -0.0, 0.1]  # the page's :examples:
+        expected = explorer_rows(values, ["fp16", "bf16", "fp32"])
+        assert cells == [[v for k, v in row.items() if k != "value"] for row in expected]
         pg.goto(f"{site_url}/{SCALER_PAGE}")
         fallback = pg.locator(".amp-sp .amp-sp-static")
         assert fallback.is_visible()
         assert fallback.locator('a[href="#gradscaler-trace"]').count() == 1
         assert pg.locator("#gradscaler-trace table.amp-table").is_visible()
+        # not a single link: the playground's starting point, worked through
+        settings = read_scaler_settings({"init_scale": "65536.0", "growth_factor": "2.0",
+                                         "backoff_factor": "0.5", "growth_interval": "4"})  # fmt: skip
+        rows = scaler_trace(settings, read_steps("xxx..........xx...........x............."))
+        shown = fallback.locator("table tbody tr").evaluate_all(
+            "rows => rows.map(r => [...r.cells].map(c => c.textContent))"
+        )
+        assert shown == [list(row.values()) for row in rows]
+        assert fallback.locator(".amp-sp-summary").inner_text() == describe_trace(rows)
     finally:
         context.close()
 
@@ -649,3 +672,233 @@ def test_exactness_inputs_cover_what_they_claim() -> None:
         assert any(0 < v < spec.smallest_subnormal for v in finite), spec.name  # under the bottom
     nans = [struct.pack("<d", v) for v in values if math.isnan(v)]
     assert len(set(nans)) > 100  # NaNs with many payloads
+
+
+# -- nothing clipped, nothing slow ------------------------------------------------------------
+
+INPUT_BOXES_JS = """() => {
+  const grid = document.querySelector('.amp-sp-settings').getBoundingClientRect();
+  return Object.fromEntries(
+    ['init_scale', 'growth_factor', 'backoff_factor', 'growth_interval'].map((name) => {
+      const box = document.querySelector('input.amp-sp-' + name).getBoundingClientRect();
+      return [name, [Math.round(box.x - grid.x), Math.round(box.y - grid.y)]];
+    }));
+}"""
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_an_error_message_moves_no_setting_sideways(
+    make_page: Any, site_url: str, viewport: dict[str, int]
+) -> None:
+    pg = make_page(viewport=viewport)
+    _open(pg, site_url, SCALER_PAGE, ".amp-sp-ready")
+    before = pg.evaluate(INPUT_BOXES_JS)
+    # the longest message a field gives, under the first field
+    pg.locator("input.amp-sp-init_scale").fill("1e-50")
+    error = pg.locator(
+        "#" + pg.locator("input.amp-sp-init_scale").get_attribute("aria-describedby")
+    )
+    assert error.is_visible()
+    after = pg.evaluate(INPUT_BOXES_JS)
+    for name, (x, y) in before.items():
+        assert after[name][0] == x, (name, before, after)  # no field moves sideways
+        if y <= before["init_scale"][1]:
+            assert after[name][1] == y, (name, before, after)  # nor one on its row up
+    box = error.bounding_box()
+    settings = pg.locator(".amp-sp-settings").bounding_box()
+    assert box["x"] + box["width"] <= settings["x"] + settings["width"] + 1  # the message wraps
+    scroll, client = pg.evaluate(
+        "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    )
+    assert scroll <= client
+    _assert_clean(pg)
+
+
+TICKS_JS = """() => {
+  const svg = document.querySelector('.amp-sp-plot svg');
+  const labels = [...svg.querySelectorAll('text.amp-sp-tick')]
+    .filter((t) => t.querySelector('tspan'))
+    .map((t) => Number(t.querySelector('tspan').textContent));
+  const used = [...document.querySelectorAll('.amp-sp-live .amp-sp-table tbody tr')]
+    .map((tr) => Number(tr.dataset.scaleUsed)).filter((s) => s > 0).map(Math.log2);
+  return {labels, top: Math.max(...used), bottom: Math.min(...used)};
+}"""
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"init_scale": "3e38", "growth_factor": "10", "backoff_factor": "0.001"},
+        {"init_scale": "1e-40", "growth_factor": "1.5", "backoff_factor": "0.999"},
+        {"init_scale": "65536", "growth_factor": "7", "backoff_factor": "0.2"},
+    ],
+)
+def test_the_plots_axis_is_labelled_above_the_highest_scale(
+    page: Any, site_url: str, settings: dict[str, str]
+) -> None:
+    _open(page, site_url, SCALER_PAGE, ".amp-sp-ready")
+    for name, text in settings.items():
+        page.locator(f"input.amp-sp-{name}").fill(text)
+    page.locator("input.amp-sp-growth_interval").fill("3")
+    page.locator("textarea.amp-sp-pattern").fill("x..x......xx....x...." * 3)
+    page.wait_for_function("document.querySelector('.amp-sp').dataset.drawn === 'all'")
+    ticks = page.evaluate(TICKS_JS)
+    assert ticks["labels"], ticks
+    assert max(ticks["labels"]) >= ticks["top"], ticks  # a labelled line at or above the top
+    assert min(ticks["labels"]) <= ticks["bottom"], ticks
+    _assert_clean(page)
+
+
+CUE_JS = """(selector) => {
+  const box = document.querySelector(selector);
+  const style = getComputedStyle(box);
+  return {overflowY: box.scrollHeight > box.clientHeight, overflowX: box.scrollWidth > box.clientWidth,
+          image: style.backgroundImage, attachment: style.backgroundAttachment};
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_trace_table_shows_it_scrolls_and_fits_a_desktop(
+    make_page: Any, site_url: str, scheme: str
+) -> None:
+    pg = make_page(viewport=DESKTOP, color_scheme=scheme)
+    _open(pg, site_url, SCALER_PAGE, ".amp-sp-ready")
+    cue = pg.evaluate(CUE_JS, ".amp-sp-live .amp-sp-table-wrap")
+    assert cue["overflowY"]  # forty steps: it scrolls down...
+    assert not cue["overflowX"]  # ...and every column fits the desktop column
+    assert cue["image"].count("radial-gradient") == 4, cue  # a shadow for each edge
+    assert cue["attachment"].startswith("local, local, local, local"), cue
+    # the header row stays in view while the rows scroll under it
+    pg.locator(".amp-sp-live .amp-sp-table-wrap").evaluate("el => { el.scrollTop = 200; }")
+    head = pg.locator(".amp-sp-live .amp-sp-table thead th").first.bounding_box()
+    wrap = pg.locator(".amp-sp-live .amp-sp-table-wrap").bounding_box()
+    assert abs(head["y"] - wrap["y"]) < 3
+    _assert_clean(pg)
+
+
+REDRAW_JS = """() => {
+  window.__redraw = null;
+  const box = document.querySelector('input.amp-sp-growth_interval');
+  const plot = document.querySelector('.amp-sp-plot svg');
+  let start = 0;
+  box.addEventListener('keydown', () => { start = performance.now(); }, {once: true});
+  const watch = new MutationObserver(() => {
+    watch.disconnect();
+    // the next frame painted after the plot changed
+    requestAnimationFrame(() => requestAnimationFrame(() => {
+      window.__redraw = performance.now() - start;
+    }));
+  });
+  watch.observe(plot, {childList: true});
+}"""
+
+
+def test_the_playground_redraws_within_a_frame_or_two_of_a_key(
+    page: Any, site_url: str, report: Any
+) -> None:
+    """Input to the redrawn plot and table, as the reader waits for it, at the longest schedule
+    the playground takes (reported, not limited: the machine's speed is not the page's)."""
+    from amp_lesson.playground import MAX_STEPS
+
+    _open(page, site_url, SCALER_PAGE, ".amp-sp-ready")
+    timings = {}
+    for steps in (40, 200, MAX_STEPS):
+        page.locator("textarea.amp-sp-pattern").fill(steps_pattern(every_tenth(steps)))
+        box = page.locator("input.amp-sp-growth_interval")
+        box.fill("4")
+        times = []
+        for i in range(6):
+            box.focus()
+            page.keyboard.press("End")
+            page.evaluate(REDRAW_JS)
+            page.keyboard.press("0" if i % 2 == 0 else "Backspace")  # 4 -> 40 -> 4 -> ...
+            page.wait_for_function("window.__redraw !== null")
+            times.append(page.evaluate("window.__redraw"))
+            # the table's first rows came with the plot, the rest follow
+            assert page.locator(".amp-sp-live .amp-sp-table tbody tr").count() >= min(steps, 60)
+        page.wait_for_function("document.querySelector('.amp-sp').dataset.drawn === 'all'")
+        assert page.locator(".amp-sp-live .amp-sp-table tbody tr").count() == steps
+        timings[steps] = sorted(times)[len(times) // 2]
+    report(
+        "input to redraw, median of 6 key presses",
+        ", ".join(f"{n} steps {ms:.0f} ms" for n, ms in timings.items()),
+    )
+    _assert_clean(page)
+
+
+def every_tenth(n: int) -> list[bool]:
+    return [step % 10 == 0 for step in range(1, n + 1)]
+
+
+# -- the bit explorer for the format a reader came for --------------------------------------
+
+
+def test_the_explorer_shows_fp16_first_and_the_formats_the_reader_picks(
+    page: Any, site_url: str
+) -> None:
+    _open(page, site_url, FORMATS_PAGE, ".amp-bx-ready")
+    root = page.locator(".amp-bx")
+    visible = "items => items.filter(li => !li.hidden).map(li => li.dataset.format)"
+    assert root.locator("li.amp-bx-fmt").evaluate_all(visible) == ["fp16", "bf16", "fp32"]
+    root.get_by_role("checkbox", name="TF32", exact=True).check()
+    root.get_by_role("checkbox", name="BF16", exact=True).uncheck()
+    assert root.locator("li.amp-bx-fmt").evaluate_all(visible) == ["fp16", "fp32", "tf32"]
+    lines = root.locator(".amp-bx-line-row:not(.amp-bx-line-axis)").evaluate_all(
+        "rows => rows.filter(r => !r.hidden).map(r => r.textContent)"
+    )
+    assert lines == ["FP16", "FP32", "TF32"]  # the number line follows
+    # a suggested value is a button that types it; FP16's answer is in the line under the input
+    root.get_by_role("button", name="Try 65520").click()
+    assert root.get_by_label("Your number").input_value() == "65520"
+    assert root.locator(".amp-bx-headline").inner_text() == "FP16 stores inf (overflow to inf)"
+    root.get_by_role("checkbox", name="FP16", exact=True).uncheck()
+    assert root.locator(".amp-bx-headline").inner_text().startswith("FP32 stores 65520.0")
+    _assert_clean(page)
+
+
+def test_on_a_phone_the_input_and_fp16s_answer_stay_in_view(make_page: Any, site_url: str) -> None:
+    pg = make_page(viewport=PHONE, is_mobile=True, has_touch=True)
+    _open(pg, site_url, FORMATS_PAGE, ".amp-bx-ready")
+    root = pg.locator(".amp-bx")
+    root.get_by_role("button", name="Try 65520").tap()
+    # scroll to the last format shown, two screens below the input on a phone
+    root.locator('li[data-format="fp32"] .amp-bx-facts').scroll_into_view_if_needed()
+    box = root.get_by_label("Your number").bounding_box()
+    answer = root.locator(".amp-bx-headline").bounding_box()
+    assert box["y"] >= 0
+    assert box["y"] + box["height"] <= PHONE["height"]
+    assert answer["y"] >= 0
+    assert answer["y"] + answer["height"] <= PHONE["height"]
+    assert root.locator(".amp-bx-headline").inner_text() == "FP16 stores inf (overflow to inf)"
+    # and it covers nothing it should not: the theme's header stays above it
+    header = pg.locator(".bd-header-article").bounding_box()
+    assert box["y"] >= header["y"] + header["height"] - 1
+    _assert_clean(pg)
+
+
+def test_without_javascript_the_explorers_table_fits_a_desktop_and_scrolls_on_a_phone(
+    browser: Any, site_url: str
+) -> None:
+    from helpers import recording_page
+
+    for viewport, fits in ((DESKTOP, True), (PHONE, False)):
+        pg = recording_page(browser, site_url, viewport=viewport, java_script_enabled=False)
+        try:
+            pg.goto(f"{site_url}/{FORMATS_PAGE}", wait_until="load")
+            wrap = pg.locator(".amp-bx-static .amp-bx-table-wrap")
+            sizes = wrap.evaluate(
+                "el => [el.scrollWidth, el.clientWidth, el.querySelector('caption').scrollWidth,"
+                " el.querySelector('caption').clientWidth, getComputedStyle(el).backgroundImage]"
+            )
+            assert sizes[2] <= sizes[3]  # the caption wraps, never cut
+            if fits:
+                assert sizes[0] <= sizes[1], sizes  # "relative error" and all, in the column
+            else:
+                assert sizes[0] > sizes[1]
+                assert sizes[4].count("radial-gradient") == 4  # ...with a cue that it scrolls
+            scroll, client = pg.evaluate(
+                "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+            )
+            assert scroll <= client
+        finally:
+            pg.context.close()

@@ -322,3 +322,27 @@ def test_apply_book_style_makes_ipython_show_figures_as_themed_svg_only() -> Non
         InteractiveShell.clear_instance()
     assert "image/png" not in data
     assert data["image/svg+xml"].startswith('<svg class="amp-svg"')
+
+
+def test_a_figure_too_small_for_a_phone_fails_the_build_naming_the_text(sphinx, tmp_path) -> None:
+    """The display refuses the figure; the traceback IPython puts among the cell's outputs
+    (the cell itself did not raise) fails the build, naming the page and the text."""
+    from helpers import mini_book
+
+    body = (
+        "```{code-cell} ipython3\n"
+        "import matplotlib.pyplot as plt\n"
+        "from amp_lesson.plotting import apply_book_style\n\n"
+        "apply_book_style()\n"
+        "fig, ax = plt.subplots(figsize=(9, 3))\n"
+        'ax.set_title("a title in 6 pt", fontsize=6)\n'
+        "plt.show()\n"
+        "```\n"
+    )
+    src = mini_book(tmp_path, body)
+    proc = sphinx(src, tmp_path / "html", check=False)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "a cell's output is a traceback, though the cell did not raise" in log
+    assert "figure text 'a title in 6 pt' would be" in log
+    assert "page.md" in log

@@ -177,18 +177,29 @@ def test_step_through_rows_then_the_next_row(page: Any, site_url: str) -> None:
     assert rows.count() == 3
     assert visible_rows() == 1
     assert not widget.locator(".sc-next").is_visible()
-    more.click()
+    more.focus()
+    page.keyboard.press("Enter")  # by keyboard: focus stays on the button for the next press
     assert visible_rows() == 2
-    assert page.evaluate("document.activeElement.tagName") == "TR"  # focus on the new row
-    assert "Row 2 of 3 shown." in widget.locator(".sc-progress").inner_text()
-    more.click()
+    assert page.evaluate("document.activeElement.textContent") == "Show the next row"
+    progress = widget.locator(".sc-progress")
+    assert progress.get_attribute("aria-live") == "polite"
+    assert "Row 2 of 3 shown." in progress.inner_text()
+    # the new row is read out from the live region, its cells named by their columns
+    heads = widget.locator("table thead th").all_inner_texts()
+    cells = rows.nth(1).locator("td").all_inner_texts()
+    spoken = progress.text_content()
+    assert all(f"{h.strip()}: {c.strip()}" in spoken for h, c in zip(heads, cells, strict=True))
+    page.keyboard.press("Enter")
     assert visible_rows() == 3
     assert not more.is_visible()
+    # the button is gone with the last row: focus goes on to the answer box
+    assert page.evaluate("document.activeElement.tagName") == "TEXTAREA"
     assert widget.locator(".sc-next").is_visible()
     assert "What would the row after the last one show" in widget.locator(".sc-next").inner_text()
     # The progress line asks the page's own closing question.
     progress = widget.locator(".sc-progress").text_content()
-    assert "Row 3 of 3 shown. Now: What would the row after the last one show" in progress
+    assert progress.startswith("Row 3 of 3 shown. ")
+    assert " Now: What would the row after the last one show" in progress
     # Heard with the progress, not shown twice: the question itself is visible just below.
     spoken = widget.locator(".sc-progress .sc-visually-hidden")
     assert spoken.count() == 1

@@ -10,16 +10,41 @@ from helpers import built_pages
 pytestmark = pytest.mark.browser
 
 
-def test_every_page_loads_without_errors_or_outside_requests(page, site_url, built_book):
-    pages = built_pages(built_book)
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("javascript", [True, False], ids=["js", "no-js"])
+@pytest.mark.parametrize("width", [1280, 390])
+def test_every_page_loads_without_errors_missing_files_or_outside_requests(
+    browser, site_url, built_book, scheme, javascript, width
+):
+    """No console error, no 404, nothing from outside and no page-wide overflow, at 1280 and
+    390 px, light and dark, with JavaScript and without."""
+    from helpers import recording_page
+
+    pg = recording_page(
+        browser, site_url, viewport={"width": width, "height": 900}, color_scheme=scheme,
+        java_script_enabled=javascript,
+    )  # fmt: skip
+    missing, wide = [], {}
+    pg.on("response", lambda r: r.status >= 400 and missing.append(f"{r.status} {r.url}"))
+    pages = [*built_pages(built_book), "search.html", "print.html"]
     assert "index.html" in pages
-    for rel in pages:
-        # "load": every resource the page names has arrived; the accessibility audit, which
-        # waits for the network to go quiet on every page, sees what scripts fetch later.
-        page.goto(f"{site_url}/{rel}", wait_until="load")
-        assert page.locator("h1").count() >= 1, rel
-    assert page.console_errors == []
-    assert page.outside_requests == []
+    try:
+        for rel in pages:
+            # "load": every resource the page names has arrived; the accessibility audit,
+            # which waits for the network to go quiet on every page, sees what scripts fetch.
+            pg.goto(f"{site_url}/{rel}", wait_until="load")
+            assert pg.locator("h1").count() >= 1, rel
+            scroll, client = pg.evaluate(
+                "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+            )
+            if scroll > client:
+                wide[rel] = scroll - client
+        assert pg.console_errors == []
+        assert pg.outside_requests == []
+        assert missing == []
+        assert wide == {}
+    finally:
+        pg.context.close()
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
@@ -116,6 +141,8 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, site_url, built_book):
     try:
         for rel in built_pages(built_book):
             pg.goto(f"{site_url}/{rel}", wait_until="load")
+            # what a reader opens counts too: dropdowns, answers, collapsed cells
+            pg.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
             scroll, client = pg.evaluate(
                 "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
             )
@@ -444,3 +471,182 @@ def test_search_finds_a_word_from_a_chapter_page_whose_head_loads_no_index(
         assert pg.outside_requests == []
     finally:
         pg.context.close()
+
+
+# -- figures that read on every screen, in both themes --------------------------------------
+
+FIGURE_TEXT_JS = """() => {
+  document.querySelectorAll('.bd-article details').forEach((d) => { d.open = true; });
+  const rgb = (s) => (s.match(/[\\d.]+/g) || []).map(Number).slice(0, 3);
+  const lum = ([r, g, b]) => {
+    const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const ratio = (a, b) => (Math.max(lum(a), lum(b)) + 0.05) / (Math.min(lum(a), lum(b)) + 0.05);
+  const background = (el) => {
+    for (; el; el = el.parentElement) {
+      const c = getComputedStyle(el).backgroundColor.match(/[\\d.]+/g) || [];
+      if (c.length === 3 || (c.length === 4 && Number(c[3]) > 0)) return c.slice(0, 3).map(Number);
+    }
+    return [255, 255, 255];
+  };
+  return [...document.querySelectorAll('svg.amp-svg')].filter((svg) => svg.getClientRects().length)
+    .map((svg) => {
+      const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+      const texts = [...svg.querySelectorAll('text')].filter((t) => t.textContent.trim());
+      const back = background(svg);
+      return {
+        label: svg.getAttribute('aria-label') || '',
+        width: svg.getBoundingClientRect().width,
+        smallest: Math.min(...texts.map((t) => parseFloat(getComputedStyle(t).fontSize) * scale)),
+        contrast: Math.min(...texts.map((t) => ratio(rgb(getComputedStyle(t).fill), back))),
+        svgBackground: getComputedStyle(svg).backgroundColor,
+      };
+    });
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", [390, 1280])
+def test_every_figure_is_legible_and_drawn_for_the_theme(
+    browser, site_url, built_book, scheme, width, report
+):
+    """Every figure's text is at least 10 CSS px, and reads against the page's own
+    background (no light panel in the dark theme), on every page, a phone included."""
+    from helpers import recording_page
+
+    pg = recording_page(
+        browser, site_url, viewport={"width": width, "height": 900}, color_scheme=scheme
+    )
+    found = {}
+    try:
+        for rel in built_pages(built_book):
+            pg.goto(f"{site_url}/{rel}", wait_until="load")
+            figures = pg.evaluate(FIGURE_TEXT_JS)
+            if figures:
+                found[rel] = figures
+    finally:
+        pg.context.close()
+    figures = [f for page in found.values() for f in page]
+    assert len(figures) >= 15  # the book's figures, the landing page's one included
+    assert "index.html" in found
+    assert all(f["label"] for f in figures)  # each named by its alt text
+    small = [(rel, f["label"][:40], round(f["smallest"], 1)) for rel, page in found.items()
+             for f in page if f["smallest"] < 10]  # fmt: skip
+    assert small == []
+    dim = [(rel, f["label"][:40], round(f["contrast"], 1)) for rel, page in found.items()
+           for f in page if f["contrast"] < 4.5]  # fmt: skip
+    assert dim == []
+    assert {f["svgBackground"] for f in figures} == {"rgba(0, 0, 0, 0)"}  # transparent
+    if width == 390:
+        assert max(f["width"] for f in figures) <= 358  # shrunk to the phone's column
+    report(
+        f"smallest figure text at {width} px, {scheme}",
+        f"{min(f['smallest'] for f in figures):.1f} px over {len(figures)} figures",
+    )
+
+
+def test_a_figures_text_changes_colour_with_the_theme(make_page, site_url, built_book):
+    colours = {}
+    for scheme in ("light", "dark"):
+        pg = make_page(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+        pg.goto(f"{site_url}/chapter/gradscaler.html", wait_until="load")
+        colours[scheme] = pg.locator("svg.amp-svg text").first.evaluate(
+            "t => getComputedStyle(t).fill"
+        )
+    assert colours["light"] == "rgb(0, 0, 0)"
+    assert colours["dark"] == "rgb(255, 255, 255)"
+
+
+# -- the anchors' sites' buttons ----------------------------------------------------------
+
+
+def test_every_page_offers_its_repository_source_and_an_issue(make_page, site_url, built_book):
+    from amp_lesson.sphinxext.export import repository_url
+
+    repo = repository_url()
+    pg = make_page(viewport={"width": 1280, "height": 900})
+    pg.goto(f"{site_url}/chapter/formats.html", wait_until="load")
+    hrefs = pg.locator(".bd-header-article a[href]").evaluate_all(
+        "links => links.map(a => a.getAttribute('href'))"
+    )
+    assert repo in hrefs  # the repository
+    assert f"{repo}/edit/main/docs/chapter/formats.md" in hrefs  # edit this page
+    issue = [h for h in hrefs if h.startswith(f"{repo}/issues/new")]
+    assert issue  # open an issue
+    assert "chapter/formats" in issue[0]  # naming the page
+    assert pg.outside_requests == []  # offered, not loaded
+
+
+# -- without JavaScript, search says what it needs -----------------------------------------
+
+
+def test_without_javascript_search_says_it_needs_javascript(browser, site_url, built_book):
+    from helpers import recording_page
+
+    pg = recording_page(browser, site_url, java_script_enabled=False)
+    try:
+        pg.goto(f"{site_url}/search.html?q=GradScaler", wait_until="load")
+        note = pg.locator(".amp-search-needs-js")
+        assert note.is_visible()
+        assert "Search needs JavaScript" in note.inner_text()
+        assert note.get_by_role("link", name="the glossary").is_visible()
+        assert pg.get_by_text("Error", exact=True).count() == 0
+        assert not pg.locator("article form.bd-search").is_visible()  # no box that cannot search
+    finally:
+        pg.context.close()
+
+
+# -- the whole book, as one page and one PDF ----------------------------------------------
+
+
+def test_the_whole_book_is_one_page_whose_links_all_resolve(built_book):
+    """print.html: the reading path's pages in order, every link inside it finding its target,
+    every other link absolute to the hosted book, nothing loaded from elsewhere."""
+    import re
+
+    from amp_lesson.sphinxext.export import documentation_url
+
+    text = (built_book / "print.html").read_text(encoding="utf-8")
+    sections = re.findall(r'<section class="amp-print-page" id="([^"]+)"', text)
+    assert sections[0] == "index"
+    assert sections[-1] == "corrections"
+    assert "chapter-start" in sections
+    assert "beyond-ddp-accumulation" in sections
+    assert not [s for s in sections if s.startswith(("api-", "guide-"))]
+    ids = set(re.findall(r'\bid="([^"]+)"', text))
+    internal = set(re.findall(r'href="#([^"]+)"', text))
+    assert len(internal) > 100
+    assert internal - ids == set()  # every link within the book finds its target
+    assert len(ids) == len(re.findall(r'\bid="', text))  # and no id is there twice
+    for target in re.findall(r'(?:href|src)="([^"#][^"]*)"', text):
+        assert not target.startswith(("http://127.", "file:")), target
+        if target.startswith("http"):
+            continue
+        assert (built_book / target.split("?")[0]).is_file(), target  # local files exist
+    assert documentation_url() in text
+    assert "<script" not in text  # it needs none
+
+
+def test_the_pdf_is_built_linked_and_served(make_page, site_url, built_book, report):
+    import re
+
+    from amp_lesson.sphinxext import printbook
+
+    if not printbook.can_print():
+        pytest.skip("no Chromium here: the build links the one-page book instead")
+    pdf = built_book / printbook.PDF
+    data = pdf.read_bytes()
+    assert data.startswith(b"%PDF-")
+    pages = len(re.findall(rb"/Type\s*/Page\b", data))
+    assert pages > 100  # the whole book, not a page of it
+    assert b"/Outlines" in data  # bookmarks: a reader jumps to a chapter
+    pg = make_page(viewport={"width": 1280, "height": 900})
+    pg.goto(f"{site_url}/index.html", wait_until="load")
+    link = pg.locator("p.amp-book-downloads a[href='amp-lesson.pdf']")
+    assert link.count() == 1
+    assert pg.locator("p.amp-book-downloads a[href='print.html']").count() == 1
+    response = pg.request.get(f"{site_url}/amp-lesson.pdf")
+    assert response.status == 200
+    assert response.body()[:5] == b"%PDF-"
+    report("the PDF", f"{pdf.stat().st_size / 1e6:.1f} MB")

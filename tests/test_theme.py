@@ -4,6 +4,7 @@ FontAwesome script, no "Next" into the pages for authors, named toggles."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 from pathlib import Path
 
@@ -130,17 +131,27 @@ def test_hidden_cells_and_the_search_button_are_named_by_their_text(built_book: 
 
 
 @pytest.mark.book
-def test_next_never_leads_from_a_readers_page_into_the_pages_for_authors(
+def test_no_previous_or_next_link_crosses_between_the_reading_path_and_the_reference(
     built_book: Path,
 ) -> None:
-    nexts = {}
+    links = {}
     for rel in built_pages(built_book):
-        link = _soup(built_book, rel).select_one("a.right-next")
-        nexts[rel] = link["href"] if link else None
-    readers = [rel for rel in nexts if not rel.startswith("guide/")]
-    assert [rel for rel in readers if nexts[rel] and "guide/" in nexts[rel]] == []
-    assert nexts["chapter/start.html"]  # the reading path itself is intact
-    assert nexts["guide/execution.html"] == "selfchecks.html"  # author pages link each other
+        soup = _soup(built_book, rel)
+        links[rel] = [a["href"] for a in soup.select("a.right-next, a.left-prev")]
+
+    def section(rel: str) -> str:
+        return rel.split("/")[0] if rel.startswith(("api/", "guide/")) else "reading path"
+
+    crossing = {
+        rel: hrefs
+        for rel, hrefs in links.items()
+        for href in hrefs
+        if section(posixpath.normpath(posixpath.join(posixpath.dirname(rel), href))) != section(rel)
+    }
+    assert crossing == {}
+    assert links["chapter/start.html"]  # the reading path itself is intact
+    assert "selfchecks.html" in links["guide/execution.html"]  # author pages link each other
+    assert not _soup(built_book, "corrections.html").select_one("a.right-next")  # the end
 
 
 @pytest.mark.book
@@ -175,3 +186,19 @@ def test_no_script_css_takes_the_fallback_rules_of_the_built_theme(built_book: P
     # every rule of the theme's written for a page with no data-theme, re-aimed
     assert written.count('html[data-theme="auto"]') >= fallback
     assert "html:not([data-theme])" not in written
+
+
+@pytest.mark.book
+def test_no_page_gives_two_elements_one_id(built_book: Path) -> None:
+    """A link to a section finds one place; a self-check's id is not a heading's anchor."""
+    import collections
+
+    twice = {}
+    for rel in built_pages(built_book):
+        counts = collections.Counter(
+            re.findall(r'\bid="([^"]+)"', (built_book / rel).read_text(encoding="utf-8"))
+        )
+        repeated = sorted(i for i, n in counts.items() if n > 1)
+        if repeated:
+            twice[rel] = repeated
+    assert twice == {}

@@ -122,12 +122,27 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, flo
 
 
 def build(src: Path, out: Path, jobs: str, env: dict[str, str], *extra: str) -> dict[str, float]:
-    cmd = sphinx_command(src, out, "-q", *extra)
+    # The PDF is timed on its own (``pdf`` in the results): printed after every edit it
+    # would hide what an edit costs Sphinx and the kernels.
+    cmd = sphinx_command(src, out, "-q", "-D", "amp_lesson_pdf=no", *extra)
     if jobs != "auto":
         at = cmd.index("-j")
         cmd[at : at + 2] = ["-j", jobs] if jobs != "1" else []
     wall, cpu = timed(cmd, env)
     return {"wall": round(wall, 1), "cpu": round(cpu, 1)}
+
+
+def time_pdf(out: Path) -> dict[str, object]:
+    """Print the built book's ``print.html`` to a PDF, as a build does; wall seconds and pages."""
+    from amp_lesson.sphinxext import printbook
+
+    if not printbook.can_print():
+        return {"wall": None, "pages": None, "note": "no Playwright or Chromium here"}
+    page = out / printbook.PRINT_PAGE
+    start = time.perf_counter()
+    pages = printbook.print_pdf(page, out / printbook.PDF)
+    size = (out / printbook.PDF).stat().st_size
+    return {"wall": round(time.perf_counter() - start, 1), "pages": pages, "bytes": size}
 
 
 def executed_since(out: Path, since: float) -> list[str]:
@@ -381,6 +396,9 @@ def main() -> int:
         results["reread_all_from_cache"] = build(src, out, args.jobs, env, "-E")
         if save:
             save()
+        results["pdf"] = time_pdf(out)
+        if save:
+            save()
         results["startup"] = startup_costs(env)
         if save:
             save()
@@ -424,6 +442,14 @@ def report(results: dict) -> None:  # type: ignore[type-arg]
             continue
         target = TARGETS.get(f"{key}_s", "")
         print(f"{key:<24}{results[key]['wall']:>8}{results[key]['cpu']:>8}{target!s:>8}")
+    pdf = results.get("pdf")
+    if pdf and pdf.get("wall") is not None:
+        print(
+            f"{'pdf (print.html, Chromium)':<24}{pdf['wall']:>8}{'':>8}{'':>8}  "
+            f"{pdf['pages']} pages, {pdf['bytes'] / 1e6:.1f} MB"
+        )
+    elif pdf:
+        print(f"pdf: not printed ({pdf['note']})")
     print(
         f"one-module edit ({results['module']}): "
         f"{len(results['one_module_edit']['pages_run'])} page(s) ran again: "

@@ -24,31 +24,18 @@ import subprocess
 import sys
 
 ENV_VAR = "CHROMIUM_PATH"
-CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
 PLAYWRIGHT = "playwright"
 
 
-def _playwright_chromium() -> str | None:
-    """The executable of Playwright's own Chromium, if it is installed."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        path = p.chromium.executable_path
-    return path if path and os.path.exists(path) else None
-
-
 def find() -> str | None:
-    """The Chromium executable the tests should drive, or ``None`` when there is none."""
-    setting = os.environ.get(ENV_VAR, "").strip()
-    if setting == PLAYWRIGHT:
-        return _playwright_chromium()
-    if setting:
-        return setting if os.path.exists(setting) else None
-    for name in CANDIDATES:
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
+    """The Chromium executable the tests should drive, or ``None`` when there is none.
+
+    The book's build prints its PDF with the same one
+    (:func:`amp_lesson.sphinxext.printbook.find_chromium`).
+    """
+    from amp_lesson.sphinxext.printbook import find_chromium
+
+    return find_chromium()
 
 
 def main() -> int:

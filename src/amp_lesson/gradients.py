@@ -538,7 +538,8 @@ def amp_step(
     autocast_dtype = _check_step(model, optimizer, scaler, X, autocast_dtype)
     optimizer.zero_grad(set_to_none=True)
     on = autocast_dtype is not None
-    with torch.autocast(X.device.type, dtype=autocast_dtype or torch.float16, enabled=on):
+    low = autocast_dtype or torch.float16  # the dtype autocast uses when on
+    with torch.autocast(X.device.type, dtype=low, enabled=on):
         loss = nn.functional.cross_entropy(model(X), y)  # forward and loss only
     scaler.scale(loss * loss_multiplier).backward()  # backward outside autocast
     scaler.unscale_(optimizer)  # only to look at (or clip) the true gradients

@@ -221,13 +221,15 @@ def concept_map(
     >>> import matplotlib.pyplot as plt
     >>> fig = concept_map({"a": (0.2, 0.5, "Range"), "b": (0.8, 0.5, "Scaling")},
     ...                   [("a", "b", "underflow needs")])
-    >>> [t.get_text() for t in fig.axes[0].texts if t.get_text()]  # arrows have no text
+    >>> # the boxes' and the arrow's text; an arrow itself has none
+    >>> [t.get_text() for t in fig.axes[0].texts if t.get_text()]
     ['Range', 'Scaling', 'underflow needs']
     >>> plt.close(fig)
     >>> concept_map({"a": (0.5, 0.5, "A")}, [("a", "z", "?")])
     Traceback (most recent call last):
     ...
-    ValueError: arrow ('a', 'z', '?') names a box that is not in boxes: 'z' (boxes: 'a')
+    ValueError: arrow ('a', 'z', '?') names a box that is not in boxes: 'z'
+    (boxes: 'a')
     """
     import textwrap
 
@@ -353,7 +355,8 @@ def plot_lines(
     Examples
     --------
     >>> import matplotlib.pyplot as plt
-    >>> ax = plot_lines({"FP32": [1.0, 0.9, 0.8], "FP16": [1.0, 1.0, 1.0]}, ylabel="weight")
+    >>> weights = {"FP32": [1.0, 0.9, 0.8], "FP16": [1.0, 1.0, 1.0]}
+    >>> ax = plot_lines(weights, ylabel="weight")
     >>> [line.get_label() for line in ax.get_lines()], ax.get_xlabel()
     (['FP32', 'FP16'], 'step')
     >>> plt.close(ax.figure)
@@ -431,7 +434,8 @@ def plot_scale_trace(
     Examples
     --------
     >>> import matplotlib.pyplot as plt
-    >>> ax = plot_scale_trace({"run": [2.0**17, 2.0**16, 2.0**16]}, {"run": [True, False, False]})
+    >>> ax = plot_scale_trace({"run": [2.0**17, 2.0**16, 2.0**16]},
+    ...                       {"run": [True, False, False]})
     >>> [text.get_text() for text in ax.get_legend().get_texts()]
     ['run', 'step skipped (a cross)']
     >>> plt.close(ax.figure)
@@ -582,7 +586,8 @@ def themed_svg(svg: str, *, alt: str | None = None) -> str:
     Examples
     --------
     >>> svg = ('<?xml version="1.0"?><svg width="10pt" viewBox="0 0 10 10">'
-    ...        '<g id="a"><path style="fill: #000000" clip-path="url(#a)"/></g></svg>')
+    ...        '<g id="a"><path style="fill: #000000" clip-path="url(#a)"/>'
+    ...        '</g></svg>')
     >>> print(themed_svg(svg, alt="A dot."))  # doctest: +ELLIPSIS
     <svg class="amp-svg" style="fill: #000000; fill: light-dark(#000000, #ffffff)"
     width="10pt" viewBox="0 0 10 10" role="img" aria-label="A dot."><title>A
@@ -648,8 +653,9 @@ def label_svg(svg: str, alt: str) -> str:
 
     Examples
     --------
-    >>> label_svg('<svg width="1pt"><g/></svg>', "A & B")
-    '<svg width="1pt" role="img" aria-label="A &amp; B"><title>A &amp; B</title><g/></svg>'
+    >>> print(label_svg('<svg width="1pt"><g/></svg>', "A & B"))
+    <svg width="1pt" role="img" aria-label="A &amp; B"><title>A &amp;
+    B</title><g/></svg>
     """
     import html
 

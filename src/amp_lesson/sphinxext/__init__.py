@@ -17,7 +17,8 @@ Loaded from ``docs/conf.py`` as ``amp_lesson.sphinxext``. It wires up:
   the run should choose;
 - :mod:`.theme` -- what the book adds to and mends in the theme (templates,
   accessible names, the reading path, the maths font, colours without
-  JavaScript).
+  JavaScript, figures set into the page);
+- :mod:`.printbook` -- the whole book on one page, and printed to one PDF.
 
 This is the only part of ``amp_lesson`` that imports Sphinx.
 """
@@ -38,6 +39,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
         corrections,
         pageinfo,
         playgrounds,
+        printbook,
         prose,
         selfcheck,
         theme,
@@ -52,4 +54,5 @@ def setup(app: Sphinx) -> dict[str, Any]:
     prose.setup(app)
     theme.setup(app)
     variants.setup(app)
+    printbook.setup(app)
     return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True}

@@ -88,7 +88,9 @@ def _raw(text: str, widget: str | None = None) -> nodes.raw:
 def _static_table(rows: list[dict[str, str]], label: str) -> str:
     """The explorer's rows as a table, a group of rows per value under a heading row."""
     head = "".join(
-        f'<th scope="col">{html.escape(_HEADINGS.get(c, c))}</th>' for c in TABLE_COLUMNS
+        f'<th scope="col" class="amp-bx-col-{c.replace(" ", "-")}">'
+        f"{html.escape(_HEADINGS.get(c, c))}</th>"
+        for c in TABLE_COLUMNS
     )
     groups: dict[str, list[dict[str, str]]] = {}
     for row in rows:

@@ -706,12 +706,9 @@
       // hears it with the progress, where the eye would read it twice. So with the new
       // row: focus stays on the button, and the row is read out from here.
       progress.replaceChildren("Row " + shown + " of " + rows.length + " shown.");
-      if (focus === "row") {
-        progress.append(make("span", { class: "sc-visually-hidden" }, " " + rowText(rows[shown - 1])));
-      }
-      if (finished) {
-        progress.append(make("span", { class: "sc-visually-hidden" }, " Now: " + nextQuestion));
-      }
+      var spoken = focus === "row" ? " " + rowText(rows[shown - 1]) : "";
+      if (finished) spoken += " Now: " + nextQuestion;
+      if (spoken) progress.append(make("span", { class: "sc-visually-hidden" }, spoken));
       next.hidden = !finished;
       var revealed = state.committed !== null;
       commit.box.value = state.draft;
