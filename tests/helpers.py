@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -50,8 +51,8 @@ def sphinx_build(
             "a fast test builds a book: ask for the `sphinx` fixture, or mark the test "
             "`book`, so that it runs with the slow tests"
         )
-    if not pdf:
-        extra = ("-D", "amp_lesson_pdf=no", *extra)
+    if not pdf:  # through conf.py, so that a book without the extension takes it too
+        env = {**(os.environ if env is None else env), "AMP_LESSON_PDF": "no"}
     cmd = sphinx_command(src, out, *extra)
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, cwd=ROOT)
     if check and proc.returncode != 0:

@@ -439,7 +439,7 @@ def test_the_scaler_playground_carries_its_settings_and_fallback(
     assert link is not None
     assert link["href"].endswith("#trace")
     # without JavaScript: the starting point worked through, computed when the page was built
-    settings = read_scaler_settings({**{k: data[k] for k in params_of(data)}})
+    settings = read_scaler_settings({k: data[k] for k in SETTINGS})
     rows = playground.scaler_trace(settings, read_steps("xx.. ..x"))
     table = static.select_one("table.amp-sp-table")
     assert [th.get_text() for th in table.select("thead th")] == list(playground.TRACE_COLUMNS)
@@ -533,9 +533,8 @@ def test_a_playgrounds_data_is_computed_once_per_execution_key(built: Path) -> N
         explorer.write_text(original, encoding="utf-8")
 
 
-def params_of(data: dict[str, Any]) -> list[str]:
-    """The four GradScaler settings among a playground's data."""
-    return ["init_scale", "growth_factor", "backoff_factor", "growth_interval"]
+SETTINGS = ("init_scale", "growth_factor", "backoff_factor", "growth_interval")
+"""GradScaler's four settings, as a playground's data names them."""
 
 
 # -- the playground's trace, as a reader without JavaScript sees it ---------------------------

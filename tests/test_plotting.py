@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 from amp_lesson.plotting import (
+    BOOK_FIGURES_ENV,
     LINESTYLES,
     MIN_TEXT_PX,
     PALETTE,
@@ -68,13 +69,21 @@ def test_concept_map_rejects_bad_input(boxes, arrows, message) -> None:
         concept_map(boxes, arrows)
 
 
-def test_book_style_palette_is_colour_blind_safe_okabe_ito() -> None:
+def test_book_style_palette_is_colour_blind_safe_okabe_ito(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     assert PALETTE[:3] == ("#0072B2", "#D55E00", "#009E73")
+    monkeypatch.setenv(BOOK_FIGURES_ENV, "1")
     with mpl.rc_context():
         apply_book_style()
-        # transparent: the figure sits on the page's background, light or dark
+        # in the book: transparent, the figure sits on the page's background, light or dark
         assert plt.rcParams["figure.facecolor"] == "none"
         assert plt.rcParams["svg.fonttype"] == "none"  # text stays text
+    monkeypatch.delenv(BOOK_FIGURES_ENV)
+    with mpl.rc_context():
+        apply_book_style()
+        # in a reader's notebook: white, which reads in a dark notebook theme too
+        assert plt.rcParams["figure.facecolor"] == "white"
         cycle = plt.rcParams["axes.prop_cycle"].by_key()
         # colour and line style change together: no two lines differ by colour alone
         assert len(set(zip(cycle["color"], cycle["linestyle"], strict=True))) == len(LINESTYLES)
@@ -221,9 +230,12 @@ def _svg_of(fig: object) -> str:
         plt.close(fig)
 
 
-def test_themed_svg_writes_every_colour_for_both_themes_and_prefixes_every_id() -> None:
+def test_themed_svg_writes_every_colour_for_both_themes_and_prefixes_every_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import re
 
+    monkeypatch.setenv(BOOK_FIGURES_ENV, "1")
     with mpl.rc_context():
         apply_book_style()
         fig, ax = plt.subplots(figsize=(4, 2.5))
@@ -304,11 +316,15 @@ def test_log_axes_are_labelled_with_unicode_exponents() -> None:
     assert power_label(10, 0) == "10⁰"
 
 
-def test_apply_book_style_makes_ipython_show_figures_as_themed_svg_only() -> None:
-    """In a real IPython shell: a figure's display is the book's SVG, with no PNG beside it."""
+def test_apply_book_style_makes_ipython_show_figures_as_themed_svg_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In a real IPython shell, in the book's build: a figure's display is the book's SVG,
+    with no PNG beside it."""
     from IPython.core.interactiveshell import InteractiveShell
     from matplotlib.figure import Figure
 
+    monkeypatch.setenv(BOOK_FIGURES_ENV, "1")
     shell = InteractiveShell.instance()
     try:
         with mpl.rc_context():
@@ -346,3 +362,28 @@ def test_a_figure_too_small_for_a_phone_fails_the_build_naming_the_text(sphinx, 
     assert "a cell's output is a traceback, though the cell did not raise" in log
     assert "figure text 'a title in 6 pt' would be" in log
     assert "page.md" in log
+
+
+def test_the_same_figure_shown_twice_gets_ids_of_its_own_each_time() -> None:
+    import re
+
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([1, 2], [1, 2], marker="o")
+    try:
+        first, second = figure_svg(fig), figure_svg(fig)
+    finally:
+        plt.close(fig)
+    assert set(re.findall(r'id="([^"]+)"', first)).isdisjoint(re.findall(r'id="([^"]+)"', second))
+
+
+def test_a_log_axis_within_one_power_keeps_its_minor_labels() -> None:
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([2.0, 3.0], [1, 2])
+    ax.set_xscale("log")
+    ax.set_xlim(2, 9)  # less than one power of ten: no major tick inside
+    try:
+        figure_svg(fig)
+        labels = [t.get_text() for t in ax.xaxis.get_ticklabels(minor=True) if t.get_text()]
+    finally:
+        plt.close(fig)
+    assert labels  # still labelled

@@ -539,7 +539,9 @@ def test_every_figure_is_legible_and_drawn_for_the_theme(
     assert dim == []
     assert {f["svgBackground"] for f in figures} == {"rgba(0, 0, 0, 0)"}  # transparent
     if width == 390:
-        assert max(f["width"] for f in figures) <= 358  # shrunk to the phone's column
+        from amp_lesson.plotting import PHONE_COLUMN_PX
+
+        assert max(f["width"] for f in figures) <= PHONE_COLUMN_PX  # shrunk to the column
     report(
         f"smallest figure text at {width} px, {scheme}",
         f"{min(f['smallest'] for f in figures):.1f} px over {len(figures)} figures",
@@ -562,16 +564,19 @@ def test_a_figures_text_changes_colour_with_the_theme(make_page, site_url, built
 
 
 def test_every_page_offers_its_repository_source_and_an_issue(make_page, site_url, built_book):
+    import os
+
     from amp_lesson.sphinxext.export import repository_url
 
-    repo = repository_url()
+    repo = repository_url()  # as the test's build found it: no AMP_LESSON_REPOSITORY
+    branch = os.environ.get("AMP_LESSON_BRANCH", "main")
     pg = make_page(viewport={"width": 1280, "height": 900})
     pg.goto(f"{site_url}/chapter/formats.html", wait_until="load")
     hrefs = pg.locator(".bd-header-article a[href]").evaluate_all(
         "links => links.map(a => a.getAttribute('href'))"
     )
     assert repo in hrefs  # the repository
-    assert f"{repo}/edit/main/docs/chapter/formats.md" in hrefs  # edit this page
+    assert f"{repo}/edit/{branch}/docs/chapter/formats.md" in hrefs  # edit this page
     issue = [h for h in hrefs if h.startswith(f"{repo}/issues/new")]
     assert issue  # open an issue
     assert "chapter/formats" in issue[0]  # naming the page
@@ -618,6 +623,15 @@ def test_the_whole_book_is_one_page_whose_links_all_resolve(built_book):
     internal = set(re.findall(r'href="#([^"]+)"', text))
     assert len(internal) > 100
     assert internal - ids == set()  # every link within the book finds its target
+    named = {
+        ref
+        for refs in re.findall(
+            r'\b(?:aria-labelledby|aria-describedby|aria-controls|for|headers)="([^"]*)"', text
+        )
+        for ref in refs.split()
+    }
+    assert named  # the self-checks' and playgrounds' labels...
+    assert named - ids == set()  # ...still name their elements
     assert len(ids) == len(re.findall(r'\bid="', text))  # and no id is there twice
     for target in re.findall(r'(?:href|src)="([^"#][^"]*)"', text):
         assert not target.startswith(("http://127.", "file:")), target
@@ -633,14 +647,21 @@ def test_the_pdf_is_built_linked_and_served(make_page, site_url, built_book, rep
 
     from amp_lesson.sphinxext import printbook
 
-    if not printbook.can_print():
-        pytest.skip("no Chromium here: the build links the one-page book instead")
+    index = (built_book / "index.html").read_text(encoding="utf-8")
+    assert 'href="print.html"' in index  # the one-page book is linked by every build
+    if 'href="amp-lesson.pdf"' not in index:
+        assert not printbook.can_print()  # a build that could print, prints
+        assert not (built_book / printbook.PDF).exists()  # and none links nothing
+        pytest.skip("no Chromium here: the build links the one-page book only")
     pdf = built_book / printbook.PDF
+    assert pdf.stat().st_mtime >= (built_book / printbook.PRINT_PAGE).stat().st_mtime
     data = pdf.read_bytes()
     assert data.startswith(b"%PDF-")
     pages = len(re.findall(rb"/Type\s*/Page\b", data))
     assert pages > 100  # the whole book, not a page of it
     assert b"/Outlines" in data  # bookmarks: a reader jumps to a chapter
+    assert b"/StructTreeRoot" in data  # tagged: a screen reader reads its structure
+    assert b"file://" not in data  # no link to the machine that built it
     pg = make_page(viewport={"width": 1280, "height": 900})
     pg.goto(f"{site_url}/index.html", wait_until="load")
     link = pg.locator("p.amp-book-downloads a[href='amp-lesson.pdf']")

@@ -617,11 +617,6 @@ CHANGE_TEXT: Mapping[str, str] = {
 """How the trace words what ``update()`` did to the scale after a step."""
 
 
-def _float32(value: float) -> float:
-    """``value`` rounded to float32, as GradScaler's kernel rounds its double products."""
-    return torch.tensor(value, dtype=torch.float64).to(torch.float32).item()
-
-
 def scaler_trace(settings: Mapping[str, float | int], schedule: Iterable[bool]) -> list[dict]:
     """The playground's trace of a schedule: one row of :data:`TRACE_COLUMNS` text per step.
 
@@ -654,7 +649,8 @@ def scaler_trace(settings: Mapping[str, float | int], schedule: Iterable[bool]) 
     2 4.0 0.25
     3 4.0 0.25 scale × growth
     """
-    from amp_lesson.scaler import simulate
+    # float32 as GradScaler's kernel rounds its double products
+    from amp_lesson.scaler import _to_f32, simulate
 
     rows = []
     for r in simulate(schedule, **settings):  # type: ignore[arg-type]
@@ -662,12 +658,12 @@ def scaler_trace(settings: Mapping[str, float | int], schedule: Iterable[bool]) 
             change = "backoff"
         elif r.growth_tracker_after:
             change = "count"
-        elif math.isinf(_float32(r.scale_used * settings["growth_factor"])):
+        elif math.isinf(_to_f32(r.scale_used * settings["growth_factor"])):
             change = "capped"
         else:
             change = "grow"
         # GradScaler unscales with scale.double().reciprocal().float(): 1/0 is inf
-        inverse = _float32(1 / r.scale_used) if r.scale_used else math.inf
+        inverse = _to_f32(1 / r.scale_used) if r.scale_used else math.inf
         values = (
             str(r.step),
             repr(r.scale_used),

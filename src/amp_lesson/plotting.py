@@ -1,6 +1,7 @@
 """Figures that read in the book's light and dark themes, on a desktop and on a phone.
 
-A page's figures are SVG, set into the page itself: text stays text (sharp at
+In the book's build (:data:`BOOK_FIGURES_ENV`) a page's figures are SVG, set
+into the page itself: text stays text (sharp at
 any zoom, and its size can be measured), the background is transparent, and
 every colour is written as ``light-dark(colour in the light theme, colour in
 the dark theme)`` (:func:`themed_svg`), so a figure follows the theme the
@@ -14,12 +15,14 @@ the build (:func:`check_text_size`).
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "BOOK_FIGURES_ENV",
     "LINESTYLES",
     "MARKERS",
     "MAX_WIDTH_IN",
@@ -61,6 +64,11 @@ in Chromium."""
 MIN_TEXT_PX = 10.0
 """The smallest any text of a figure may come out on that phone, in CSS pixels."""
 
+BOOK_FIGURES_ENV = "AMP_LESSON_BOOK_FIGURES"
+"""Set (to ``1``) by the book's build for its kernels: there a figure is the book's SVG,
+checked for size. Elsewhere (a reader's notebook, Colab, a script) figures are
+Matplotlib's own, on a white background, and nothing refuses a reader's figure."""
+
 RC: dict[str, object] = {
     # Transparent: the figure sits on the page's own background, light or dark.
     "figure.facecolor": "none",
@@ -86,28 +94,36 @@ RC: dict[str, object] = {
 def apply_book_style() -> None:
     """Apply the book's Matplotlib settings for the rest of the session (a page's first cell).
 
-    Transparent background, light grid, no top and right spines, text sized
-    for a phone (:data:`RC`), and a property cycle that changes colour (Okabe
-    and Ito's colour-blind-safe :data:`PALETTE`) and line style
-    (:data:`LINESTYLES`) together, so no two lines differ by colour alone. In
-    a notebook (IPython) a figure is then shown as :func:`figure_svg` draws
-    it: SVG in the theme's colours, its text checked for size.
+    Light grid, no top and right spines, text sized for a phone (:data:`RC`),
+    and a property cycle that changes colour (Okabe and Ito's
+    colour-blind-safe :data:`PALETTE`) and line style (:data:`LINESTYLES`)
+    together, so no two lines differ by colour alone. In the book's build
+    (:data:`BOOK_FIGURES_ENV`) the background is transparent and a figure is
+    shown as :func:`figure_svg` draws it: SVG in the theme's colours, its
+    text checked for size. Anywhere else a figure is Matplotlib's own on a
+    white background, which reads in a notebook's dark theme too.
 
     Examples
     --------
     >>> import matplotlib as mpl
-    >>> with mpl.rc_context():
+    >>> with mpl.rc_context():  # not in the book's build: Matplotlib's own figures
     ...     apply_book_style()
     ...     style = mpl.rcParams["axes.prop_cycle"].by_key()["linestyle"]
     ...     mpl.rcParams["axes.facecolor"], mpl.rcParams["svg.fonttype"], style
-    ('none', 'none', ['-', '--', '-.', ':'])
+    ('white', 'none', ['-', '--', '-.', ':'])
     """
+    import os
+
     import matplotlib as mpl
     from cycler import cycler
 
     mpl.rcParams.update(RC)
     mpl.rcParams["axes.prop_cycle"] = cycler(color=PALETTE[:4]) + cycler(linestyle=LINESTYLES)
-    _show_figures_as_svg()
+    if os.environ.get(BOOK_FIGURES_ENV) == "1":
+        _show_figures_as_svg()
+    else:
+        for key in ("figure.facecolor", "axes.facecolor", "savefig.facecolor"):
+            mpl.rcParams[key] = "white"
 
 
 def _show_figures_as_svg() -> None:
@@ -547,6 +563,7 @@ def figure_html(fig: Any, *, alt: str, caption: str) -> Any:
     )
 
 
+_FIGURES_DRAWN = itertools.count()
 _FONT_FAMILY = re.compile(r"font-family: [^;\"]*")
 _COLOUR = re.compile(r"(fill|stroke|stop-color|color): (#[0-9a-fA-F]{6})")
 _ID = re.compile(r'\bid="([^"]+)"')
@@ -558,8 +575,9 @@ def themed_svg(svg: str, *, alt: str | None = None) -> str:
     - Every colour becomes ``light-dark(colour, dark_colour(colour))``
       (after the plain colour, for a browser without ``light-dark()``), so
       the figure follows the page's ``color-scheme``.
-    - Every ``id`` gets a prefix made of the figure's content, so two
-      figures on one page never share one (Matplotlib numbers them alike).
+    - Every ``id`` gets a prefix made of the figure's content and a count,
+      so two figures on one page never share one (Matplotlib numbers them
+      alike).
     - Text falls back to a sans-serif font where DejaVu Sans is missing.
     - Text Matplotlib leaves without a colour (black) gets the SVG's own
       default, themed like the rest.
@@ -602,7 +620,9 @@ def themed_svg(svg: str, *, alt: str | None = None) -> str:
         raise ValueError("svg holds no <svg> element")
     svg = svg[start:]
     svg = re.sub(r"\s*<metadata>.*?</metadata>", "", svg, flags=re.DOTALL)
-    prefix = "f" + hashlib.sha256(svg.encode()).hexdigest()[:8] + "-"
+    # The content, and a count: the same figure shown twice on a page (displayed, and
+    # glued) still gets ids of its own.
+    prefix = f"f{hashlib.sha256(svg.encode()).hexdigest()[:8]}{next(_FIGURES_DRAWN)}-"
     for name in set(_ID.findall(svg)):
         svg = svg.replace(f'id="{name}"', f'id="{prefix}{name}"')
         svg = svg.replace(f"#{name})", f"#{prefix}{name})")
@@ -827,7 +847,7 @@ def _unicode_exponents(axis: Any) -> None:
         axis.get_major_formatter(), LogFormatterSciNotation
     ):
         return
-    base = axis._scale.base  # the scale's base, as set_yscale("log", base=...) gave it
+    base = axis.get_transform().base  # as set_yscale("log", base=...) gave it
 
     def label(value: float, _position: Any) -> str:
         if value <= 0:
@@ -837,5 +857,13 @@ def _unicode_exponents(axis: Any) -> None:
             return ""
         return power_label(base, round(power))
 
+    class PlainMinor(LogFormatterSciNotation):
+        """Matplotlib's choice of minor ticks to label, each as a plain number (3, 50)."""
+
+        def __call__(self, x: float, pos: Any = None) -> str:
+            return f"{x:g}" if super().__call__(x, pos) else ""
+
     axis.set_major_formatter(FuncFormatter(label))
-    axis.set_minor_formatter(FuncFormatter(lambda *_: ""))
+    minor = PlainMinor(base=base)
+    minor.labelOnlyBase = False
+    axis.set_minor_formatter(minor)

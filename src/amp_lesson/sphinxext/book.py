@@ -471,6 +471,15 @@ def _prepare_readers(app: Sphinx, env: Any, docnames: list[str]) -> None:
             importlib.import_module(name)
 
 
+def _book_figures_in_kernels(app: Sphinx, config: Config) -> None:
+    """Tell the pages' kernels they draw the book's figures (see
+    :data:`amp_lesson.plotting.BOOK_FIGURES_ENV`): set before the kernel server starts,
+    so that every kernel, forked or started the usual way, inherits it."""
+    from amp_lesson.plotting import BOOK_FIGURES_ENV
+
+    os.environ[BOOK_FIGURES_ENV] = "1"
+
+
 def _limit_kernel_threads(app: Sphinx, config: Config) -> None:
     """Give each of the ``-j N`` parallel kernels its share of the cores.
 
@@ -537,21 +546,50 @@ def _fail_on_execution_errors(app: Sphinx, env: Any) -> None:
         )
 
 
-def _fail_on_error_outputs(app: Sphinx, doctree: nodes.document) -> None:
-    """Warn (so ``-W`` fails the build) for a traceback among a page's outputs.
+ERROR_OUTPUTS = "amp_lesson_error_outputs"
+"""Where the environment keeps, per page, the tracebacks among its outputs."""
+
+
+def _note_error_outputs(app: Sphinx, doctree: nodes.document) -> None:
+    """Remember each traceback among a page's outputs (see :func:`_fail_on_error_outputs`).
 
     A cell can finish without raising and still print a traceback: IPython
     shows an exception raised while it displays a value (a figure's
     formatter refusing it, say) as an error output of a cell that
     succeeded. The page would publish the traceback in place of the value.
     """
+    found = []
     for node in doctree.findall(nodes.literal_block):
         if "traceback" in node.get("classes", []):
             last = node.astext().strip().splitlines()[-1:] or ["(no message)"]
+            found.append((node.line, last[0]))
+    errors = getattr(app.env, ERROR_OUTPUTS, {})
+    errors[app.env.docname] = found
+    setattr(app.env, ERROR_OUTPUTS, errors)
+
+
+def _forget_error_outputs(app: Sphinx, env: Any, docname: str) -> None:
+    getattr(env, ERROR_OUTPUTS, {}).pop(docname, None)
+
+
+def _merge_error_outputs(app: Sphinx, env: Any, docnames: set[str], other: Any) -> None:
+    errors = getattr(env, ERROR_OUTPUTS, {})
+    errors.update({d: v for d, v in getattr(other, ERROR_OUTPUTS, {}).items() if d in docnames})
+    setattr(env, ERROR_OUTPUTS, errors)
+
+
+def _fail_on_error_outputs(app: Sphinx, env: Any) -> None:
+    """Warn (so ``-W`` fails the build) for every traceback among the pages' outputs.
+
+    At every build, an unchanged page too: the environment keeps them, so a
+    build after one that warned cannot pass by not reading the page again.
+    """
+    for docname, found in sorted(getattr(env, ERROR_OUTPUTS, {}).items()):
+        for line, message in found:
             logger.warning(
                 "a cell's output is a traceback, though the cell did not raise: %s",
-                last[0],
-                location=node,
+                message,
+                location=(docname, line),
                 type="amp_lesson",
                 subtype="error_output",
             )
@@ -823,6 +861,7 @@ def setup(app: Sphinx) -> None:
     # In the main process, before -j forks the readers that start kernels.
     app.connect("config-inited", lambda app, config: encrypt_kernel_transport())
     app.connect("config-inited", _limit_kernel_threads)
+    app.connect("config-inited", _book_figures_in_kernels, priority=100)
     app.add_config_value("amp_lesson_fork_kernels", True, "", types=[bool])
     # After the thread limits: the kernel server takes its environment from this process.
     app.connect("config-inited", _fork_kernels, priority=600)
@@ -836,7 +875,10 @@ def setup(app: Sphinx) -> None:
     app.add_source_parser(execution.Parser, override=True)
     app.connect("env-get-outdated", execution.outdated_pages)
     app.connect("env-updated", _fail_on_execution_errors)
-    app.connect("doctree-read", _fail_on_error_outputs)
+    app.connect("doctree-read", _note_error_outputs)
+    app.connect("env-purge-doc", _forget_error_outputs)
+    app.connect("env-merge-info", _merge_error_outputs)
+    app.connect("env-check-consistency", _fail_on_error_outputs)
     app.connect("env-check-consistency", _check_pages_executed)
     app.connect("doctree-resolved", _note_pages_without_code)
     app.connect("doctree-read", _detach_foreign_documents)

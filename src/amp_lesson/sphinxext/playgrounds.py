@@ -325,7 +325,7 @@ def _worked_example(settings: dict[str, Any], schedule: list[bool]) -> str:
     )
     head = "".join(f'<th scope="col">{html.escape(c)}</th>' for c in TRACE_COLUMNS)
     body = "".join(
-        f'<tr class="{"amp-sp-skipped" if row["skipped"] == "yes" else ""}">'
+        ('<tr class="amp-sp-skipped">' if row["skipped"] == "yes" else "<tr>")
         + "".join(f"<td>{html.escape(row[c])}</td>" for c in TRACE_COLUMNS)
         + "</tr>"
         for row in rows

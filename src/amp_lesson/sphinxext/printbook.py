@@ -18,8 +18,9 @@ says whether to print: ``"auto"`` (default) prints when both are at hand,
 ``"yes"`` requires them, ``"no"`` never prints. The landing page's
 ``{book-downloads}`` links to the PDF when the build prints one, and to the
 one-page book always, so a build without Chromium (Read the Docs) links to
-nothing that is missing. A printed PDF newer than every page it holds is not
-printed again.
+nothing that is missing (and a PDF an earlier build left is removed). The
+PDF is printed again only when ``print.html`` or a style sheet it links has
+changed (:func:`print_key`).
 """
 
 from __future__ import annotations
@@ -51,7 +52,10 @@ PDF_CHOICES = ("auto", "yes", "no")
 
 _ARTICLE = re.compile(r'<article class="bd-article"[^>]*>(.*)</article>', re.DOTALL)
 _ID = re.compile(r'\bid="([^"]+)"')
+# Attributes that name ids, one or a list of them.
+_ID_REFS = re.compile(r'\b(aria-labelledby|aria-describedby|aria-controls|for|headers)="([^"]*)"')
 _HREF = re.compile(r'\b(href|src)="([^"]*)"')
+_LINK = re.compile(r"<link\b[^>]*>")
 _HEAD = re.compile(r"<head>(.*?)</head>", re.DOTALL)
 _SCRIPT = re.compile(r"<script\b.*?</script>\s*", re.DOTALL)
 
@@ -138,6 +142,10 @@ def page_section(docname: str, page_html: str, in_book: set[str], site_url: str)
     body = _SCRIPT.sub("", match.group(1))  # the page on paper runs nothing
     slug = _slug(docname)
     body = _ID.sub(lambda m: f'id="{slug}--{m.group(1)}"', body)
+    body = _ID_REFS.sub(
+        lambda m: f'{m.group(1)}="' + " ".join(f"{slug}--{i}" for i in m.group(2).split()) + '"',
+        body,
+    )
     folder = posixpath.dirname(docname)
 
     def link(m: re.Match[str]) -> str:
@@ -155,6 +163,8 @@ def page_section(docname: str, page_html: str, in_book: set[str], site_url: str)
                 return f'href="#{html.escape(anchor)}"'
             page = f"{site_url}/{resolved}" + (f"#{fragment}" if fragment else "")
             return f'href="{html.escape(page)}"'
+        if attribute == "href":  # a download (a zip, a notebook): from the hosted book
+            return f'href="{html.escape(f"{site_url}/{resolved}")}"'
         return f'{attribute}="{html.escape(resolved)}"'
 
     body = _HREF.sub(link, body)
@@ -164,7 +174,7 @@ def page_section(docname: str, page_html: str, in_book: set[str], site_url: str)
     return f'<section class="amp-print-page" id="{slug}">{body.strip()}</section>'
 
 
-_STYLESHEET = re.compile(r'<link rel="stylesheet"[^>]*href="([^"?]+)[^>]*>')
+_STYLESHEET = re.compile(r'<link\b(?=[^>]*\brel="stylesheet")[^>]*\bhref="([^"?]+)[^>]*>')
 
 
 def union_head(pages: list[tuple[str, str, str]]) -> str:
@@ -181,7 +191,12 @@ def union_head(pages: list[tuple[str, str, str]]) -> str:
     <link rel="stylesheet" href="_static/b.css" />
     """
     first = _HEAD.search(pages[0][2])
-    head = first.group(1) if first else ""
+    # The page's own links (the next page, the search page, scripts to preload) go: the
+    # book on one page has no next page and runs no script.
+    head = _LINK.sub(
+        lambda m: m.group(0) if 'rel="stylesheet"' in m.group(0) or "icon" in m.group(0) else "",
+        first.group(1) if first else "",
+    )
     have = set(_STYLESHEET.findall(head))
     for _, _, text in pages[1:]:
         found = _HEAD.search(text)
@@ -300,9 +315,10 @@ def _write(app: Sphinx, exception: Exception | None) -> None:
     target = outdir / PRINT_PAGE
     if not target.is_file() or target.read_text(encoding="utf-8") != book:
         target.write_text(book, encoding="utf-8")
-    if not app.config.amp_lesson_pdf_printed:
-        return
     pdf = outdir / PDF
+    if not app.config.amp_lesson_pdf_printed:
+        pdf.unlink(missing_ok=True)  # one an earlier build printed is not this build's book
+        return
     key = print_key(target)
     key_file = Path(app.doctreedir) / "amp-lesson-pdf.key"  # beside the build, not in the site
     if pdf.is_file() and key_file.is_file() and key_file.read_text() == key:
@@ -323,7 +339,7 @@ def print_key(page: Path) -> str:
 
     text = page.read_text(encoding="utf-8")
     digest = hashlib.sha256(text.encode())
-    for href in re.findall(r'<link rel="stylesheet"[^>]*href="([^"?]+)', text):
+    for href in _STYLESHEET.findall(text):
         sheet = page.parent / href
         if sheet.is_file():
             digest.update(sheet.read_bytes())
@@ -337,7 +353,11 @@ FOOTER = (
 
 
 def print_pdf(page: Path, pdf: Path, chromium: str | None = None) -> int:
-    """Print ``page`` to ``pdf`` with Chromium, JavaScript off; return the number of pages."""
+    """Print ``page`` to ``pdf`` with Chromium, JavaScript off; return the number of pages.
+
+    The PDF is written beside ``pdf`` first and put in its place whole; a print that
+    fails leaves neither it nor a part of it.
+    """
     from playwright.sync_api import sync_playwright
 
     executable = chromium or find_chromium()
@@ -346,28 +366,35 @@ def print_pdf(page: Path, pdf: Path, chromium: str | None = None) -> int:
     args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
             "--disable-component-update", "--no-first-run", "--disable-sync"]  # fmt: skip
     tmp = pdf.with_suffix(f".{os.getpid()}.tmp")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=executable, args=args)
-        try:
-            context = browser.new_context(java_script_enabled=False)
-            tab = context.new_page()
-            tab.goto(page.resolve().as_uri(), wait_until="load")
-            tab.emulate_media(media="print")
-            data = tab.pdf(
-                path=str(tmp),
-                format="A4",
-                margin={"top": "18mm", "bottom": "18mm", "left": "16mm", "right": "16mm"},
-                print_background=True,
-                display_header_footer=True,
-                header_template="<span></span>",
-                footer_template=FOOTER,
-                outline=True,
-                tagged=True,
-            )
-        finally:
-            browser.close()
-    os.replace(tmp, pdf)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=executable, args=args)
+            try:
+                context = browser.new_context(java_script_enabled=False)
+                tab = context.new_page()
+                tab.goto(page.resolve().as_uri(), wait_until="load")
+                tab.emulate_media(media="print")
+                data = tab.pdf(
+                    path=str(tmp),
+                    format="A4",
+                    margin={"top": "18mm", "bottom": "18mm", "left": "16mm", "right": "16mm"},
+                    print_background=True,
+                    display_header_footer=True,
+                    header_template="<span></span>",
+                    footer_template=FOOTER,
+                    outline=True,
+                    tagged=True,  # a screen reader reads its headings, lists and tables
+                )
+            finally:
+                browser.close()
+        os.replace(tmp, pdf)
+    finally:
+        tmp.unlink(missing_ok=True)
     return len(re.findall(rb"/Type\s*/Page\b", data))
+
+
+def _skip(self: Any, node: nodes.Element) -> None:
+    raise nodes.SkipNode
 
 
 def setup(app: Sphinx) -> None:
@@ -375,7 +402,11 @@ def setup(app: Sphinx) -> None:
     # What _decide found (set at config-inited): whether this build prints the PDF.
     app.add_config_value("amp_lesson_pdf_printed", False, "html", types=[bool])
     app.add_directive("book-downloads", BookDownloads)
-    app.add_node(book_downloads, html=(_visit_downloads, None))
+    app.add_node(
+        book_downloads,
+        html=(_visit_downloads, None),
+        **{fmt: (_skip, None) for fmt in ("latex", "text", "man", "texinfo")},
+    )
     app.connect("config-inited", _decide)
     # After the other build-finished handlers have written the pages' last files.
     app.connect("build-finished", _write, priority=950)

@@ -17,7 +17,8 @@
   the book's maths uses (see :func:`write_math_font`).
 - A figure a cell drew (the SVG of :func:`amp_lesson.plotting.figure_svg`) is
   set into the page itself rather than linked as an image, so that its
-  colours follow the theme (see :func:`_visit_image`).
+  colours follow the theme (see :func:`_inline_figures`); one without alt
+  text is a warning, so ``-W`` fails the build.
 """
 
 from __future__ import annotations
@@ -102,6 +103,14 @@ def _inline_figures(app: Sphinx) -> None:
             svg = path.read_text(encoding="utf-8")
             if svg.startswith(INLINE_SVG_MARK):
                 alt = node.get("alt")
+                if not alt:
+                    logger.warning(
+                        "a figure has no alt text: give its cell `mystnb: image: alt:` "
+                        "(or its glue directive :alt:)",
+                        location=node,
+                        type="amp_lesson",
+                        subtype="figure_alt",
+                    )
                 self.body.append(label_svg(svg, alt) if alt else svg)
                 raise nodes.SkipNode
         HTML5Translator.visit_image(self, node)
@@ -145,6 +154,17 @@ def section_of(docname: str, patterns: Iterable[str]) -> str | None:
     True
     """
     return next((p for p in patterns if fnmatch.fnmatchcase(docname, p)), None)
+
+
+def _name_the_reference_sections(
+    app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
+    """Tell the search page's script which pages are reference sections (it ranks them last)."""
+    if pagename != "search":
+        return
+    patterns = " ".join(app.config.amp_lesson_reference_pages)
+    tag = f'<meta name="amp-lesson-reference-pages" content="{html.escape(patterns)}">\n'
+    context["metatags"] = context.get("metatags", "") + tag
 
 
 def _keep_the_reading_path_to_itself(
@@ -357,6 +377,7 @@ def setup(app: Sphinx) -> None:
     _hidden_cell_summary_named_by_its_text(app)
     _inline_figures(app)
     app.connect("html-page-context", _keep_the_reading_path_to_itself)
+    app.connect("html-page-context", _name_the_reference_sections)
     # After sphinx-book-theme adds its buttons (priority 501).
     app.connect("html-page-context", _repository_icon_from_the_solid_set, priority=800)
     app.add_css_file(NO_SCRIPT_CSS)

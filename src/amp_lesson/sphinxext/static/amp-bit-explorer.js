@@ -281,14 +281,15 @@
     this.update();
   }
 
-  /** Show the formats whose box is ticked (the number line too); the headline follows. */
+  /** Show the formats whose box is ticked (the number line too); the headline follows,
+   * unless the input cannot be read (then the last answer stays, marked stale). */
   Explorer.prototype.showFormats = function () {
     var self = this;
     this.rows.forEach(function (row, i) {
       row.item.hidden = !row.checkbox.checked;
       self.lineRows[i].hidden = !row.checkbox.checked;
     });
-    if (this.source) this.show(this.source);
+    if (this.source && !this.invalid) this.show(this.source);
   };
 
   Explorer.prototype.numberLine = function (names) {
@@ -344,6 +345,8 @@
       this.error.textContent = problem.message;
       this.error.hidden = false;
       this.results.classList.add("amp-bx-stale");
+      this.headline.classList.add("amp-bx-stale");
+      this.invalid = true;
       this.announce(problem.message);
       return;
     }
@@ -351,6 +354,8 @@
     this.error.hidden = true;
     this.error.textContent = "";
     this.results.classList.remove("amp-bx-stale");
+    this.headline.classList.remove("amp-bx-stale");
+    this.invalid = false;
     this.source = source;
     this.show(source);
   };
@@ -379,7 +384,7 @@
         marker.style.left = percent(magnitude === Infinity ? LINE_MAX : Math.log2(magnitude));
       }
     });
-    setText(this.headline, headline || "No format is shown: tick one above.");
+    setText(this.headline, headline || "No format is shown: tick one below.");
     this.announce(shown + ": " + (events.length ? events.join(", ") : "no format shown") + ".");
   };
 

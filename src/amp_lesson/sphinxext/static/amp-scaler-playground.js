@@ -179,8 +179,6 @@
     });
   }
 
-  // What update() did, in amp_lesson.playground.CHANGE_TEXT's words (from the page's data).
-  var CHANGE_TEXT = {};
 
   /* ------------------------------------------------------------- the widget */
 
@@ -190,7 +188,8 @@
     this.root = root;
     this.uid = root.id || "amp-sp-" + serial;
     this.maxSteps = data.max_steps;
-    CHANGE_TEXT = data.change_text;
+    // What update() did, in amp_lesson.playground.CHANGE_TEXT's words (the page's data).
+    this.changeText = data.change_text;
     var live = make("div", { class: "amp-sp-live" });
 
     var form = live.appendChild(make("form", { class: "amp-sp-form", novalidate: "" }));
@@ -380,8 +379,8 @@
     this.announce(this.describe(rows));
   };
 
-  /** The cells of one row of the trace, as text. */
-  function cellsOf(r) {
+  /** The cells of one row of the trace, as text (``changeText`` words the last one). */
+  function cellsOf(r, changeText) {
     return [
       String(r.step),
       floats.pyRepr(r.scale_used),
@@ -390,13 +389,13 @@
       r.skipped ? "yes" : "no",
       floats.pyRepr(r.scale_after),
       String(r.growth_tracker_after),
-      CHANGE_TEXT[r.change],
+      changeText[r.change],
     ];
   }
 
   function rowHtml(r, cells) {
     return (
-      '<tr class="' + (r.skipped ? "amp-sp-skipped" : "") + '" data-step="' + r.step +
+      "<tr" + (r.skipped ? ' class="amp-sp-skipped"' : "") + ' data-step="' + r.step +
       '" data-scale-used="' + cells[1] + '" data-inv-scale="' + cells[2] + '" data-found-inf="' +
       r.found_inf + '" data-skipped="' + r.skipped + '" data-scale-after="' + cells[5] +
       '" data-growth-tracker="' + r.growth_tracker_after + '"><td>' + cells.join("</td><td>") +
@@ -440,7 +439,10 @@
   /** The trace as a table: the first rows now, the rest in chunks after this frame. */
   Playground.prototype.drawTable = function (rows) {
     var self = this;
-    var cells = rows.map(cellsOf);
+    var changeText = this.changeText;
+    var cells = rows.map(function (r) {
+      return cellsOf(r, changeText);
+    });
     // Each column as wide as its widest value (digits are 1ch in tabular figures), the
     // last one wrapping its words; a table wider than its box scrolls, with a cue.
     var widths = COLUMNS.map(function (column, c) {

@@ -25,7 +25,12 @@
     "math, .math";
   // Sphinx's relevance scores stay under a hundred; this lifts a learner's page above all others.
   var READERS_PAGE_BONUS = 1000;
-  var REFERENCE = /^(api|guide)\//;
+  // The reference sections, as conf.py's amp_lesson_reference_pages names them (globs).
+  var meta = document.querySelector('meta[name="amp-lesson-reference-pages"]');
+  var REFERENCE = (meta ? meta.content.split(/\s+/) : []).filter(Boolean).map(function (glob) {
+    var pattern = glob.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".");
+    return new RegExp("^" + pattern + "$");
+  });
 
   function withoutThemeChrome(htmlString) {
     var doc = new DOMParser().parseFromString(htmlString, "text/html");
@@ -41,7 +46,10 @@
     Scorer.score = function (result) {
       var docname = result[0];
       var score = result[4];
-      return REFERENCE.test(docname) ? score : score + READERS_PAGE_BONUS;
+      var reference = REFERENCE.some(function (pattern) {
+        return pattern.test(docname);
+      });
+      return reference ? score : score + READERS_PAGE_BONUS;
     };
   }
 

@@ -687,7 +687,7 @@
       "What would the next row be?";
     var answerLabel = root.dataset.scAnswerLabel || "Your next row";
     details.hidden = true;
-    rows.forEach(function (row) { row.setAttribute("tabindex", "-1"); });
+    next.setAttribute("tabindex", "-1"); // focus comes here once every row is out
 
     var more = button("Show the next row", { class: "sc-button sc-primary" });
     var reset = resetButton("step-through");
@@ -717,9 +717,10 @@
       commit.reveal.disabled = !state.draft.trim();
       feedback.replaceChildren();
       if (revealed) feedback.append(comparison(state.committed, answerBody, answerLabel));
-      // The button keeps focus for the next press; after the last row it is gone, and the
-      // reader's next move is the answer box.
-      if (focus === "row" && finished) commit.box.focus();
+      // The button keeps focus for the next press; after the last row it is gone, and
+      // focus goes to the closing question (not the answer box: that would open a
+      // phone's keyboard unasked).
+      if (focus === "row" && finished) next.focus();
       else if (focus && focus !== "row") feedback.focus();
     }
     var widget = track(ctx, {
