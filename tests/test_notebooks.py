@@ -333,6 +333,11 @@ def _roles(page: Path) -> list[tuple[str, str]]:
     """The cross-references of a page's prose: (role, content), outside code and the info line."""
     text = _markdown_outside_code(page.read_text(encoding="utf-8"))
     text = re.sub(r"^:assumes:.*$", "", text, flags=re.MULTILINE)  # {page-info}: the book's own
+    # A playground's body introduces the site's static version, which a notebook has not
+    # (export.IN_A_NOTEBOOK says instead which call gives it).
+    text = re.sub(
+        r"^:::\{(?:bit-explorer|scaler-playground)\}.*?^:::$", "", text, flags=re.M | re.S
+    )
     return re.findall(r"(?<!`)\{(ref|numref|doc|py:\w+)\}`([^`]+)`", text)
 
 

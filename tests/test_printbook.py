@@ -31,6 +31,7 @@ def test_pages_with_the_same_ids_keep_apart_and_their_links_follow() -> None:
         '<h1 id="intro">One</h1><a href="#intro">here</a><a href="two.html#intro">two</a>'
         '<svg><clipPath id="c"/><path clip-path="url(#c)"/><use xlink:href="#c"/></svg>'
         '<details class="sc"><summary>Answer</summary>42</details>'
+        '<label for="intro">x</label><p aria-labelledby="intro c" data-sc-for="B">y</p>'
         '<a href="api/x.html">api</a><a href="https://example.org/a">out</a>'
         '<img src="_images/f.svg"/><script>alert(1)</script>'
     )
@@ -52,6 +53,9 @@ def test_pages_with_the_same_ids_keep_apart_and_their_links_follow() -> None:
     assert 'href="https://example.org/a"' in text
     assert 'src="_images/f.svg"' in text
     assert "<details open" in text  # a printed self-check shows its answer
+    assert 'for="index--intro"' in text  # what names an element follows it
+    assert 'aria-labelledby="index--intro index--c"' in text
+    assert 'data-sc-for="B"' in text  # an option's letter is no id
     assert "<script" not in text
     assert '<link rel="stylesheet" href="_static/a.css"/>' in text
     assert "<title>The book</title>" in text

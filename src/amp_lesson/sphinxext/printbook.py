@@ -53,7 +53,9 @@ PDF_CHOICES = ("auto", "yes", "no")
 _ARTICLE = re.compile(r'<article class="bd-article"[^>]*>(.*)</article>', re.DOTALL)
 _ID = re.compile(r'\bid="([^"]+)"')
 # Attributes that name ids, one or a list of them.
-_ID_REFS = re.compile(r'\b(aria-labelledby|aria-describedby|aria-controls|for|headers)="([^"]*)"')
+_ID_REFS = re.compile(
+    r'(?<![\w-])(aria-labelledby|aria-describedby|aria-controls|for|headers)="([^"]*)"'
+)
 _HREF = re.compile(r'\b(href|src)="([^"]*)"')
 _LINK = re.compile(r"<link\b[^>]*>")
 _HEAD = re.compile(r"<head>(.*?)</head>", re.DOTALL)
