@@ -336,7 +336,10 @@ def _roles(page: Path) -> list[tuple[str, str]]:
     # A playground's body introduces the site's static version, which a notebook has not
     # (export.IN_A_NOTEBOOK says instead which call gives it).
     text = re.sub(
-        r"^:::\{(?:bit-explorer|scaler-playground)\}.*?^:::$", "", text, flags=re.M | re.S
+        r"^:::\{(?:bit-explorer|scaler-playground)\}.*?^:::$",
+        "",
+        text,
+        flags=re.MULTILINE | re.DOTALL,
     )
     return re.findall(r"(?<!`)\{(ref|numref|doc|py:\w+)\}`([^`]+)`", text)
 
