@@ -180,6 +180,17 @@ def gpu_record(session: nox.Session) -> None:
     _run(session, env, "python", "-m", "amp_lesson.bench", "--record", *session.posargs)
 
 
+@nox.session(name="gpu-edition")
+def gpu_edition(session: nox.Session) -> None:
+    """On a CUDA machine: run every page there and store it as the book's GPU edition.
+
+    Writes docs/_editions/<gpu>/ (tools/record_edition.py); every later build renders it
+    beside its own. `-- --device cpu` records this machine's CPU instead (for trying it).
+    """
+    env = _env(session)
+    _run(session, env, "python", "tools/record_edition.py", *session.posargs)
+
+
 @nox.session(venv_backend="venv")
 def lock(session: nox.Session) -> None:
     """Recompile requirements/constraints.txt (`-- --upgrade` moves every pin to the newest).

@@ -27,7 +27,7 @@ extensions = [
 ]
 
 root_doc = "index"
-exclude_patterns = ["_build", "**.ipynb_checkpoints", "README.md", "_data"]
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "README.md", "_data", "_editions"]
 
 # -- MyST and MyST-NB ---------------------------------------------------------
 myst_enable_extensions = ["colon_fence", "dollarmath", "amsmath", "deflist", "substitution"]
@@ -95,6 +95,9 @@ amp_lesson_branch = os.environ.get("AMP_LESSON_BRANCH", "main")
 # The whole book as one PDF, printed by Chromium from print.html when the build has one
 # (amp_lesson.sphinxext.printbook): "auto", "yes" (fail without it) or "no".
 amp_lesson_pdf = os.environ.get("AMP_LESSON_PDF", "auto")
+# The book as another device ran it (docs/_editions/<device>/, written there by
+# `nox -s gpu-edition`), rendered beside this build under editions/<device>/.
+amp_lesson_editions = "_editions"
 # Files besides the package whose change must re-execute the book.
 amp_lesson_watch = ["_data"]
 

@@ -5,14 +5,17 @@
 #
 # 1. every test file with a test marked `cuda` (tests/test_gpu.py and the modules' own CUDA
 #    cases), whole, so their other tests run on the GPU too; plus the bench tests and doctests,
-# 2. the recording: python -m amp_lesson.bench --record -> docs/_data/gpu/<gpu>.json.
-# The recording is written even if a test fails; the exit status is the first failure.
-# Commit the JSON file: CPU builds of the book show it beside their live numbers.
+# 2. the recording: python -m amp_lesson.bench --record -> docs/_data/gpu/<gpu>.json,
+# 3. the GPU edition: tools/record_edition.py builds the book with every page executed on
+#    the GPU and stores it in docs/_editions/<gpu>/ (needs the book's toolchain, .[docs]).
+# The recordings are written even if a test fails; the exit status is the first failure.
+# Commit the JSON file and the edition's folder: CPU builds of the book show them.
 #
 # Python: $PYTHON if set, else the first of .venv/bin/python, python3, python whose torch
 # sees a CUDA device (amp_lesson is taken from src/, so it need not be installed).
 # If $OUT names a folder (the device tool's results folder), the recording and the
-# log are copied there too. Takes about a minute on a data-centre GPU.
+# log are copied there too, and docs/_editions as editions.tar.gz. Takes about two minutes
+# on a data-centre GPU.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -52,6 +55,17 @@ run_all() {
   "$PY" -m amp_lesson.bench --record | tee "$WORK/record.log"
   local record_status=${PIPESTATUS[0]}
   if [[ $status -eq 0 ]]; then status=$record_status; fi
+
+  echo "== the GPU edition (every page executed here)"
+  if "$PY" -c 'import sphinx, myst_nb, jupyter_cache, ipykernel, sphinx_book_theme' 2>/dev/null; then
+    "$PY" tools/record_edition.py --device cuda
+    local edition_status=$?
+    if [[ $status -eq 0 ]]; then status=$edition_status; fi
+  else
+    echo "gpu_check: NOT RECORDED: this Python lacks the book's toolchain (pip install -e '.[docs]';"
+    echo "  offline, from wheels carried in: see CONTRIBUTING.md, 'The GPU edition')"
+    if [[ $status -eq 0 ]]; then status=3; fi
+  fi
   return "$status"
 }
 
@@ -62,6 +76,7 @@ if [[ -n "${OUT:-}" ]]; then
   mkdir -p "$OUT"
   if [[ -n "$written" && -f "$written" ]]; then cp "$written" "$OUT/"; fi
   cp "$WORK/gpu_check.log" "$OUT/gpu_check.log"
+  if [[ -d docs/_editions ]]; then tar -czf "$OUT/editions.tar.gz" -C docs _editions; fi
 fi
 echo "== done: status $status${written:+, recording $written}"
 exit "$status"

@@ -18,7 +18,9 @@ Loaded from ``docs/conf.py`` as ``amp_lesson.sphinxext``. It wires up:
 - :mod:`.theme` -- what the book adds to and mends in the theme (templates,
   accessible names, the reading path, the maths font, colours without
   JavaScript, figures set into the page);
-- :mod:`.printbook` -- the whole book on one page, and printed to one PDF.
+- :mod:`.printbook` -- the whole book on one page, and printed to one PDF;
+- :mod:`.edition` -- the book as another device ran it (a GPU), recorded there
+  and rendered beside the live build, with a switch on every page.
 
 This is the only part of ``amp_lesson`` that imports Sphinx.
 """
@@ -37,6 +39,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     from amp_lesson.sphinxext import (
         book,
         corrections,
+        edition,
         pageinfo,
         playgrounds,
         printbook,
@@ -55,4 +58,5 @@ def setup(app: Sphinx) -> dict[str, Any]:
     theme.setup(app)
     variants.setup(app)
     printbook.setup(app)
+    edition.setup(app)
     return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True}

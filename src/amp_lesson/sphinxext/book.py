@@ -49,7 +49,7 @@ from sphinx.errors import ExtensionError, SphinxError
 from sphinx.util import logging
 
 import amp_lesson
-from amp_lesson.sphinxext import execution, export, kernels, pages, shutdown
+from amp_lesson.sphinxext import edition, execution, export, kernels, pages, shutdown
 
 logger = logging.getLogger(__name__)
 
@@ -233,6 +233,8 @@ def _key_cache_on_sources(app: Sphinx, config: Config) -> None:
     key = execution_key()
     config.amp_lesson_environment_key = key
     config.amp_lesson_extension_hash = extension_key()
+    if config.amp_lesson_edition:
+        return  # a stored edition executes nothing: no cache, no kernels
     base = Path(
         os.environ.get("AMP_LESSON_CACHE_DIR") or Path(app.outdir).parent / ".jupyter_cache"
     )
@@ -596,7 +598,12 @@ def _fail_on_error_outputs(app: Sphinx, env: Any) -> None:
 
 
 def _check_pages_executed(app: Sphinx, env: Any) -> None:
-    """Warn (so ``-W`` fails the build) for any page whose cells never ran."""
+    """Warn (so ``-W`` fails the build) for any page whose cells never ran.
+
+    Not in the build of a stored edition, whose pages ran where it was recorded.
+    """
+    if app.config.amp_lesson_edition:
+        return
     nb_metadata = getattr(env, "nb_metadata", {})
     dead = execution.dead_kernels(env)
     for docname in sorted(env.found_docs):
@@ -625,7 +632,7 @@ def _note_pages_without_code(app: Sphinx, doctree: nodes.document, docname: str)
     is for and carries the line at its foot.
     """
     nb_metadata = getattr(app.env, "nb_metadata", {})
-    if nb_metadata.get(docname, {}).get("exec_data"):
+    if nb_metadata.get(docname, {}).get("exec_data") or edition.shows_a_run(app, docname):
         return  # executed pages print their own line from their first cell
     section = next(iter(doctree.findall(nodes.section)), None)
     if section is None:
@@ -696,7 +703,7 @@ def _add_notebook_buttons(
 ) -> None:
     """Offer the executed page as a plain Jupyter notebook (see :mod:`.export`)."""
     executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
-    if doctree is None or not executed.is_file():
+    if doctree is None or not executed.is_file() or edition.in_edition(app):
         return
     # The titles and labels read from the sources, as tools/notebooks.py reads them for the
     # twins Colab opens: the download and its twin say the same words.
@@ -764,7 +771,7 @@ def _add_download_entries(context: dict[str, Any]) -> None:
 
 def _write_notebooks_zip(app: Sphinx, exception: Exception | None) -> None:
     """Gather the pages' notebooks (``_sources/**/*.ipynb``) into :data:`NOTEBOOKS_ZIP`."""
-    if exception is not None or app.builder.format != "html":
+    if exception is not None or app.builder.format != "html" or edition.in_edition(app):
         return
     sources = Path(app.outdir) / "_sources"
     notebooks = sorted(sources.rglob("*.ipynb")) if sources.is_dir() else []

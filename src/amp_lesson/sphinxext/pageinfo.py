@@ -162,7 +162,12 @@ def reading_time(text: str) -> ReadingTime:
         )
     from amp_lesson.sphinxext.pages import read_text
 
-    page = read_text(text)
+    return page_reading_time(read_text(text))
+
+
+def page_reading_time(page: Any) -> ReadingTime:
+    """:func:`reading_time` of a page already read (a :class:`.pages.Page`: a MyST page
+    or a notebook, as a stored edition's pages are)."""
     words = self_checks = 0
     for cell in page.cells:
         if cell.kind == "markdown":
@@ -271,9 +276,11 @@ class PageInfo(SphinxDirective):
     option_spec: ClassVar[dict[str, Any]] = {"assumes": directives.unchanged_required}
 
     def run(self) -> list[nodes.Node]:
+        from amp_lesson.sphinxext.pages import read_page
+
         source = Path(self.env.doc2path(self.env.docname))
         try:
-            time = reading_time(source.read_text(encoding="utf-8"))
+            time = page_reading_time(read_page(source))
         except ValueError as error:
             raise self.error(f"page-info: {error}") from error
         line = nodes.paragraph("", "", classes=["amp-page-info"])

@@ -121,9 +121,34 @@ def _leading_blank_lines(source: str, text: str, start: int) -> int:
     return skipped if source.strip() else 0
 
 
+def read_notebook(notebook: dict[str, Any], path: str | Path | None = None) -> Page:
+    """The page a Jupyter notebook (its JSON, as a dict) holds; ``path`` only names it.
+
+    A stored edition's pages are notebooks (:mod:`.edition`); their cells are
+    the page's, as MyST-NB read them from its source.
+
+    >>> page = read_notebook({"metadata": {}, "cells": [
+    ...     {"cell_type": "markdown", "source": ["# A page\\n", "Text."], "metadata": {}},
+    ...     {"cell_type": "code", "source": "1 + 1", "metadata": {"tags": ["remove-input"]}}]})
+    >>> [(c.kind, c.source, c.tags) for c in page.cells]
+    [('markdown', '# A page\\nText.', ()), ('code', '1 + 1', ('remove-input',))]
+    """
+    cells = []
+    for cell in notebook.get("cells", []):
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        cells.append(Cell(cell.get("cell_type", "raw"), source, 0, dict(cell.get("metadata", {}))))
+    where = None if path is None else Path(path)
+    return Page(where, True, dict(notebook.get("metadata", {})), tuple(cells))
+
+
 def read_page(path: str | Path) -> Page:
-    """The page in the file ``path``."""
+    """The page in the file ``path``: MyST Markdown, or a Jupyter notebook (``.ipynb``)."""
     path = Path(path)
+    if path.suffix == ".ipynb":
+        import json
+
+        return read_notebook(json.loads(path.read_text(encoding="utf-8")), path)
     return read_text(path.read_text(encoding="utf-8"), path)
 
 

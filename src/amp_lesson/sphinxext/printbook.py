@@ -125,6 +125,9 @@ def _slug(docname: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", docname).strip("-")
 
 
+_EDITION_SWITCH = re.compile(r'<nav class="amp-edition-switch".*?</nav>', re.DOTALL)
+
+
 def page_section(docname: str, page_html: str, in_book: set[str], site_url: str) -> str:
     """One page's article, made to live in ``print.html`` at the site's root.
 
@@ -142,6 +145,7 @@ def page_section(docname: str, page_html: str, in_book: set[str], site_url: str)
     if match is None:
         raise ValueError(f'{docname}: no <article class="bd-article"> in its HTML')
     body = _SCRIPT.sub("", match.group(1))  # the page on paper runs nothing
+    body = _EDITION_SWITCH.sub("", body)  # one edition on paper: this build's
     slug = _slug(docname)
     body = _ID.sub(lambda m: f'id="{slug}--{m.group(1)}"', body)
     body = _ID_REFS.sub(
@@ -276,7 +280,15 @@ def downloads_html(pdf: bool) -> str:
 
 
 def _visit_downloads(self: Any, node: nodes.Element) -> None:
-    self.body.append(downloads_html(self.builder.config.amp_lesson_pdf_printed))
+    from amp_lesson.sphinxext import edition
+
+    app = self.builder.app
+    text = downloads_html(edition.live_pdf(app))
+    if edition.in_edition(app):  # a stored edition links to the live book's downloads
+        docname = self.builder.current_docname
+        for name in (PDF, PRINT_PAGE):
+            text = text.replace(f'href="{name}"', f'href="{edition.live_url(app, docname, name)}"')
+    self.body.append(text)
     raise nodes.SkipNode
 
 
@@ -300,7 +312,9 @@ def _site_url(app: Sphinx) -> str:
 
 
 def _write(app: Sphinx, exception: Exception | None) -> None:
-    if exception is not None or app.builder.format != "html":
+    from amp_lesson.sphinxext.edition import in_edition
+
+    if exception is not None or app.builder.format != "html" or in_edition(app):
         return
     outdir = Path(app.outdir)
     relations = getattr(app.builder, "relations", {}) or {}

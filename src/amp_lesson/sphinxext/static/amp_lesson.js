@@ -13,6 +13,9 @@
  * the glossary and the corrections) come before the API reference and the
  * authors' guide, each group in Sphinx's own order of relevance.
  *
+ * Edition switch: a page of one edition leads to the same page of another;
+ * the section the reader is at (the address's #anchor) goes with it.
+ *
  * Phone drawers: on a narrow screen the theme shows the navigation and the
  * page's contents in modal dialogs. A link followed inside one closes it, so
  * the reader sees the section an in-page link went to, not the dialog.
@@ -21,7 +24,7 @@
   "use strict";
 
   var THEME_CHROME = ".bd-header-article, #jb-print-docs-body, .bd-footer-article, .prev-next-area, " +
-    ".amp-provenance, .amp-page-info, div.cell, div.highlight, pre, table, figure, .amp-playground, " +
+    ".amp-provenance, .amp-page-info, .amp-edition-switch, .amp-edition-banner, div.cell, div.highlight, pre, table, figure, .amp-playground, " +
     "math, .math";
   // Sphinx's relevance scores stay under a hundred; this lifts a learner's page above all others.
   var READERS_PAGE_BONUS = 1000;
@@ -65,5 +68,12 @@
     var link = event.target.closest ? event.target.closest("a[href]") : null;
     var dialog = link ? link.closest("dialog") : null;
     if (dialog && dialog.open && DRAWERS.indexOf(dialog.id) !== -1) dialog.close();
+  });
+
+  document.addEventListener("click", function (event) {
+    var choice = event.target.closest ? event.target.closest("a.amp-edition-choice") : null;
+    if (choice && window.location.hash && !choice.hash) {
+      choice.href = choice.href + window.location.hash;
+    }
   });
 })();

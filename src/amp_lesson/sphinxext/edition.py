@@ -1,0 +1,1081 @@
+"""A second edition of the book: every page as another device ran it, recorded and rendered.
+
+A build executes the pages where it runs: on Read the Docs, a CPU. A CUDA
+machine's run of the same pages can be kept and shown beside it.
+
+**Recording** (:func:`record`, run by ``nox -s gpu-edition`` or
+``tools/record_edition.py`` after a build on that machine): each page's
+executed notebook, as the build wrote it (outputs, figures and glued values,
+the claims' chosen wordings among them), is stored gzipped in
+``docs/_editions/<device>/``, with ``edition.json``: the run's provenance
+(device, driver, CUDA, torch, ``amp_lesson``, Python, date) and, per page,
+the SHA-256 of its source and the key of the code and data it runs
+(:mod:`.execution`). A page whose cells failed is stored as such, with why.
+
+**Rendering** (every build, at its end): each stored edition is checked
+(:func:`load_edition` refuses one whose provenance is incomplete) and built
+as a second site under ``editions/<device>/``, from the stored notebooks,
+executing nothing. Each page of both editions carries a switch between them
+(:func:`switch_html`); a page of the stored edition whose source has changed
+since is shown as recorded and said to be from an earlier version of the
+page, one whose code or data changed says that, and one the device did not run
+says why (:func:`page_states`). The API reference and the authors' pages
+(``amp_lesson_reference_pages``) run the same everywhere and stay in the live
+edition, which links into them; search covers the live edition.
+"""
+
+from __future__ import annotations
+
+import ast
+import datetime as _dt
+import fnmatch
+import gzip
+import hashlib
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from sphinx.application import Sphinx
+from sphinx.config import Config
+from sphinx.util import logging
+
+from amp_lesson.sphinxext.execution import KEY_FIELD
+
+logger = logging.getLogger(__name__)
+
+SCHEMA = "amp_lesson.edition/1"
+MANIFEST = "edition.json"
+"""The file in an edition's folder that holds its provenance and its pages."""
+EDITIONS_URL = "editions"
+"""Where the stored editions are written in the built site: ``editions/<slug>/``."""
+PROVENANCE_FIELDS = (
+    "device_type",
+    "device_name",
+    "torch_version",
+    "amp_lesson_version",
+    "python_version",
+    "recorded",
+)
+"""What every edition's provenance must name (a non-empty string each)."""
+CUDA_FIELDS = ("driver_version", "cuda_version", "compute_capability")
+"""What an edition recorded on a CUDA device must name besides."""
+RECORDED, FAILED = "recorded", "failed"
+PAGE_FIELDS = {
+    RECORDED: ("source_sha256", "inputs_key", "executed_on", "file"),
+    FAILED: ("source_sha256", "reason"),
+}
+"""What each page's entry must name, by its status."""
+
+CURRENT = "current"
+PAGE_CHANGED = "page-changed"
+INPUTS_CHANGED = "inputs-changed"
+NOT_RUN = "not-run"
+NOT_RECORDED = "not-recorded"
+NO_CODE = "no-code"
+STATES = (CURRENT, PAGE_CHANGED, INPUTS_CHANGED, NOT_RUN, NOT_RECORDED, NO_CODE)
+"""What a page of a stored edition can be, against this build's sources (:func:`page_state`)."""
+
+
+class EditionError(ValueError):
+    """An edition that cannot be recorded or shown: it says which and why."""
+
+
+# -- the stored edition --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoredPage:
+    """One page's entry in ``edition.json``."""
+
+    docname: str
+    status: str
+    source_sha256: str
+    inputs_key: str | None = None
+    executed_on: str | None = None
+    file: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Edition:
+    """A stored edition: its folder, provenance and pages (see :func:`load_edition`)."""
+
+    folder: Path
+    provenance: dict[str, Any]
+    pages: dict[str, StoredPage] = field(default_factory=dict)
+
+    @property
+    def slug(self) -> str:
+        """The edition's name in URLs: its folder's name."""
+        return self.folder.name
+
+    @property
+    def device(self) -> str:
+        """The device the pages ran on, as torch names it ("NVIDIA H200")."""
+        return str(self.provenance["device_name"])
+
+    @property
+    def date(self) -> str:
+        """The day it was recorded (ISO, UTC)."""
+        return str(self.provenance["recorded"])[:10]
+
+    def describe(self) -> str:
+        """The run in one line: device, driver, CUDA, torch, package, Python, date."""
+        p = self.provenance
+        parts = [p["device_name"]]
+        if p["device_type"] == "cuda":
+            parts += [f"driver {p['driver_version']}", f"CUDA {p['cuda_version']}"]
+        parts += [
+            f"torch {p['torch_version']}",
+            f"amp_lesson {p['amp_lesson_version']}",
+            f"Python {p['python_version']}",
+            f"recorded {self.date}",
+        ]
+        return " · ".join(parts)
+
+    def notebook(self, docname: str) -> dict[str, Any]:
+        """The stored notebook of ``docname`` (a recorded page), as a JSON object."""
+        page = self.pages[docname]
+        if page.status != RECORDED or page.file is None:
+            raise KeyError(f"{docname} was not recorded in {self.folder}: {page.reason}")
+        with gzip.open(self.folder / page.file, "rt", encoding="utf-8") as f:
+            return json.load(f)
+
+
+def _missing(record: Mapping[str, Any], names: Iterable[str]) -> list[str]:
+    return [
+        n for n in names if not isinstance(record.get(n), str) or not str(record.get(n)).strip()
+    ]
+
+
+def check_provenance(provenance: Any) -> list[str]:
+    """What ``provenance`` lacks (field names, in order); ``[]`` when it is complete.
+
+    Every edition names the fields of :data:`PROVENANCE_FIELDS`; one recorded on
+    a CUDA device names :data:`CUDA_FIELDS` too. ``recorded`` must be an ISO date.
+
+    >>> check_provenance({"device_type": "cuda", "device_name": "NVIDIA H200"})
+    ['torch_version', 'amp_lesson_version', 'python_version', 'recorded', 'driver_version', 'cuda_version', 'compute_capability']
+    """
+    if not isinstance(provenance, Mapping):
+        return list(PROVENANCE_FIELDS)
+    missing = _missing(provenance, PROVENANCE_FIELDS)
+    if provenance.get("device_type") == "cuda":
+        missing += _missing(provenance, CUDA_FIELDS)
+    elif "device_type" not in missing and provenance["device_type"] != "cpu":
+        missing.append("device_type (cpu or cuda)")
+    if "recorded" not in missing:
+        try:
+            _dt.date.fromisoformat(str(provenance["recorded"])[:10])
+        except ValueError:
+            missing.append("recorded (an ISO date)")
+    return missing
+
+
+def load_edition(folder: str | Path) -> Edition:
+    """Read and check the edition stored in ``folder``.
+
+    Raises
+    ------
+    EditionError
+        If ``folder`` holds no ``edition.json``, or one of another schema; if
+        the provenance is incomplete (:func:`check_provenance`); if a page's
+        entry lacks a field its status needs, or its notebook is missing.
+    """
+    folder = Path(folder)
+    manifest = folder / MANIFEST
+    if not manifest.is_file():
+        raise EditionError(f"{folder}: no {MANIFEST}; record it with `nox -s gpu-edition`")
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise EditionError(f"{manifest}: not valid JSON ({error})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise EditionError(f"{manifest}: schema must be {SCHEMA!r}")
+    missing = check_provenance(data.get("provenance"))
+    if missing:
+        raise EditionError(
+            f"{manifest}: refused, its provenance is incomplete: no {', '.join(missing)}; "
+            "an edition says what ran it, or it is not shown (record it again)"
+        )
+    pages: dict[str, StoredPage] = {}
+    entries = data.get("pages")
+    if not isinstance(entries, dict) or not entries:
+        raise EditionError(f"{manifest}: pages must be an object naming at least one page")
+    for docname, entry in sorted(entries.items()):
+        status = entry.get("status") if isinstance(entry, dict) else None
+        if status not in PAGE_FIELDS:
+            raise EditionError(f"{manifest}: page {docname}: status must be recorded or failed")
+        lacks = _missing(entry, PAGE_FIELDS[status])
+        if lacks:
+            raise EditionError(
+                f"{manifest}: refused, page {docname} ({status}) has no {', '.join(lacks)}"
+            )
+        known = {k: entry.get(k) for k in StoredPage.__dataclass_fields__ if k != "docname"}
+        page = StoredPage(docname=docname, **known)
+        if status == RECORDED and not (folder / str(page.file)).is_file():
+            raise EditionError(f"{manifest}: page {docname}: {page.file} is missing")
+        pages[docname] = page
+    return Edition(folder, dict(data["provenance"]), pages)
+
+
+def find_editions(root: str | Path) -> list[Path]:
+    """The folders below ``root`` (one level) that hold an edition, sorted; ``[]`` if none."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if (p / MANIFEST).is_file())
+
+
+def editions_key(root: str | Path) -> str:
+    """A hash of every stored edition below ``root``: a new recording rewrites every page."""
+    digest = hashlib.sha256()
+    for folder in find_editions(root):
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+                digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+# -- recording -----------------------------------------------------------------------------
+
+
+def source_sha256(path: str | Path) -> str:
+    """The SHA-256 of a page's source file: what marks a recording of it as out of date."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+_PROVENANCE_REPR = re.compile(r"^Provenance\(.*\)$", re.DOTALL)
+
+
+def run_provenance(notebook: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The provenance the page printed in its run (:class:`amp_lesson.device.Provenance`).
+
+    Read from the first output that shows one, as the keywords of its
+    ``text/plain`` representation; ``None`` if the page printed none.
+
+    >>> nb = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "execute_result",
+    ...     "data": {"text/plain": "Provenance(device_type='cpu', cuda_version=None)"}}]}]}
+    >>> run_provenance(nb)
+    {'device_type': 'cpu', 'cuda_version': None}
+    """
+    for cell in notebook.get("cells", []):
+        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            text = output.get("data", {}).get("text/plain", "")
+            text = "".join(text) if isinstance(text, list) else str(text)
+            if not _PROVENANCE_REPR.match(text.strip()):
+                continue
+            call = ast.parse(text.strip(), mode="eval").body
+            if isinstance(call, ast.Call):
+                return {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords if kw.arg}
+    return None
+
+
+def _error_of(notebook: Mapping[str, Any]) -> str | None:
+    """The first error among the notebook's outputs, as ``Name: value``; ``None`` if none."""
+    for cell in notebook.get("cells", []):
+        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            if output.get("output_type") == "error":
+                return f"{output.get('ename', 'Error')}: {output.get('evalue', '')}".strip()
+    return None
+
+
+def _with_glue(notebook: dict[str, Any], glue: Mapping[str, Any]) -> dict[str, Any]:
+    """``notebook`` with the glued values MyST-NB took out of its outputs put back.
+
+    MyST-NB moves a value glued without display into ``<page>.glue.json``; put
+    back as the output it was (its MIME types prefixed again), the notebook
+    renders alone. Values glued with display are still among the outputs.
+    """
+    first = next((c for c in notebook["cells"] if c.get("cell_type") == "code"), None)
+    if first is None:
+        return notebook
+    restored = []
+    present = {
+        o.get("metadata", {}).get("scrapbook", {}).get("name")
+        for c in notebook["cells"]
+        for o in c.get("outputs", [])
+    }
+    for key, record in glue.items():
+        scrapbook = record.get("metadata", {}).get("scrapbook", {})
+        prefix = scrapbook.get("mime_prefix", "")
+        if key in present or not prefix:
+            continue
+        restored.append(
+            {
+                "output_type": "display_data",
+                "metadata": {"scrapbook": {"name": key, "mime_prefix": prefix}},
+                "data": {prefix + mime: value for mime, value in record.get("data", {}).items()},
+            }
+        )
+    first["outputs"] = [*first.get("outputs", []), *restored]
+    return notebook
+
+
+def _compact(notebook: dict[str, Any]) -> dict[str, Any]:
+    """The notebook without what its rendering does not read (cell ids, execution counts)."""
+    for cell in notebook.get("cells", []):
+        cell.pop("id", None)
+        if cell.get("cell_type") == "code":
+            cell["execution_count"] = None
+            for output in cell.get("outputs", []):
+                if "execution_count" in output:
+                    output["execution_count"] = None
+    notebook.get("metadata", {}).pop("source_map", None)
+    notebook["nbformat"], notebook["nbformat_minor"] = 4, 4  # the last minor without cell ids
+    return notebook
+
+
+def record_provenance(device: str | None = None) -> dict[str, Any]:
+    """The provenance of a recording made here: device, driver, CUDA, versions, date and time.
+
+    ``device`` as :func:`amp_lesson.device.get_device` takes it (default: the
+    book's device). Imports torch.
+    """
+    import platform
+
+    import torch
+
+    from amp_lesson import __version__
+    from amp_lesson.device import device_name, get_device
+
+    dev = get_device(device)
+    provenance: dict[str, Any] = {
+        "device_type": dev.type,
+        "device_name": device_name(dev),
+        "torch_version": torch.__version__,
+        "amp_lesson_version": __version__,
+        "python_version": platform.python_version(),
+        "recorded": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "driver_version": None,
+        "cuda_version": None,
+        "compute_capability": None,
+        "commit": _git_commit(),
+    }
+    if dev.type == "cuda":
+        from amp_lesson.bench.recording import _driver_version
+
+        major, minor = torch.cuda.get_device_capability(dev)
+        provenance.update(
+            driver_version=_driver_version(),
+            cuda_version=torch.version.cuda,
+            compute_capability=f"{major}.{minor}",
+        )
+    return provenance
+
+
+def _git_commit() -> str | None:
+    """The commit of the working tree the recording was made from (``+dirty`` if edited)."""
+    here = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            check=False,
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            check=False, cwd=here, capture_output=True, text=True, timeout=10,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def record(
+    docs: str | Path,
+    executed: str | Path,
+    into: str | Path,
+    provenance: Mapping[str, Any],
+    reference_pages: Iterable[str] = (),
+) -> Edition:
+    """Store the pages a build just executed as an edition; return it, loaded back.
+
+    Parameters
+    ----------
+    docs : str or Path
+        The book's sources (``docs/``).
+    executed : str or Path
+        Where that build wrote each executed page (``docs/_build/jupyter_execute``).
+    into : str or Path
+        The folder of editions (``docs/_editions``); the edition goes in a
+        folder named for the device, which is replaced whole.
+    provenance : mapping
+        What ran them (:func:`record_provenance`); checked by :func:`check_provenance`.
+    reference_pages : iterable of str
+        Glob patterns of the pages that stay in the live edition (not recorded).
+
+    Raises
+    ------
+    EditionError
+        If the provenance is incomplete; if an executed page's cells are not
+        those of its source now (it changed after the build: build again); if a
+        page's run printed no provenance, or one of another device.
+    """
+    from amp_lesson.bench.recording import slugify
+    from amp_lesson.sphinxext import pages as page_reader
+
+    docs, executed, into = Path(docs), Path(executed), Path(into)
+    provenance = dict(provenance)
+    missing = check_provenance(provenance)
+    if missing:
+        raise EditionError(f"provenance is incomplete: no {', '.join(missing)}")
+    patterns = list(reference_pages)
+    sources = {
+        path.relative_to(docs).with_suffix("").as_posix(): path
+        for path in sorted(docs.rglob("*.md"))
+        if not any(part.startswith(("_", ".")) for part in path.relative_to(docs).parts)
+    }
+    stored: dict[str, dict[str, Any]] = {}
+    notebooks: dict[str, dict[str, Any]] = {}
+    for docname, path in sources.items():
+        if any(fnmatch.fnmatchcase(docname, p) for p in patterns):
+            continue
+        page = page_reader.read_page(path)
+        if not page.code_cells:
+            continue
+        entry: dict[str, Any] = {"source_sha256": source_sha256(path)}
+        nb_path = executed / f"{docname}.ipynb"
+        if not nb_path.is_file():
+            stored[docname] = entry | {
+                "status": FAILED,
+                "reason": "the build wrote no executed notebook for it (its kernel died, "
+                "or the build stopped before it)",
+            }
+            continue
+        notebook = json.loads(nb_path.read_text(encoding="utf-8"))
+        ran = [c for c in notebook.get("cells", []) if c.get("cell_type") in ("code", "markdown")]
+        ran_sources = [_joined(c.get("source", "")) for c in ran]
+        if ran_sources != [c.source for c in page.cells if c.kind in ("code", "markdown")]:
+            raise EditionError(
+                f"{nb_path}: its cells are not those of {path} now (the page changed after "
+                "the build); build the book again, then record"
+            )
+        error = _error_of(notebook)
+        if error is not None:
+            stored[docname] = entry | {"status": FAILED, "reason": f"a cell raised {error}"}
+            continue
+        ran_on = run_provenance(notebook)
+        if ran_on is None:
+            raise EditionError(f"{nb_path}: the page printed no provenance line")
+        if (ran_on.get("device_type"), ran_on.get("device_name")) != (
+            provenance["device_type"],
+            provenance["device_name"],
+        ):
+            raise EditionError(
+                f"{nb_path}: the page ran on {ran_on.get('device_name')!r}, not on "
+                f"{provenance['device_name']!r} (set AMP_LESSON_DEVICE and build again)"
+            )
+        glue_path = nb_path.with_name(nb_path.stem + ".glue.json")
+        glue = json.loads(glue_path.read_text(encoding="utf-8")) if glue_path.is_file() else {}
+        notebooks[docname] = _compact(_with_glue(notebook, glue))
+        key = notebook.get("metadata", {}).get("kernelspec", {}).get("amp_lesson_inputs")
+        stored[docname] = entry | {
+            "status": RECORDED,
+            "inputs_key": key or "",
+            "executed_on": str(ran_on.get("executed_on") or provenance["recorded"][:10]),
+            "file": f"{docname}.ipynb.gz",
+        }
+    if not stored:
+        raise EditionError(f"{docs}: no page with code cells to record")
+    folder = into / slugify(str(provenance["device_name"]))
+    partial = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    for docname, notebook in notebooks.items():
+        target = partial / f"{docname}.ipynb.gz"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        payload = json.dumps(notebook, ensure_ascii=False, separators=(",", ":")).encode()
+        # mtime 0: the same run stores the same bytes.
+        with open(target, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
+            gz.write(payload)
+    partial.mkdir(parents=True, exist_ok=True)
+    manifest = {"schema": SCHEMA, "provenance": provenance, "pages": stored}
+    (partial / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    load_edition(partial)  # never store what would be refused
+    shutil.rmtree(folder, ignore_errors=True)
+    partial.replace(folder)
+    return load_edition(folder)
+
+
+def _joined(source: Any) -> str:
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+# -- each page against this build ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PageState:
+    """What a page of a stored edition is against this build's sources."""
+
+    docname: str
+    state: str
+    note: str = ""
+
+
+def page_state(
+    edition: Edition, docname: str, source: Path | None, inputs_key: str | None
+) -> PageState:
+    """Whether ``edition`` shows ``docname`` as it is now (see :data:`STATES`).
+
+    ``source`` is the page's source file now; ``inputs_key`` the key of the code
+    and data it runs now (:func:`.execution.inputs_key`), ``None`` for a page
+    without code cells.
+    """
+    stored = edition.pages.get(docname)
+    if stored is None:
+        if inputs_key is None:
+            return PageState(docname, NO_CODE)
+        return PageState(
+            docname,
+            NOT_RECORDED,
+            f"the page is newer than the recording of {edition.date}",
+        )
+    if stored.status == FAILED:
+        return PageState(docname, NOT_RUN, str(stored.reason))
+    if source is None or not source.is_file() or source_sha256(source) != stored.source_sha256:
+        return PageState(docname, PAGE_CHANGED)
+    if inputs_key is not None and stored.inputs_key and inputs_key != stored.inputs_key:
+        return PageState(docname, INPUTS_CHANGED)
+    return PageState(docname, CURRENT)
+
+
+# -- the switch and the banner -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One entry of the edition switch: its words, where it leads, whether it is this page."""
+
+    label: str
+    detail: str
+    href: str
+    current: bool
+    key: str
+
+
+def switch_html(choices: list[Choice]) -> str:
+    """The edition switch: one link per edition of this page, the one shown marked current.
+
+    >>> print(switch_html([Choice("This build", "CPU", "#", True, "live"),
+    ...                    Choice("NVIDIA H200", "recorded 2026-11-30", "e/x.html", False, "h200")]))
+    <nav class="amp-edition-switch" aria-label="Editions of this page"><span class="amp-edition-switch-label">As run by</span> <a class="amp-edition-choice" href="#" aria-current="page" data-edition="live"><span class="amp-edition-device">This build</span> <span class="amp-edition-detail">CPU</span></a> <a class="amp-edition-choice" href="e/x.html" data-edition="h200"><span class="amp-edition-device">NVIDIA H200</span> <span class="amp-edition-detail">recorded 2026-11-30</span></a></nav>
+    """
+    links = []
+    for c in choices:
+        current = ' aria-current="page"' if c.current else ""
+        links.append(
+            f'<a class="amp-edition-choice" href="{html.escape(c.href)}"{current} '
+            f'data-edition="{html.escape(c.key)}">'
+            f'<span class="amp-edition-device">{html.escape(c.label)}</span> '
+            f'<span class="amp-edition-detail">{html.escape(c.detail)}</span></a>'
+        )
+    return (
+        '<nav class="amp-edition-switch" aria-label="Editions of this page">'
+        '<span class="amp-edition-switch-label">As run by</span> ' + " ".join(links) + "</nav>"
+    )
+
+
+def choice_detail(state: PageState, edition_date: str) -> str:
+    """The few words under the recorded edition's name in the switch."""
+    return {
+        PAGE_CHANGED: f"recorded {edition_date}, from an earlier version of this page",
+        INPUTS_CHANGED: f"recorded {edition_date}, before its code changed",
+        NOT_RUN: "not run there",
+        NOT_RECORDED: "not recorded yet",
+    }.get(state.state, f"recorded {edition_date}")
+
+
+def banner_html(state: PageState, edition: Mapping[str, Any], live_href: str) -> str:
+    """What a page of the stored edition says above it: whose run it is, and how current.
+
+    ``edition`` holds ``device``, ``date`` and ``describe`` (see
+    :meth:`Edition.describe`); ``live_href`` leads to the same page as this
+    build ran it.
+    """
+    device, date = html.escape(edition["device"]), html.escape(edition["date"])
+    live = f'<a href="{html.escape(live_href)}">this page as this build ran it</a>'
+    kind = "note"
+    if state.state == CURRENT:
+        text = (
+            f"Every output here, and every sentence that reports one, is from a run on "
+            f"{device}, recorded {date}: this build ran none of it. Read {live}."
+        )
+    elif state.state == NO_CODE:
+        text = f"This page runs no code: it reads the same in every edition. Read {live}."
+    elif state.state == PAGE_CHANGED:
+        kind = "warning"
+        text = (
+            f"This page has changed since {device} ran it on {date}: shown here is the "
+            f"earlier version of the page, as recorded then. Read {live} for the current one."
+        )
+    elif state.state == INPUTS_CHANGED:
+        kind = "warning"
+        text = (
+            f"The code or data this page runs has changed since {device} ran it on {date}: "
+            f"the outputs below are what the earlier code gave. Read {live} for what the "
+            "current code gives."
+        )
+    else:
+        kind = "warning"
+        why = html.escape(state.note.rstrip("."))
+        text = f"{device} did not run this page: {why}. Read {live}."
+    provenance = html.escape(edition["describe"])
+    return (
+        f'<div class="amp-edition-banner amp-edition-{kind}" role="note" '
+        f'data-edition-state="{state.state}"><p>{text}</p>'
+        f'<p class="amp-edition-provenance">{provenance}</p></div>'
+    )
+
+
+# -- the stored edition's sources ----------------------------------------------------------
+
+_FENCE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{toctree\}[^\n]*\n(?P<body>.*?)^(?P=fence)\s*$",
+                    re.MULTILINE | re.DOTALL)  # fmt: skip
+
+
+def drop_toctree_entries(text: str, docname: str, keep: Callable[[str], bool]) -> str:
+    """``text`` with every toctree entry that ``keep`` refuses left out (a toctree left
+    with no entry, whole).
+
+    >>> page = "# Home\\n\\n```{toctree}\\n:caption: API\\n\\napi/index\\n```\\n"
+    >>> drop_toctree_entries(page, "index", lambda d: not d.startswith("api/"))
+    '# Home\\n\\n'
+    """
+    base = PurePosixPath(docname).parent
+
+    def mend(match: re.Match[str]) -> str:
+        kept, entries = [], 0
+        for line in match.group("body").splitlines(keepends=True):
+            entry = line.strip()
+            if not entry or entry.startswith(":"):
+                kept.append(line)
+                continue
+            target = entry.rsplit("<", 1)[1].rstrip(">").strip() if entry.endswith(">") else entry
+            resolved = target.lstrip("/") if target.startswith("/") else str(base / target)
+            resolved = os.path.normpath(resolved).replace(os.sep, "/")
+            if "://" in target or keep(resolved):
+                kept.append(line)
+                entries += 1
+        if not entries:
+            return ""
+        return match.group(0).replace(match.group("body"), "".join(kept))
+
+    return _FENCE.sub(mend, text)
+
+
+def stub_page(title: str, state: PageState, device: str) -> str:
+    """The source that stands in for a page the device did not run."""
+    why = state.note.rstrip(".")
+    return f"# {title}\n\nThis page was not run on {device}: {why}.\n"
+
+
+def write_if_changed(path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path`` unless it already holds it (Sphinx then reads it again)."""
+    if path.is_file() and path.read_bytes() == data:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return True
+
+
+def sync_tree(source: Path, target: Path, skip: Iterable[str] = ()) -> None:
+    """Make ``target`` a copy of ``source``: changed files copied, files gone removed."""
+    skipped = set(skip)
+    wanted = set()
+    for path in sorted(source.rglob("*")):
+        rel = path.relative_to(source)
+        if skipped.intersection(rel.parts[:1]) or not path.is_file():
+            continue
+        wanted.add(rel)
+        dest = target / rel
+        stat = path.stat()
+        if dest.is_file():
+            have = dest.stat()
+            if have.st_size == stat.st_size and have.st_mtime_ns == stat.st_mtime_ns:
+                continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, dest)
+    if target.is_dir():
+        for path in sorted(target.rglob("*"), reverse=True):
+            rel = path.relative_to(target)
+            if path.is_file() and rel not in wanted:
+                path.unlink()
+            elif path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
+
+
+def tree_hash(paths: Iterable[Path]) -> str:
+    """A hash of every file below ``paths`` (names and bytes)."""
+    digest = hashlib.sha256()
+    for root in paths:
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        for path in files:
+            if "__pycache__" in path.parts:
+                continue
+            digest.update(str(path).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def relative_url(from_doc: str, to: str) -> str:
+    """The URL of ``to`` (a path from the site's root) relative to the page ``from_doc``.
+
+    >>> relative_url("chapter/formats", "editions/h200/chapter/formats.html")
+    '../editions/h200/chapter/formats.html'
+    >>> relative_url("index", "chapter/start.html")
+    'chapter/start.html'
+    """
+    depth = from_doc.count("/")
+    return "../" * depth + to
+
+
+def switch_entries(
+    editions: Iterable[Edition], pagename: str, states: Mapping[str, PageState], live_device: str
+) -> list[dict[str, str]]:
+    """The switch's entries for ``pagename``: this build's, then each stored edition's.
+
+    Each holds its ``label``, ``detail``, ``key`` and ``to``, the page's path
+    from the site's root; ``states`` gives the page's state in each edition (by slug).
+    """
+    entries = [
+        {"label": "This build", "detail": live_device, "key": "live", "to": f"{pagename}.html"}
+    ]
+    for edition in editions:
+        state = states[edition.slug]
+        entries.append(
+            {
+                "label": edition.device,
+                "detail": choice_detail(state, edition.date),
+                "key": edition.slug,
+                "to": f"{EDITIONS_URL}/{edition.slug}/{pagename}.html",
+            }
+        )
+    return entries
+
+
+def choices_for(
+    entries: Iterable[Mapping[str, str]], pagename: str, root: str, current: str
+) -> list[Choice]:
+    """The switch's :class:`Choice` objects on ``pagename``, whose site root is ``root``
+    (``""`` in the live edition, ``"../../"`` in a stored one); ``current`` is the key shown."""
+    return [
+        Choice(
+            label=e["label"],
+            detail=e["detail"],
+            href=relative_url(pagename, root + e["to"]),
+            current=e["key"] == current,
+            key=e["key"],
+        )
+        for e in entries
+    ]
+
+
+# -- the Sphinx extension ------------------------------------------------------------------
+
+LIVE_ROOT = "../../"
+"""The live site's root, from a stored edition's root (``editions/<slug>/``)."""
+STORED = (CURRENT, PAGE_CHANGED, INPUTS_CHANGED)
+"""The states in which a page of a stored edition is shown from its recording."""
+
+
+def in_edition(app: Sphinx) -> bool:
+    """Whether this build renders a stored edition (rather than the live book)."""
+    return bool(getattr(app.config, "amp_lesson_edition", ""))
+
+
+def _state(app: Sphinx) -> dict[str, Any]:
+    state = getattr(app, "_amp_lesson_edition_state", None)
+    if state is None:
+        state = json.loads(Path(app.config.amp_lesson_edition).read_text(encoding="utf-8"))
+        app._amp_lesson_edition_state = state  # type: ignore[attr-defined]
+    return state
+
+
+def shows_a_run(app: Sphinx, docname: str) -> bool:
+    """In a stored edition: whether ``docname`` stands for a run (recorded, or not run)."""
+    if not in_edition(app):
+        return False
+    page = _state(app)["pages"].get(docname)
+    return page is not None and page["state"] != NO_CODE
+
+
+def live_url(app: Sphinx, docname: str, path: str) -> str:
+    """The URL of ``path`` (from the live site's root) relative to ``docname`` of this build."""
+    return relative_url(docname, (LIVE_ROOT if in_edition(app) else "") + path)
+
+
+def live_pdf(app: Sphinx) -> bool:
+    """Whether the live build printed the PDF (in a stored edition, as the live build said)."""
+    if in_edition(app):
+        return bool(_state(app).get("pdf"))
+    return bool(getattr(app.config, "amp_lesson_pdf_printed", False))
+
+
+def _live_device() -> str:
+    """What this build executes on, in a word or two: the GPU's model, or "CPU"."""
+    from amp_lesson.sphinxext.book import gpu_models
+
+    models = gpu_models()
+    if os.environ.get("AMP_LESSON_DEVICE", "auto") == "cpu" or not models:
+        return "CPU"
+    return models[0]
+
+
+def _configure(app: Sphinx, config: Config) -> None:
+    """Load the stored editions (live build), or set up the rendering of one (edition build)."""
+    if config.amp_lesson_edition:
+        state = _state(app)
+        config.nb_execution_mode = "off"
+        config.amp_lesson_pdf = "no"
+        # Links into the pages only the live edition has (the API reference, the authors'
+        # guide) resolve through the live build's inventory, relative to this site's root.
+        config.intersphinx_mapping = {"live": (LIVE_ROOT.rstrip("/"), state["inventory"])}
+        config.intersphinx_disabled_reftypes = []
+        return
+    root = Path(app.confdir) / config.amp_lesson_editions
+    config.amp_lesson_editions_key = editions_key(root)
+    editions = []
+    for folder in find_editions(root):
+        try:
+            editions.append(load_edition(folder))
+        except EditionError as error:
+            logger.warning("%s", error, type="amp_lesson", subtype="edition")
+    app._amp_lesson_editions = editions  # type: ignore[attr-defined]
+
+
+def _page_states(app: Sphinx, pagename: str) -> dict[str, PageState]:
+    env = app.env
+    key = env.metadata.get(pagename, {}).get(KEY_FIELD)
+    source = Path(env.doc2path(pagename))
+    return {
+        e.slug: page_state(e, pagename, source, key)
+        for e in getattr(app, "_amp_lesson_editions", [])
+    }
+
+
+def _in_editions(app: Sphinx, docname: str) -> bool:
+    from amp_lesson.sphinxext.theme import section_of
+
+    return section_of(docname, app.config.amp_lesson_reference_pages) is None
+
+
+def _add_switch(
+    app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
+    """Set the edition switch (and, in a stored edition, the banner) above the page."""
+    if in_edition(app):
+        _edition_page(app, pagename, context, doctree)
+        return
+    editions = getattr(app, "_amp_lesson_editions", [])
+    if not editions or doctree is None or not _in_editions(app, pagename):
+        return
+    entries = switch_entries(editions, pagename, _page_states(app, pagename), _live_device())
+    switch = switch_html(choices_for(entries, pagename, "", "live"))
+    context["body"] = switch + context.get("body", "")
+
+
+def _edition_page(app: Sphinx, pagename: str, context: dict[str, Any], doctree: Any) -> None:
+    state = _state(app)
+    pathto = context.get("pathto")
+    if callable(pathto):
+        # Search covers the live edition: the search box sends a query to its page.
+        def to_live_search(other: str, *args: Any, **kwargs: Any) -> str:
+            if other == "search" and not (args and args[0]) and not kwargs.get("resource"):
+                return live_url(app, pagename, "search.html")
+            return pathto(other, *args, **kwargs)
+
+        context["pathto"] = to_live_search
+    page = state["pages"].get(pagename)
+    if doctree is None or page is None:
+        return
+    choices = choices_for(state["switch"][pagename], pagename, LIVE_ROOT, state["slug"])
+    live_href = live_url(app, pagename, f"{pagename}.html")
+    banner = banner_html(PageState(pagename, page["state"], page["note"]), state, live_href)
+    context["body"] = switch_html(choices) + banner + context.get("body", "")
+    if page["state"] in STORED:
+        context["page_source_suffix"] = ".md"  # "Edit this page" edits the page's source
+
+
+def _stale_references_as_text(app: Sphinx, env: Any, node: Any, contnode: Any) -> Any:
+    """In a stored edition, a page recorded from an earlier version may point at a target
+    that has gone since: its words stay, unlinked (the page says it is an earlier version)."""
+    if not in_edition(app):
+        return None
+    page = _state(app)["pages"].get(node.get("refdoc"))
+    if page is None or page["state"] != PAGE_CHANGED:
+        return None
+    logger.info("%s: %s left unlinked (earlier version)", node.get("refdoc"), node.get("reftarget"))
+    return contnode
+
+
+def _documents_from_the_root(app: Sphinx, env: Any, node: Any, contnode: Any) -> None:
+    """In a stored edition, a ``{doc}`` link to a page only the live edition has names it
+    from the root, as the live build's inventory does (``../guide/x`` on ``chapter/y``:
+    ``guide/x``), so that the inventory finds it."""
+    if in_edition(app) and node.get("reftype") == "doc" and node.get("refdoc"):
+        from sphinx.util import docname_join
+
+        node["reftarget"] = docname_join(node["refdoc"], node["reftarget"])
+
+
+def _render_editions(app: Sphinx, exception: Exception | None) -> None:
+    if exception is not None or in_edition(app) or app.builder.format != "html":
+        return
+    editions = getattr(app, "_amp_lesson_editions", [])
+    site = Path(app.outdir) / EDITIONS_URL
+    for edition in editions:
+        render_edition(app, edition)
+    if site.is_dir():  # an edition no longer stored is no longer shown
+        for old in site.iterdir():
+            if old.is_dir() and old.name not in {e.slug for e in editions}:
+                shutil.rmtree(old)
+        if not any(site.iterdir()):
+            site.rmdir()
+
+
+def render_edition(app: Sphinx, edition: Edition) -> Path:
+    """Build ``edition`` as a site of its own and copy it to ``editions/<slug>/``.
+
+    Its sources are written to ``<outdir>/../editions/<slug>/`` (each file only
+    when it changed, so Sphinx reads again only those); Sphinx runs there, with
+    this build's configuration and nothing executed, only when what the
+    edition's site depends on changed. Its failure is a warning of this build.
+    """
+    import time
+
+    start = time.perf_counter()
+    env = app.env
+    srcdir = Path(app.srcdir)
+    work = Path(app.outdir).parent / EDITIONS_URL / edition.slug
+    tree = work / "tree"
+    src = tree / srcdir.name
+    docs = sorted(d for d in env.found_docs if _in_editions(app, d))
+    kept = set(docs)
+    states: dict[str, PageState] = {}
+    switch: dict[str, list[dict[str, str]]] = {}
+    wanted: dict[Path, bytes] = {}
+    live_device = _live_device()
+    for doc in docs:
+        all_states = _page_states(app, doc)
+        state = states[doc] = all_states[edition.slug]
+        switch[doc] = switch_entries(app._amp_lesson_editions, doc, all_states, live_device)
+        if state.state in STORED:
+            text = json.dumps(edition.notebook(doc), ensure_ascii=False)
+            wanted[Path(f"{doc}.ipynb")] = text.encode()
+        elif state.state in (NOT_RUN, NOT_RECORDED):
+            title = env.titles[doc].astext() if doc in env.titles else doc
+            wanted[Path(f"{doc}.md")] = stub_page(title, state, edition.device).encode()
+        else:
+            source = Path(env.doc2path(doc))
+            text = drop_toctree_entries(source.read_text(encoding="utf-8"), doc, kept.__contains__)
+            wanted[source.relative_to(srcdir)] = text.encode()
+    for rel, data in wanted.items():
+        write_if_changed(src / rel, data)
+    if src.is_dir():
+        for path in sorted(src.rglob("*"), reverse=True):
+            if path.is_file() and path.relative_to(src) not in wanted:
+                path.unlink()
+            elif path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
+    # The pages' relative includes (``../../src/...``) find what lies beside the sources.
+    for entry in sorted(srcdir.parent.iterdir()):
+        link = tree / entry.name
+        if entry.name == srcdir.name or entry.name.startswith(".") or link.is_symlink():
+            continue
+        link.symlink_to(entry.resolve(), target_is_directory=entry.is_dir())
+    state_file = work / "state.json"
+    state_data = {
+        "slug": edition.slug,
+        "device": edition.device,
+        "date": edition.date,
+        "describe": edition.describe(),
+        "inventory": str(Path(app.outdir) / "objects.inv"),
+        "pdf": live_pdf(app),
+        "pages": {d: {"state": s.state, "note": s.note} for d, s in states.items()},
+        "switch": switch,
+    }
+    state_bytes = json.dumps(state_data, indent=1).encode()
+    write_if_changed(state_file, state_bytes)
+    html_dir = work / "html"
+    from amp_lesson.sphinxext.book import PACKAGE_DIR
+
+    stamp = tree_hash(
+        [src, state_file, PACKAGE_DIR / "sphinxext", Path(app.confdir) / "conf.py",
+         Path(app.confdir) / "_static", Path(app.outdir) / "objects.inv"]
+    ) + app.config.amp_lesson_environment_key  # fmt: skip
+    stamp_file = work / "stamp"
+    built = False
+    if not (
+        stamp_file.is_file()
+        and stamp_file.read_text() == stamp
+        and (html_dir / "index.html").is_file()
+    ):
+        stamp_file.unlink(missing_ok=True)
+        extensions = [*app.config.extensions, "sphinx.ext.intersphinx"]
+        cmd = [
+            sys.executable, "-m", "sphinx", "-W", "-n", "--keep-going", "-q",
+            "-j", str(max(1, app.parallel)), "-b", "html", "-c", str(app.confdir),
+            "-d", str(work / "doctrees"), str(src), str(html_dir),
+            "-D", f"amp_lesson_edition={state_file}", "-D", "nb_execution_mode=off",
+            # The switch and the banners are written with the pages: a new state, every page.
+            "-D", f"amp_lesson_edition_key={hashlib.sha256(state_bytes).hexdigest()[:16]}",
+            "-D", f"extensions={','.join(extensions)}",
+        ]  # fmt: skip
+        proc = subprocess.run(
+            cmd,
+            check=False,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "AMP_LESSON_PDF": "no"},
+        )
+        if proc.returncode != 0:
+            logger.warning(
+                "the edition recorded on %s (%s) did not build:\n%s",
+                edition.device,
+                edition.folder,
+                (proc.stdout + proc.stderr)[-6000:],
+                type="amp_lesson",
+                subtype="edition",
+            )
+            return html_dir
+        stamp_file.write_text(stamp)
+        built = True
+    target = Path(app.outdir) / EDITIONS_URL / edition.slug
+    sync_tree(html_dir, target, skip=[".doctrees", ".buildinfo", "search.html", "searchindex.js"])
+    logger.info(
+        "amp_lesson: the edition recorded on %s %s in %.1f s",
+        edition.device,
+        "built" if built else "unchanged",
+        time.perf_counter() - start,
+    )
+    return target
+
+
+def setup(app: Sphinx) -> None:
+    # The folder of stored editions, from the configuration folder ("_editions").
+    # (What it holds is in amp_lesson_editions_key: naming another folder alone changes nothing.)
+    app.add_config_value("amp_lesson_editions", "_editions", "", types=[str])
+    # A new recording changes every page's switch: every page is written again.
+    app.add_config_value("amp_lesson_editions_key", "", "html", types=[str])
+    # Set (to the rendering's state file) only in the build of a stored edition.
+    app.add_config_value("amp_lesson_edition", "", "env", types=[str])
+    app.add_config_value("amp_lesson_edition_key", "", "html", types=[str])
+    app.connect("config-inited", _configure, priority=60)
+    app.connect("html-page-context", _add_switch, priority=600)
+    app.connect("missing-reference", _documents_from_the_root, priority=400)
+    app.connect("missing-reference", _stale_references_as_text, priority=900)
+    app.connect("build-finished", _render_editions, priority=960)

@@ -1,0 +1,461 @@
+"""amp_lesson.sphinxext.edition: the book as another device ran it, recorded and rendered.
+
+The mechanism runs on this machine end to end: a small book is built (its cells
+executed here), recorded as an edition of this CPU (labelled with this device,
+as any recording is), rendered by the next build beside the live one, switched
+to in Chromium, marked after a page edit, a data change and a new page, and
+refused once its provenance is incomplete. Only the content of the GPU edition
+needs a GPU.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import DOCS, FRONT_MATTER, HTML
+
+from amp_lesson.sphinxext import edition as ed
+from amp_lesson.sphinxext.edition import EditionError
+
+CPU_PROVENANCE = {
+    "device_type": "cpu",
+    "device_name": "CPU (x86_64, 2 cores)",
+    "torch_version": "2.13.0+cpu",
+    "amp_lesson_version": "0.1.0",
+    "python_version": "3.11.7",
+    "recorded": "2026-12-02T10:00:00+00:00",
+}
+
+
+# -- provenance and the stored form --------------------------------------------------------
+
+
+def test_a_complete_provenance_passes_and_each_missing_field_is_named() -> None:
+    assert ed.check_provenance(CPU_PROVENANCE) == []
+    cuda = CPU_PROVENANCE | {"device_type": "cuda", "device_name": "NVIDIA H200"}
+    assert ed.check_provenance(cuda) == ["driver_version", "cuda_version", "compute_capability"]
+    full = cuda | {"driver_version": "580.1", "cuda_version": "13.0", "compute_capability": "9.0"}
+    assert ed.check_provenance(full) == []
+    assert ed.check_provenance(full | {"driver_version": " "}) == ["driver_version"]
+    assert ed.check_provenance(CPU_PROVENANCE | {"recorded": "yesterday"}) == [
+        "recorded (an ISO date)"
+    ]
+    assert ed.check_provenance(CPU_PROVENANCE | {"device_type": "tpu"}) == [
+        "device_type (cpu or cuda)"
+    ]
+    assert ed.check_provenance(None) == list(ed.PROVENANCE_FIELDS)
+
+
+def _store(folder: Path, provenance: dict[str, Any], pages: dict[str, Any]) -> Path:
+    folder.mkdir(parents=True)
+    manifest = {"schema": ed.SCHEMA, "provenance": provenance, "pages": pages}
+    (folder / ed.MANIFEST).write_text(json.dumps(manifest))
+    return folder
+
+
+def test_an_edition_whose_provenance_is_incomplete_is_refused_naming_what_it_lacks(
+    tmp_path: Path,
+) -> None:
+    page = {"status": "failed", "source_sha256": "ab", "reason": "a cell raised X"}
+    lacking = {k: v for k, v in CPU_PROVENANCE.items() if k != "torch_version"}
+    folder = _store(tmp_path / "cpu", lacking, {"p": page})
+    with pytest.raises(
+        EditionError, match=r"refused, its provenance is incomplete: no torch_version"
+    ):
+        ed.load_edition(folder)
+    ok = _store(tmp_path / "ok", CPU_PROVENANCE, {"p": page})
+    assert ed.load_edition(ok).pages["p"].reason == "a cell raised X"
+    no_file = _store(
+        tmp_path / "nofile",
+        CPU_PROVENANCE,
+        {"p": {"status": "recorded", "source_sha256": "ab", "inputs_key": "k",
+               "executed_on": "2026-12-02", "file": "p.ipynb.gz"}},
+    )  # fmt: skip
+    with pytest.raises(EditionError, match=r"p\.ipynb\.gz is missing"):
+        ed.load_edition(no_file)
+    no_reason = _store(tmp_path / "noreason", CPU_PROVENANCE, {"p": {"status": "failed",
+                       "source_sha256": "ab"}})  # fmt: skip
+    with pytest.raises(EditionError, match=r"page p \(failed\) has no reason"):
+        ed.load_edition(no_reason)
+    with pytest.raises(EditionError, match=r"no edition\.json"):
+        ed.load_edition(tmp_path / "nowhere")
+
+
+PAGE = (
+    FRONT_MATTER
+    + """
+# Page
+
+```{code-cell} ipython3
+from amp_lesson.device import provenance
+provenance()
+```
+
+```{code-cell} ipython3
+from myst_nb import glue
+glue("answer", 6 * 7, display=False)
+```
+
+The answer is {glue:text}`answer`.
+"""
+)
+
+
+def _executed(
+    cells: list[dict[str, Any]], device: str = "cpu", name: str = "CPU (x86_64, 2 cores)"
+) -> dict[str, Any]:
+    """A notebook as MyST-NB writes an executed page: here, made by hand for the recorder's
+    refusals (the end-to-end test below records real builds)."""
+    prov = (
+        f"Provenance(device_type='{device}', device_name='{name}', torch_version='2.13.0', "
+        "cuda_version=None, python_version='3.11.7', executed_on='2026-12-02', "
+        "package_version='0.1.0')"
+    )
+    out = [{"output_type": "execute_result", "data": {"text/plain": prov}, "metadata": {}}]
+    nb_cells = [{"cell_type": "markdown", "source": "# Page", "metadata": {}}]
+    for i, (source, outputs) in enumerate(cells):
+        nb_cells.append({"cell_type": "code", "source": source, "metadata": {},
+                         "outputs": out if i == 0 else outputs, "execution_count": i})  # fmt: skip
+    nb_cells.append({"cell_type": "markdown", "source": "The answer is {glue:text}`answer`.",
+                     "metadata": {}})  # fmt: skip
+    return {"cells": nb_cells, "metadata": {"kernelspec": {"amp_lesson_inputs": "k1"}},
+            "nbformat": 4, "nbformat_minor": 5}  # fmt: skip
+
+
+CELLS = [
+    "from amp_lesson.device import provenance\nprovenance()",
+    'from myst_nb import glue\nglue("answer", 6 * 7, display=False)',
+]
+
+
+def _book(tmp_path: Path, notebooks: dict[str, dict[str, Any]]) -> tuple[Path, Path]:
+    docs, executed = tmp_path / "docs", tmp_path / "jupyter_execute"
+    docs.mkdir()
+    executed.mkdir()
+    for name, nb in notebooks.items():
+        (docs / f"{name}.md").write_text(PAGE)
+        (executed / f"{name}.ipynb").write_text(json.dumps(nb))
+    return docs, executed
+
+
+def test_the_recorder_keeps_what_ran_puts_the_glue_back_and_says_why_a_page_did_not_run(
+    tmp_path: Path,
+) -> None:
+    good = _executed([(CELLS[0], []), (CELLS[1], [])])
+    glue = {"answer": {"output_type": "display_data", "data": {"text/plain": "42"},
+            "metadata": {"scrapbook": {"name": "answer", "mime_prefix": "application/papermill.record/"}}}}  # fmt: skip
+    error = {"output_type": "error", "ename": "RuntimeError", "evalue": "CUDA out of memory",
+             "traceback": []}  # fmt: skip
+    bad = _executed([(CELLS[0], []), (CELLS[1], [error])])
+    docs, executed = _book(tmp_path, {"good": good, "bad": bad})
+    (executed / "good.glue.json").write_text(json.dumps(glue))
+    (docs / "silent.md").write_text(PAGE)  # has code, but the build wrote no notebook for it
+    (docs / "plain.md").write_text("# Plain\n\nNo code.\n")
+    edition = ed.record(docs, executed, tmp_path / "editions", CPU_PROVENANCE)
+    assert edition.slug == "cpu-x86-64-2-cores"
+    assert sorted(edition.pages) == ["bad", "good", "silent"]
+    assert edition.pages["bad"].reason == "a cell raised RuntimeError: CUDA out of memory"
+    assert "no executed notebook" in str(edition.pages["silent"].reason)
+    stored = edition.pages["good"]
+    assert stored.source_sha256 == ed.source_sha256(docs / "good.md")
+    assert stored.inputs_key == "k1"
+    nb = edition.notebook("good")
+    restored = [o for c in nb["cells"] for o in c.get("outputs", []) if "metadata" in o
+                and "scrapbook" in o["metadata"]]  # fmt: skip
+    assert restored == [
+        {"output_type": "display_data",
+         "metadata": {"scrapbook": {"name": "answer", "mime_prefix": "application/papermill.record/"}},
+         "data": {"application/papermill.record/text/plain": "42"}}
+    ]  # fmt: skip
+    with gzip.open(edition.folder / "good.ipynb.gz", "rb") as f:
+        assert b'"id"' not in f.read()  # compact: cell ids and execution counts left out
+    again = ed.record(docs, executed, tmp_path / "editions", CPU_PROVENANCE)
+    assert (again.folder / "good.ipynb.gz").read_bytes() == (
+        edition.folder / "good.ipynb.gz"
+    ).read_bytes()
+
+
+def test_the_recorder_refuses_a_run_of_another_device_or_of_another_version_of_the_page(
+    tmp_path: Path,
+) -> None:
+    other = _executed([(CELLS[0], []), (CELLS[1], [])], "cuda", "NVIDIA H200")
+    docs, executed = _book(tmp_path, {"p": other})
+    with pytest.raises(EditionError, match="ran on 'NVIDIA H200', not on 'CPU"):
+        ed.record(docs, executed, tmp_path / "editions", CPU_PROVENANCE)
+    (docs / "p.md").write_text(PAGE.replace("6 * 7", "6 * 8"))
+    with pytest.raises(EditionError, match="the page changed after the build"):
+        ed.record(docs, executed, tmp_path / "editions", CPU_PROVENANCE)
+    with pytest.raises(EditionError, match="provenance is incomplete: no python_version"):
+        ed.record(docs, executed, tmp_path / "x", {**CPU_PROVENANCE, "python_version": ""})
+    assert not (tmp_path / "editions").exists()
+
+
+def test_a_page_is_current_changed_or_unrecorded_against_the_sources(tmp_path: Path) -> None:
+    source = tmp_path / "p.md"
+    source.write_text(PAGE)
+    edition = ed.Edition(
+        tmp_path,
+        CPU_PROVENANCE,
+        {
+            "p": ed.StoredPage("p", "recorded", ed.source_sha256(source), "k1", "2026-12-02", "f"),
+            "f": ed.StoredPage("f", "failed", "x", reason="a cell raised OSError: no GPU"),
+        },
+    )
+    state = ed.page_state
+    assert state(edition, "p", source, "k1").state == ed.CURRENT
+    assert state(edition, "p", source, "k2").state == ed.INPUTS_CHANGED
+    assert state(edition, "f", source, "k1") == ed.PageState(
+        "f", ed.NOT_RUN, "a cell raised OSError: no GPU"
+    )
+    assert state(edition, "new", source, "k1").state == ed.NOT_RECORDED
+    assert state(edition, "glossary", None, None).state == ed.NO_CODE
+    source.write_text(PAGE + "\nOne more sentence.\n")
+    assert state(edition, "p", source, "k1").state == ed.PAGE_CHANGED
+    for s in ed.STATES:
+        banner = ed.banner_html(ed.PageState("p", s, "why"), {"device": "NVIDIA H200",
+                                "date": "2026-12-02", "describe": "d"}, "../p.html")  # fmt: skip
+        assert f'data-edition-state="{s}"' in banner
+        assert 'href="../p.html"' in banner
+
+
+# -- end to end, on this machine -----------------------------------------------------------
+
+OTHER = (
+    FRONT_MATTER
+    + """
+# Other
+
+```{code-cell} ipython3
+import json
+from pathlib import Path
+from amp_lesson.device import provenance
+provenance()
+```
+
+(other-value)=
+## The value
+
+```{code-cell} ipython3
+json.loads(Path("_data/value.json").read_text())["value"]
+```
+"""
+)
+
+LIVE_PAGE = (
+    FRONT_MATTER
+    + """
+# Page
+
+```{code-cell} ipython3
+from amp_lesson.device import provenance
+from myst_nb import glue
+provenance()
+```
+
+```{code-cell} ipython3
+glue("answer", 6 * 7, display=False)
+```
+
+The answer is {glue:text}`answer`. See {ref}`other-value` and {doc}`guide/notes`.
+
+(page-later)=
+## Later
+
+The first version of this page.
+"""
+)
+
+
+@pytest.fixture(scope="module")
+def book(tmp_path_factory: pytest.TempPathFactory, sphinx: Any) -> dict[str, Any]:
+    """A small book, built and recorded here, then built again with the recording."""
+    tmp = tmp_path_factory.mktemp("edition")
+    src = tmp / "docs"
+    src.mkdir()
+    shutil.copy(DOCS / "conf.py", src / "conf.py")
+    shutil.copytree(DOCS / "_static", src / "_static")
+    for folder in ("_data", "guide"):
+        (src / folder).mkdir()
+    (src / "_data" / "value.json").write_text('{"value": 1.5}')
+    (src / "index.md").write_text("# Mini\n\n```{toctree}\npage\nother\nplain\n```\n\n"
+                                  "```{toctree}\n:caption: For authors\n\nguide/notes\n```\n")  # fmt: skip
+    (src / "page.md").write_text(LIVE_PAGE)
+    (src / "other.md").write_text(OTHER)
+    (src / "plain.md").write_text("# Plain\n\nNo code here.\n")
+    (src / "guide" / "notes.md").write_text("# Notes\n\nFor authors.\n")
+    out = tmp / "html"
+    sphinx(src, out)
+    edition = ed.record(src, tmp / "jupyter_execute", src / "_editions",
+                        ed.record_provenance("cpu"), ["guide/*"])  # fmt: skip
+    proc = sphinx(src, out)
+    return {"src": src, "out": out, "edition": edition, "log": proc.stdout + proc.stderr}
+
+
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def test_the_next_build_renders_the_recording_beside_the_live_book_executing_nothing(
+    book: dict[str, Any],
+) -> None:
+    out, edition = book["out"], book["edition"]
+    site = out / "editions" / edition.slug
+    assert sorted(p.relative_to(site).as_posix() for p in site.glob("*.html")) == [
+        "index.html",
+        "other.html",
+        "page.html",
+        "plain.html",
+    ]  # the authors' pages stay in the live edition; its search is the live one's
+    recorded = _read(site / "page.html")
+    assert "The answer is 42." in " ".join(re.sub(r"<[^>]+>", " ", recorded).split()).replace(
+        " .", "."
+    )
+    assert 'data-edition-state="current"' in recorded
+    assert edition.describe().replace("·", "&#183;") in recorded or edition.describe() in recorded
+    # Links into the live edition's own pages resolve there; the search box searches it.
+    assert 'href="../../guide/notes.html"' in recorded
+    assert 'action="../../search.html"' in recorded
+    assert 'href="other.html#other-value"' in recorded
+    # The live page carries the switch; both link page to page.
+    live = _read(out / "page.html")
+    assert f'href="editions/{edition.slug}/page.html"' in live
+    assert 'href="../../page.html"' in recorded
+    assert "amp-edition-switch" not in _read(out / "guide" / "notes.html")
+    assert not any((out / "editions").rglob(".jupyter_cache"))
+    assert not (out / "editions" / "jupyter_execute").exists()
+    assert "Runs no code" in _read(site / "plain.html")
+    assert 'data-edition-state="no-code"' in _read(site / "plain.html")
+
+
+def test_the_switch_leads_to_the_same_section_of_the_other_edition_on_a_phone(
+    book: dict[str, Any], browser: Any
+) -> None:
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    handler = functools.partial(Quiet, directory=str(book["out"]))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    slug = book["edition"].slug
+    context = browser.new_context(viewport={"width": 390, "height": 800}, has_touch=True)
+    try:
+        pg = context.new_page()
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.on("response", lambda r: r.status >= 400 and errors.append(f"{r.status} {r.url}"))
+        pg.goto(f"{url}/page.html#page-later")
+        choice = pg.locator(f'a.amp-edition-choice[data-edition="{slug}"]')
+        box = choice.bounding_box()
+        assert box is not None
+        assert box["height"] >= 44
+        assert box["x"] + box["width"] <= 390
+        choice.tap()
+        pg.wait_for_url(f"**/editions/{slug}/page.html#page-later")
+        assert pg.locator("#page-later").is_visible()
+        current = pg.locator('a.amp-edition-choice[aria-current="page"]')
+        assert current.get_attribute("data-edition") == slug
+        width = pg.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, width
+        pg.locator('a.amp-edition-choice[data-edition="live"]').tap()
+        pg.wait_for_url(f"{url}/page.html#page-later")
+        assert errors == []
+    finally:
+        context.close()
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_edited_page_a_changed_input_and_a_new_page_are_marked_not_shown_as_current(
+    book: dict[str, Any], sphinx: Any
+) -> None:
+    src, out, slug = book["src"], book["out"], book["edition"].slug
+    page = src / "page.md"
+    page.write_text(_read(page).replace("The first version", "The second version"))
+    (src / "_data" / "value.json").write_text('{"value": 2.5}')
+    (src / "new.md").write_text(
+        OTHER.replace("# Other", "# New").replace("other-value", "new-value")
+    )
+    index = src / "index.md"
+    index.write_text(_read(index).replace("plain\n", "plain\nnew\n"))
+    sphinx(src, out)
+    site = out / "editions" / slug
+    earlier = _read(site / "page.html")
+    assert 'data-edition-state="page-changed"' in earlier
+    assert "The first version" in earlier
+    assert "The second version" not in earlier
+    assert "earlier version of the page" in earlier
+    assert book["edition"].date in earlier
+    assert "The second version" in _read(out / "page.html")
+    assert "from an earlier version of this page" in _read(out / "page.html")
+    other = _read(site / "other.html")
+    assert 'data-edition-state="inputs-changed"' in other
+    assert "1.5" in other
+    assert "2.5" in _read(out / "other.html")
+    new = _read(site / "new.html")
+    assert 'data-edition-state="not-recorded"' in new
+    assert f"newer than the recording of {book['edition'].date}" in new
+    assert "not recorded yet" in _read(out / "new.html")
+
+
+def test_an_edition_with_incomplete_provenance_fails_the_build(
+    book: dict[str, Any], sphinx: Any, tmp_path: Path
+) -> None:
+    src = tmp_path / "docs"
+    shutil.copytree(book["src"], src)
+    manifest = next((src / "_editions").glob(f"*/{ed.MANIFEST}"))
+    data = json.loads(_read(manifest))
+    del data["provenance"]["device_name"]
+    manifest.write_text(json.dumps(data))
+    proc = sphinx(src, tmp_path / "html", check=False)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "refused, its provenance is incomplete: no device_name" in log
+    assert not (tmp_path / "html" / "editions").exists()
+
+
+def test_the_whole_book_renders_from_a_recording_of_it(
+    built_book: Path, sphinx: Any, tmp_path: Path, report: Any
+) -> None:
+    """Every page of the real book, recorded from the build the suite made, renders as an
+    edition without a warning; the build's own pages gain the switch."""
+    import runpy
+    import time
+
+    refs = runpy.run_path(str(DOCS / "conf.py"))["amp_lesson_reference_pages"]
+    edition = ed.record(DOCS, HTML.parent / "jupyter_execute", tmp_path / "editions",
+                        ed.record_provenance("cpu"), refs)  # fmt: skip
+    assert all(p.status == ed.RECORDED for p in edition.pages.values()), edition.pages
+    size = sum(p.stat().st_size for p in edition.folder.rglob("*") if p.is_file())
+    report("stored edition of the whole book (CPU recording)", f"{size / 1024:.0f} KiB")
+    # Beside the suite's build, so the execution cache and the environment are its own.
+    out = HTML.parent / "html-edition-test"
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(HTML, out, symlinks=True)
+    start = time.perf_counter()
+    try:
+        sphinx(DOCS, out, "-D", f"amp_lesson_editions={tmp_path / 'editions'}")
+        report("build of the book with one stored edition, from a built book",
+               f"{time.perf_counter() - start:.1f} s")  # fmt: skip
+        site = out / "editions" / edition.slug
+        for docname in edition.pages:
+            text = _read(site / f"{docname}.html")
+            assert 'data-edition-state="current"' in text, docname
+            assert f'href="editions/{edition.slug}/{docname}.html"'.replace(
+                "editions/", "../" * docname.count("/") + "editions/"
+            ) in _read(out / f"{docname}.html"), docname
+        assert not (site / "api").exists()
+        assert not (site / "guide").exists()
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
