@@ -390,20 +390,26 @@ def test_a_forked_kernel_uses_the_gpu(shared_server: dict[str, str], tmp_path: P
 # -- in the build ------------------------------------------------------------------------
 
 PAGE = "```{code-cell} ipython3\nimport sys\nprint('torch imported before the page:', 'torch' in sys.modules)\n```\n"
+# A page that imports none of what the server imports first: its kernel starts the usual way.
+NUMPY_PAGE = PAGE + "\n```{code-cell} ipython3\nimport numpy\n```\n"
 
 
-@pytest.mark.parametrize("fork", [True, False])
+@pytest.mark.parametrize(
+    ("fork", "body", "forked"),
+    [(True, NUMPY_PAGE, True), (False, NUMPY_PAGE, False), (True, PAGE, False)],
+    ids=["fork", "no-fork", "fork-not-worth-it"],
+)
 def test_the_book_forks_its_kernels_and_cleans_up(
-    tmp_path: Path, fork: bool, own_kernel_folders: Path
+    tmp_path: Path, fork: bool, body: str, forked: bool, own_kernel_folders: Path
 ) -> None:
-    src = mini_book(tmp_path, PAGE)
+    src = mini_book(tmp_path, body)
     folders_before = set(own_kernel_folders.glob(kernels.FOLDER_PREFIX + "*"))
     tag = uuid.uuid4().hex  # this build's processes, and no other build's
     out = tmp_path / "html"
     env = dict(os.environ, **{TAG_ENV: tag})
     sphinx_build(src, out, "-D", f"amp_lesson_fork_kernels={int(fork)}", env=env)
     html = (out / "page.html").read_text(encoding="utf-8")
-    assert f"torch imported before the page: {fork}" in html
+    assert f"torch imported before the page: {forked}" in html
     assert set(own_kernel_folders.glob(kernels.FOLDER_PREFIX + "*")) <= folders_before
     assert all(wait_until_gone(pid) for pid in processes_tagged(tag))  # server, kernels
 

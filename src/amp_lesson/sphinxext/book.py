@@ -456,16 +456,24 @@ def _prepare_readers(app: Sphinx, env: Any, docnames: list[str]) -> None:
     :data:`.kernels.PRELOAD_LATER`). API pages import ``amp_lesson``
     (and torch with it) for autodoc: imported here once, every parallel
     reader forked after it has it, instead of each importing it (2.5 s each).
-    A build that reads no such page (a no-change build) does neither.
+    A build that reads no such page (a no-change build) does neither. Nor does
+    one whose pages import none of what the server imports first
+    (:func:`.kernels.worth_a_server`): their kernels start the usual way, in
+    about a second, where a forked one would wait for the server's torch.
     """
     sources = [Path(env.doc2path(doc)) for doc in docnames]
     sources = [p for p in sources if p.suffix == ".md" and p.is_file()]
     texts = [p.read_text(encoding="utf-8") for p in sources]
-    with_cells = sum(
-        1 for p, t in zip(sources, texts, strict=True) if pages.read_text(t, p).code_cells
-    )
+    code = [
+        [cell.source for cell in pages.read_text(t, p).code_cells]
+        for p, t in zip(sources, texts, strict=True)
+    ]
+    with_cells = sum(1 for cells in code if cells)
     if _kernel_server.folder is not None and with_cells:
-        _kernel_server.start_soon(preload_all=with_cells > app.parallel)
+        if any(kernels.worth_a_server(source) for cells in code for source in cells):
+            _kernel_server.start_soon(preload_all=with_cells > app.parallel)
+        else:
+            _kernel_server.close()  # the provisioner then starts each kernel the usual way
     if app.parallel > 1 and len(docnames) > 5 and any(_AUTODOC.search(t) for t in texts):
         import importlib
 

@@ -75,6 +75,41 @@ with ``preload_all`` imports them before it serves the first kernel, which is
 cheaper for a build that executes many pages: else each of the first
 parallel kernels imports them too, at the same time as the server.
 """
+SERVED_ROOTS = frozenset({"numpy", "torch", "matplotlib", "amp_lesson", "sklearn", "tabulate"})
+"""The packages whose import a forked kernel saves (:data:`PRELOAD`, :data:`PRELOAD_LATER`)."""
+
+
+def worth_a_server(code: str) -> bool:
+    """Whether a cell of ``code`` imports a package the server imports before its kernels.
+
+    Code that does not parse counts as needing it (a kernel then starts forked, as before).
+
+    >>> worth_a_server("import json\\nprint(6 * 7)"), worth_a_server("from amp_lesson import x")
+    (False, True)
+    >>> worth_a_server("import torch.nn as nn"), worth_a_server("%matplotlib inline\\nimport os")
+    (True, False)
+    """
+    import ast
+
+    text = "\n".join(
+        "" if line.lstrip().startswith(("%", "!")) else line for line in code.splitlines()
+    )
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return True
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        if any(name.split(".")[0] in SERVED_ROOTS for name in names):
+            return True
+    return False
+
+
 PER_LAUNCH_ENV = ("JPY_",)
 """Prefixes of the environment variables a kernel manager sets per kernel.
 
