@@ -87,13 +87,16 @@ def assert_everything_ended(proc: subprocess.Popen[bytes], env: dict[str, str], 
 
 
 @pytest.mark.parametrize(
-    ("moment", "signum", "to_group"),
+    ("moment", "signum", "to_group", "forked"),
     [
-        ("while a cell runs", signal.SIGTERM, False),
-        ("while a cell runs", signal.SIGINT, True),  # Ctrl-C in a terminal
-        ("while a cell runs", signal.SIGHUP, True),  # the terminal closes
-        ("as the build starts", signal.SIGTERM, False),
-        ("as the build starts", signal.SIGINT, True),
+        ("while a cell runs", signal.SIGTERM, False, False),
+        ("while a cell runs", signal.SIGINT, True, False),  # Ctrl-C in a terminal
+        ("while a cell runs", signal.SIGHUP, True, False),  # the terminal closes
+        ("as the build starts", signal.SIGTERM, False, False),
+        ("as the build starts", signal.SIGINT, True, False),
+        # A page that imports numpy is worth the kernel server: its kernel is forked.
+        ("while a cell runs", signal.SIGINT, True, True),
+        ("as the build starts", signal.SIGINT, True, True),
     ],
 )
 def test_a_signal_to_build_book_ends_every_process_of_the_build(
@@ -101,8 +104,12 @@ def test_a_signal_to_build_book_ends_every_process_of_the_build(
     moment: str,
     signum: int,
     to_group: bool,
+    forked: bool,
 ) -> None:
     src, marker, env, tag = slow_book
+    if forked:
+        page = src / "page.md"
+        page.write_text(page.read_text().replace("import time\n", "import time\nimport numpy\n"))
     proc = start([*BUILD_BOOK, "--docs", str(src), str(src.parent / "html")], env)
     if moment == "as the build starts":
         time.sleep(2.0)  # Sphinx is reading its configuration and starting the kernel server

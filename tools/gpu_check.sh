@@ -63,7 +63,7 @@ run_all() {
     if [[ $status -eq 0 ]]; then status=$edition_status; fi
   else
     echo "gpu_check: NOT RECORDED: this Python lacks the book's toolchain (pip install -e '.[docs]';"
-    echo "  offline, from wheels carried in: see CONTRIBUTING.md, 'The GPU edition')"
+    echo "  offline: tools/device_wheels.py, then CONTRIBUTING.md, 'The GPU edition')"
     if [[ $status -eq 0 ]]; then status=3; fi
   fi
   return "$status"

@@ -271,8 +271,29 @@ def with_key(text: str, key: str) -> str:
 
 STARTUP_FILE = "00-amp-lesson-record-cell.py"
 STARTUP = """\
-# Written by the amp-lesson build: record the cell each kernel starts, so that the
-# build can name the cell a kernel died in.
+# Written by the amp-lesson build: a kernel started the usual way ends with the process
+# that started it (one the kernel server forked, the server ends); and each kernel records
+# the cell it starts, so that the build can name the cell a kernel died in.
+def _amp_lesson_die_with_the_build():
+    import ctypes
+    import os
+    import signal
+
+    parent = os.environ.get("JPY_PARENT_PID")
+    if not parent or os.environ.get("AMP_LESSON_KERNEL_SERVER"):
+        return
+    try:
+        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG (Linux)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(parent):  # it ended before the line above
+        os._exit(1)
+
+
+_amp_lesson_die_with_the_build()
+del _amp_lesson_die_with_the_build
+
+
 def _amp_lesson_record_cells():
     import os
 

@@ -1,0 +1,144 @@
+"""Wheels of the book's toolchain for a CUDA machine that has PyTorch but no network.
+
+    python tools/device_wheels.py [--python 3.12] [--have FREEZE.txt] [--dest .whl]
+
+Recording the GPU edition (``tools/record_edition.py``) builds the book there,
+so that machine needs Sphinx, MyST-NB, Jupyter and the theme, which a CUDA
+image with PyTorch seldom has. This downloads them here, where PyPI is
+reachable: the ``docs`` extra of ``pyproject.toml`` and ``jsonschema``, at the
+lock's versions (``requirements/constraints.txt``), as wheels for the target
+Python on x86-64 Linux. Left out: torch and CUDA's own packages, and what the
+machine holds already: ``--have`` names a file of its ``pip list --format=freeze``;
+without it, :data:`USUALLY_THERE` (the scientific stack such an image carries).
+Carry the folder to the machine, and there, from the repository's root::
+
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+    export PYTHONPATH=/tmp/site:$PWD/src
+    bash tools/gpu_check.sh
+
+Standard library only; pip does the work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCK = ROOT / "requirements" / "constraints.txt"
+PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in (39, 35, 34, 31, 28, 27, 24, 17)]
+PLATFORMS += ["manylinux2014_x86_64", "manylinux1_x86_64"]
+NEVER = re.compile(r"^(torch|triton|nvidia-.*|cuda-.*)$")
+"""What the machine's PyTorch brings with it, and must keep."""
+USUALLY_THERE = frozenset(
+    [
+        "numpy",
+        "scipy",
+        "scikit-learn",
+        "matplotlib",
+        "pillow",
+        "contourpy",
+        "kiwisolver",
+        "cycler",
+        "fonttools",
+        "pyparsing",
+        "python-dateutil",
+        "six",
+        "joblib",
+        "threadpoolctl",
+        "pyyaml",
+        "jinja2",
+        "markupsafe",
+        "pygments",
+        "requests",
+        "urllib3",
+        "certifi",
+        "idna",
+        "charset-normalizer",
+        "packaging",
+        "psutil",
+        "typing-extensions",
+        "attrs",
+        "markdown-it-py",
+        "mdurl",
+        "tabulate",
+        "setuptools",
+        "filelock",
+        "fsspec",
+        "networkx",
+        "sympy",
+        "mpmath",
+    ]
+)
+"""Distributions a CUDA image with PyTorch and the scientific stack holds (default of --have)."""
+
+
+def normalize(name: str) -> str:
+    """A distribution's name as PyPI compares them.
+
+    >>> normalize("Sphinx_Book.Theme"), normalize("pyzmq-27.1.0-cp312-abi3.whl".split("-")[0])
+    ('sphinx-book-theme', 'pyzmq')
+    """
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def wanted_requirements(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
+    """The requirements to resolve: the ``docs`` extra, and the package's own but torch."""
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+    own = [
+        r for r in project["dependencies"] if normalize(re.split(r"[<>=!~ ;\[]", r)[0]) != "torch"
+    ]
+    return [*own, *project["optional-dependencies"]["docs"]]
+
+
+def have_from(path: Path | None) -> set[str]:
+    """The distributions the machine has: from a ``pip list --format=freeze`` file, or the default."""
+    if path is None:
+        return set(USUALLY_THERE)
+    names = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        name = re.split(r"[=@ ]", line.strip(), maxsplit=1)[0]
+        if name and not name.startswith("#"):
+            names.add(normalize(name))
+    return names
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--python", default="3.12", help="the machine's Python (major.minor)")
+    parser.add_argument("--have", type=Path, help="the machine's `pip list --format=freeze`")
+    parser.add_argument("--dest", type=Path, default=ROOT / ".whl")
+    args = parser.parse_args(argv)
+    have = have_from(args.have)
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+               "--only-binary=:all:", "--implementation", "cp", "--python-version", args.python,
+               "-c", str(LOCK), "-d", tmp]  # fmt: skip
+        for platform in PLATFORMS:
+            cmd += ["--platform", platform]
+        # jsonschema's format checkers and the like come with their extras' own wheels.
+        proc = subprocess.run([*cmd, *wanted_requirements()], check=False)
+        if proc.returncode != 0:
+            return proc.returncode
+        args.dest.mkdir(parents=True, exist_ok=True)
+        kept, size = [], 0
+        for wheel in sorted(Path(tmp).glob("*.whl")):
+            name = normalize(wheel.name.split("-")[0])
+            if NEVER.match(name) or name in have:
+                continue
+            shutil.copy2(wheel, args.dest / wheel.name)
+            kept.append(wheel.name)
+            size += wheel.stat().st_size
+    print(f"{len(kept)} wheels, {size / 2**20:.1f} MiB, in {args.dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
