@@ -12,6 +12,9 @@ it moves less than wall time on a busy machine):
 - a one-module edit: a comment added to one module of ``amp_lesson`` (a copy
   of the package: the working tree is not touched), and how many pages ran
   again (those that import it, directly or not),
+- with ``--edition``, the scratch build stored as an edition of this CPU and
+  the builds that render it beside the live book timed: the first (every live
+  page written again), a no-change one, a one-page prose edit,
 - with ``--compare-stock``, a second cold build with MyST-NB's stock kernels
   (``-D amp_lesson_fork_kernels=0``) in the same run, and the ratio of the two,
 - every page read and written again with all outputs from the cache
@@ -26,7 +29,7 @@ Targets on a 2-core machine: cold <= 60 s, no-change <= 3 s, one-page edit
 <= 12 s, first load <= 350 KiB gzipped, no outside request. This reports; it
 does not fail on a miss.
 
-    python tools/bench_build.py [--page chapter/formats] [--module fp8] [--compare-stock]
+    python tools/bench_build.py [--page chapter/formats] [--module fp8] [--compare-stock] [--edition]
                                 [--weigh all|PAGE ...] [--jobs N] [--json out.json]
                                 [--root TREE] [--write-costs]
 
@@ -331,6 +334,12 @@ def main() -> int:
         action="store_true",
         help="also time a cold build with stock kernels (-D amp_lesson_fork_kernels=0)",
     )
+    parser.add_argument(
+        "--edition",
+        action="store_true",
+        help="then store the scratch build as an edition of this CPU and time the builds "
+        "that render it beside the live book: the first, a no-change one, a one-page edit",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--root", type=Path, default=ROOT, help="checkout whose docs/src to build")
     parser.add_argument(
@@ -402,6 +411,10 @@ def main() -> int:
         results["startup"] = startup_costs(env)
         if save:
             save()
+        if args.edition:
+            results["edition"] = time_edition(src, out, page_src, args.jobs, env)
+            if save:
+                save()
         if args.compare_stock:
             stock_src = scratch / "stock" / "docs"
             shutil.copytree(root / "docs", stock_src, ignore=shutil.ignore_patterns("_build"))
@@ -426,6 +439,35 @@ def main() -> int:
     return 0
 
 
+def time_edition(
+    src: Path, out: Path, page_src: Path, jobs: str, env: dict[str, str]
+) -> dict[str, object]:
+    """Store the build in ``out`` as an edition of this CPU (``src/_editions``), then time
+    the builds that render it beside the live book (see ``amp_lesson.sphinxext.edition``)."""
+    import runpy
+
+    from amp_lesson.sphinxext.edition import record, record_provenance
+
+    refs = runpy.run_path(str(src / "conf.py")).get("amp_lesson_reference_pages", [])
+    edition = record(
+        src, out.parent / "jupyter_execute", src / "_editions", record_provenance("cpu"), refs
+    )
+    stored = sum(p.stat().st_size for p in edition.folder.rglob("*") if p.is_file())
+    site = out / "editions" / edition.slug
+    first = build(src, out, jobs, env)  # every live page written again, with its switch
+    no_change = build(src, out, jobs, env)
+    page_src.write_text(page_src.read_text() + "\nA sentence after the recording.\n")
+    edit = build(src, out, jobs, env)  # the page re-read; the edition marks it an earlier one
+    return {
+        "pages": len(edition.pages),
+        "stored_kib": round(stored / 1024),
+        "site_mib": round(sum(p.stat().st_size for p in site.rglob("*") if p.is_file()) / 2**20, 1),
+        "first_build": first,
+        "no_change": no_change,
+        "one_page_prose_edit": edit,
+    }
+
+
 def report(results: dict) -> None:  # type: ignore[type-arg]
     print(f"load average before/after: {results['load_avg_before']} / {results['load_avg_after']}")
     print(f"{'build':<24}{'wall s':>8}{'CPU s':>8}{'target':>8}")
@@ -442,6 +484,15 @@ def report(results: dict) -> None:  # type: ignore[type-arg]
             continue
         target = TARGETS.get(f"{key}_s", "")
         print(f"{key:<24}{results[key]['wall']:>8}{results[key]['cpu']:>8}{target!s:>8}")
+    edition = results.get("edition")
+    if edition:
+        for key in ("first_build", "no_change", "one_page_prose_edit"):
+            name = f"edition: {key}"
+            print(f"{name:<24}{edition[key]['wall']:>8}{edition[key]['cpu']:>8}{'':>8}")
+        print(
+            f"edition: {edition['pages']} pages stored in {edition['stored_kib']} KiB, "
+            f"{edition['site_mib']} MiB in the site"
+        )
     pdf = results.get("pdf")
     if pdf and pdf.get("wall") is not None:
         print(

@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 import datetime as _dt
 import fnmatch
+import functools
 import gzip
 import hashlib
 import html
@@ -786,6 +787,8 @@ def choices_for(
 
 # -- the Sphinx extension ------------------------------------------------------------------
 
+WORK_FOLDER = ".amp-lesson-editions"
+"""Beside the build's output (as the execution cache is): each edition's sources and build."""
 LIVE_ROOT = "../../"
 """The live site's root, from a stored edition's root (``editions/<slug>/``)."""
 STORED = (CURRENT, PAGE_CHANGED, INPUTS_CHANGED)
@@ -825,6 +828,7 @@ def live_pdf(app: Sphinx) -> bool:
     return bool(getattr(app.config, "amp_lesson_pdf_printed", False))
 
 
+@functools.cache
 def _live_device() -> str:
     """What this build executes on, in a word or two: the GPU's model, or "CPU"."""
     from amp_lesson.sphinxext.book import gpu_models
@@ -950,7 +954,7 @@ def _render_editions(app: Sphinx, exception: Exception | None) -> None:
 def render_edition(app: Sphinx, edition: Edition) -> Path:
     """Build ``edition`` as a site of its own and copy it to ``editions/<slug>/``.
 
-    Its sources are written to ``<outdir>/../editions/<slug>/`` (each file only
+    Its sources are written to ``<outdir>/../.amp-lesson-editions/<slug>/`` (each file only
     when it changed, so Sphinx reads again only those); Sphinx runs there, with
     this build's configuration and nothing executed, only when what the
     edition's site depends on changed. Its failure is a warning of this build.
@@ -960,7 +964,7 @@ def render_edition(app: Sphinx, edition: Edition) -> Path:
     start = time.perf_counter()
     env = app.env
     srcdir = Path(app.srcdir)
-    work = Path(app.outdir).parent / EDITIONS_URL / edition.slug
+    work = Path(app.outdir).parent / WORK_FOLDER / edition.slug
     tree = work / "tree"
     src = tree / srcdir.name
     docs = sorted(d for d in env.found_docs if _in_editions(app, d))
