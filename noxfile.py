@@ -97,12 +97,14 @@ def _run(session: nox.Session, env: dict[str, str], program: str, *args: str) ->
 def docs(session: nox.Session) -> None:
     """Build the book, executing every page, and its PDF where Chromium is at hand.
 
-    `-- --serve` previews it live (no PDF); AMP_LESSON_PDF=no skips the PDF.
+    `-- --serve` previews it live (no PDF, no stored edition); AMP_LESSON_PDF=no skips the
+    PDF, AMP_LESSON_EDITIONS="" the stored editions.
     """
     env = _env(session)
     if "--serve" in session.posargs:
-        # The preview rebuilds on every save: printing the PDF each time would double it.
-        env = {**env, "AMP_LESSON_PDF": "no"}
+        # The preview rebuilds on every save: printing the PDF, or building the stored
+        # editions again, each time would double it.
+        env = {**env, "AMP_LESSON_PDF": "no", "AMP_LESSON_EDITIONS": ""}
         _run(
             session,
             env,

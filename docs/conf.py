@@ -97,7 +97,8 @@ amp_lesson_branch = os.environ.get("AMP_LESSON_BRANCH", "main")
 amp_lesson_pdf = os.environ.get("AMP_LESSON_PDF", "auto")
 # The book as another device ran it (docs/_editions/<device>/, written there by
 # `nox -s gpu-edition`), rendered beside this build under editions/<device>/.
-amp_lesson_editions = "_editions"
+# AMP_LESSON_EDITIONS="" builds none (the live preview: a save rebuilds the live edition only).
+amp_lesson_editions = os.environ.get("AMP_LESSON_EDITIONS", "_editions")
 # Files besides the package whose change must re-execute the book.
 amp_lesson_watch = ["_data"]
 

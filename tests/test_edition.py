@@ -381,6 +381,8 @@ def test_an_edited_page_a_changed_input_and_a_new_page_are_marked_not_shown_as_c
     book: dict[str, Any], sphinx: Any
 ) -> None:
     src, out, slug = book["src"], book["out"], book["edition"].slug
+    plain = out.parent / ed.WORK_FOLDER / slug / "doctrees" / "plain.doctree"
+    read = plain.stat().st_mtime_ns
     page = src / "page.md"
     page.write_text(_read(page).replace("The first version", "The second version"))
     (src / "_data" / "value.json").write_text('{"value": 2.5}')
@@ -407,6 +409,8 @@ def test_an_edited_page_a_changed_input_and_a_new_page_are_marked_not_shown_as_c
     assert 'data-edition-state="not-recorded"' in new
     assert f"newer than the recording of {book['edition'].date}" in new
     assert "not recorded yet" in _read(out / "new.html")
+    # A page of the stored edition is read again only when its own banner changed.
+    assert plain.stat().st_mtime_ns == read
 
 
 def test_an_edition_with_incomplete_provenance_fails_the_build(

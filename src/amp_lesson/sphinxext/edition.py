@@ -850,6 +850,9 @@ def _configure(app: Sphinx, config: Config) -> None:
         config.intersphinx_mapping = {"live": (LIVE_ROOT.rstrip("/"), state["inventory"])}
         config.intersphinx_disabled_reftypes = []
         return
+    if not config.amp_lesson_editions.strip():  # none wanted (the live preview)
+        app._amp_lesson_editions = []  # type: ignore[attr-defined]
+        return
     root = Path(app.confdir) / config.amp_lesson_editions
     config.amp_lesson_editions_key = editions_key(root)
     editions = []
@@ -934,6 +937,35 @@ def _documents_from_the_root(app: Sphinx, env: Any, node: Any, contnode: Any) ->
         from sphinx.util import docname_join
 
         node["reftarget"] = docname_join(node["refdoc"], node["reftarget"])
+
+
+PAGE_STATES_ENV = "amp_lesson_edition_pages"
+"""The attribute of a stored edition's environment that keeps what each page's switch and
+banner said when it was last written."""
+
+
+def _page_entry(state: Mapping[str, Any], docname: str) -> Any:
+    return [state["pages"].get(docname), state["switch"].get(docname)]
+
+
+def _pages_whose_banner_changed(
+    app: Sphinx, env: Any, added: set[str], changed: set[str], removed: set[str]
+) -> list[str]:
+    """In a stored edition: the pages whose switch or banner changed since they were written
+    (a page edited since the recording, say), read and written again; no other page."""
+    if not in_edition(app):
+        return []
+    state = _state(app)
+    before = getattr(env, PAGE_STATES_ENV, {})
+    return sorted(
+        d for d in env.found_docs - added - changed if before.get(d) != _page_entry(state, d)
+    )
+
+
+def _keep_page_entries(app: Sphinx, env: Any) -> None:
+    if in_edition(app):
+        state = _state(app)
+        setattr(env, PAGE_STATES_ENV, {d: _page_entry(state, d) for d in env.found_docs})
 
 
 def _render_editions(app: Sphinx, exception: Exception | None) -> None:
@@ -1035,8 +1067,6 @@ def render_edition(app: Sphinx, edition: Edition) -> Path:
             "-j", str(max(1, app.parallel)), "-b", "html", "-c", str(app.confdir),
             "-d", str(work / "doctrees"), str(src), str(html_dir),
             "-D", f"amp_lesson_edition={state_file}", "-D", "nb_execution_mode=off",
-            # The switch and the banners are written with the pages: a new state, every page.
-            "-D", f"amp_lesson_edition_key={hashlib.sha256(state_bytes).hexdigest()[:16]}",
             "-D", f"extensions={','.join(extensions)}",
         ]  # fmt: skip
         proc = subprocess.run(
@@ -1077,9 +1107,10 @@ def setup(app: Sphinx) -> None:
     app.add_config_value("amp_lesson_editions_key", "", "html", types=[str])
     # Set (to the rendering's state file) only in the build of a stored edition.
     app.add_config_value("amp_lesson_edition", "", "env", types=[str])
-    app.add_config_value("amp_lesson_edition_key", "", "html", types=[str])
     app.connect("config-inited", _configure, priority=60)
     app.connect("html-page-context", _add_switch, priority=600)
+    app.connect("env-get-outdated", _pages_whose_banner_changed)
+    app.connect("env-updated", _keep_page_entries)
     app.connect("missing-reference", _documents_from_the_root, priority=400)
     app.connect("missing-reference", _stale_references_as_text, priority=900)
     app.connect("build-finished", _render_editions, priority=960)
