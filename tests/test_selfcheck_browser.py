@@ -579,6 +579,11 @@ SWITCH_TO_DARK = """async () => {
 }"""
 
 
+# The API reference's module pages are one template over docstrings: in the dark theme the
+# audit reads its index and two module pages (every page is audited in the light theme).
+API_PAGES_IN_DARK = ("api/index.html", "api/amp_lesson.formats.html", "api/amp_lesson.bench.html")
+
+
 def test_axe_finds_nothing_serious_on_any_page_in_either_theme(
     make_page: Any, site_url: str, built_book: Path
 ) -> None:
@@ -586,7 +591,9 @@ def test_axe_finds_nothing_serious_on_any_page_in_either_theme(
     axe = _axe_path()
     pg = make_page(viewport=DESKTOP, color_scheme="light")
     problems = {}
-    for rel in built_pages(built_book):
+    pages = built_pages(built_book)
+    assert set(API_PAGES_IN_DARK) <= set(pages)  # the dark theme's sample is there to audit
+    for rel in pages:
         pg.emulate_media(color_scheme="light")
         # "load", then the fonts: waiting for the network to stay quiet (networkidle) cost
         # half a second of every page, and the audit reads only the document and its styles.
@@ -597,6 +604,9 @@ def test_axe_finds_nothing_serious_on_any_page_in_either_theme(
         pg.add_script_tag(path=str(axe))
         assert pg.evaluate("document.documentElement.dataset.theme") == "light", rel
         found = [f"light: {v}" for v in _serious_violations(pg)]
+        if rel.startswith("api/") and rel not in API_PAGES_IN_DARK:
+            problems.update({rel: found} if found else {})
+            continue
         pg.emulate_media(color_scheme="dark")
         pg.evaluate(SWITCH_TO_DARK)
         found += [f"dark: {v}" for v in _serious_violations(pg, THEME_RULES)]
