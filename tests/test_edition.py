@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from helpers import DOCS, FRONT_MATTER, HTML
+from test_selfcheck_browser import _axe_path
 
 from amp_lesson.sphinxext import edition as ed
 from amp_lesson.sphinxext.edition import EditionError
@@ -333,6 +334,12 @@ def test_the_next_build_renders_the_recording_beside_the_live_book_executing_not
     assert 'data-edition-state="no-code"' in _read(site / "plain.html")
 
 
+AXE_CONTRAST = """async () => (await axe.run(
+  {include: [[".amp-edition-switch"], [".amp-edition-banner"]]},
+  {runOnly: {type: "rule", values: ["color-contrast"]}, resultTypes: ["violations"]}
+)).violations.map((v) => v.id + ": " + v.nodes.map((n) => n.target[0]).join(", "))"""
+
+
 def test_the_switch_leads_to_the_same_section_of_the_other_edition_on_a_phone(
     book: dict[str, Any], browser: Any
 ) -> None:
@@ -370,6 +377,15 @@ def test_the_switch_leads_to_the_same_section_of_the_other_edition_on_a_phone(
         assert width <= 390, width
         pg.locator('a.amp-edition-choice[data-edition="live"]').tap()
         pg.wait_for_url(f"{url}/page.html#page-later")
+        # The switch and the banner read in both themes (axe-core's contrast rule), their
+        # links not yet visited.
+        pg.goto(f"{url}/editions/{slug}/other.html")
+        pg.add_script_tag(path=str(_axe_path()))
+        for theme in ("light", "dark"):
+            pg.evaluate(f"document.documentElement.dataset.theme = {theme!r}")
+            pg.wait_for_timeout(400)  # the theme's colour transitions
+            found = pg.evaluate(AXE_CONTRAST)
+            assert found == [], (theme, found)
         assert errors == []
     finally:
         context.close()
