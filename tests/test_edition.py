@@ -249,21 +249,9 @@ json.loads(Path("_data/value.json").read_text())["value"]
 )
 
 LIVE_PAGE = (
-    FRONT_MATTER
+    PAGE
     + """
-# Page
-
-```{code-cell} ipython3
-from amp_lesson.device import provenance
-from myst_nb import glue
-provenance()
-```
-
-```{code-cell} ipython3
-glue("answer", 6 * 7, display=False)
-```
-
-The answer is {glue:text}`answer`. See {ref}`other-value` and {doc}`guide/notes`.
+See {ref}`other-value` and {doc}`guide/notes`.
 
 (page-later)=
 ## Later

@@ -238,13 +238,9 @@ def find_editions(root: str | Path) -> list[Path]:
 
 def editions_key(root: str | Path) -> str:
     """A hash of every stored edition below ``root``: a new recording rewrites every page."""
-    digest = hashlib.sha256()
-    for folder in find_editions(root):
-        for path in sorted(folder.rglob("*")):
-            if path.is_file():
-                digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-                digest.update(path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
+    from amp_lesson.sphinxext.book import source_hash
+
+    return source_hash(find_editions(root))[:16]
 
 
 # -- recording -----------------------------------------------------------------------------
@@ -720,18 +716,6 @@ def sync_tree(source: Path, target: Path, skip: Iterable[str] = ()) -> None:
                 path.rmdir()
 
 
-def tree_hash(paths: Iterable[Path]) -> str:
-    """A hash of every file below ``paths`` (names and bytes)."""
-    digest = hashlib.sha256()
-    for root in paths:
-        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
-        for path in files:
-            if "__pycache__" in path.parts:
-                continue
-            digest.update(str(path).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
 def relative_url(from_doc: str, to: str) -> str:
     """The URL of ``to`` (a path from the site's root) relative to the page ``from_doc``.
 
@@ -1047,9 +1031,9 @@ def render_edition(app: Sphinx, edition: Edition) -> Path:
     state_bytes = json.dumps(state_data, indent=1).encode()
     write_if_changed(state_file, state_bytes)
     html_dir = work / "html"
-    from amp_lesson.sphinxext.book import PACKAGE_DIR
+    from amp_lesson.sphinxext.book import PACKAGE_DIR, source_hash
 
-    stamp = tree_hash(
+    stamp = source_hash(
         [src, state_file, PACKAGE_DIR / "sphinxext", Path(app.confdir) / "conf.py",
          Path(app.confdir) / "_static", Path(app.outdir) / "objects.inv"]
     ) + app.config.amp_lesson_environment_key  # fmt: skip
