@@ -1,0 +1,180 @@
+"""The MX block quantiser, bit for bit against torch's float8 and E8M0 casts and ml_dtypes' E2M1."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+from amp_lesson.mx import (
+    ELEMENTS,
+    MX_FORMATS,
+    compare_block_scaling,
+    e2m1_codes,
+    e8m0_codes,
+    pack_e2m1,
+    quantize_mx,
+    quantize_per_tensor,
+    round_to_element,
+)
+
+
+def _bits(x: torch.Tensor) -> torch.Tensor:
+    return x.float().view(torch.int32)
+
+
+def _probe(element: str) -> torch.Tensor:
+    """Random values over many binades, every value of the format, and every midpoint (ties)."""
+    g = torch.Generator().manual_seed(0)
+    wide = torch.randn(20000, generator=g) * torch.exp2(
+        torch.randint(-30, 20, (20000,), generator=g)
+    )
+    spec = ELEMENTS[element]
+    exps = torch.arange(spec.emin, spec.emax + 1, dtype=torch.float64)
+    steps = torch.arange(2**spec.mantissa_bits, dtype=torch.float64) / 2**spec.mantissa_bits
+    grid = torch.cat(
+        [steps * 2.0**spec.emin, ((1 + steps)[None] * torch.exp2(exps)[:, None]).flatten()]
+    )
+    grid = grid[grid <= spec.max].unique()
+    mids = (grid[1:] + grid[:-1]) / 2
+    edges = torch.cat([grid, mids, grid * (1 + 2**-20), grid * (1 - 2**-20)]).float()
+    return torch.cat([wide, edges, -edges])
+
+
+@pytest.mark.parametrize("element", ["e4m3", "e5m2"])
+def test_element_rounding_equals_torchs_float8_cast(element: str) -> None:
+    dtype = ELEMENTS[element].torch_dtype
+    x = _probe(element)
+    inside = x.abs() <= ELEMENTS[element].max
+    ours = round_to_element(x, element)
+    assert torch.equal(_bits(ours[inside]), _bits(x[inside].to(dtype).float()))
+    assert torch.equal(_bits(ours), _bits(ours.to(dtype).float()))  # every result is stored exactly
+
+
+def test_beyond_the_maximum_mx_clamps_where_torchs_e5m2_cast_overflows() -> None:
+    x = torch.tensor([61440.0, -1e6])
+    assert round_to_element(x, "e5m2").tolist() == [57344.0, -57344.0]
+    assert torch.isinf(x.to(torch.float8_e5m2).float()).all()
+    assert round_to_element(x, "e4m3").tolist() == x.to(torch.float8_e4m3fn).float().tolist()
+
+
+def test_e2m1_rounding_and_codes_equal_ml_dtypes() -> None:
+    x = _probe("e2m1")
+    ref = x.numpy().astype(ml_dtypes.float4_e2m1fn)
+    ours = round_to_element(x, "e2m1")
+    assert np.array_equal(ours.numpy().view(np.int32), ref.astype(np.float32).view(np.int32))
+    assert np.array_equal(e2m1_codes(ours).numpy(), ref.view(np.uint8))
+
+
+def test_every_e2m1_code_round_trips_and_packs_low_nibble_first() -> None:
+    codes = np.arange(16, dtype=np.uint8)
+    values = torch.from_numpy(codes.view(ml_dtypes.float4_e2m1fn).astype(np.float32))
+    assert e2m1_codes(values).tolist() == codes.tolist()
+    packed = pack_e2m1(torch.from_numpy(codes))
+    assert packed.dtype == torch.float4_e2m1fn_x2
+    b = packed.view(torch.uint8)
+    assert torch.equal(torch.stack([b & 15, b >> 4], 1).flatten(), torch.from_numpy(codes))
+
+
+def test_e8m0_codes_equal_torchs_cast_of_the_powers_of_two() -> None:
+    e = torch.arange(-127, 128)
+    ours = e8m0_codes(e)
+    torch_codes = torch.exp2(e.double()).float().to(torch.float8_e8m0fnu).view(torch.uint8)
+    assert torch.equal(ours, torch_codes)
+    assert torch.equal(ours.view(torch.float8_e8m0fnu).float(), torch.exp2(e.float()))
+
+
+@pytest.mark.parametrize("fmt", list(MX_FORMATS))
+def test_quantize_mx_equals_the_specifications_steps_done_with_independent_casts(fmt: str) -> None:
+    g = torch.Generator().manual_seed(1)
+    # blocks of very different magnitudes, an all-zero block, a partial last block
+    x = torch.randn(7, 32, generator=g) * torch.exp2(torch.randint(-40, 40, (7, 1), generator=g))
+    x[3] = 0
+    x = torch.cat([x.flatten(), torch.randn(5, generator=g)])
+    q = quantize_mx(x, fmt)
+    element = ELEMENTS[MX_FORMATS[fmt]]
+    for i, block in enumerate(torch.nn.functional.pad(x, (0, 27)).view(-1, 32)):
+        amax = float(block.abs().max())
+        shared = -127 if amax == 0 else int(np.floor(np.log2(np.float64(amax)))) - element.emax
+        assert int(q.scale_exponents[i]) == shared
+        scaled = (block.double() / 2.0**shared).clamp(-element.max, element.max).float()
+        if element.name == "e2m1":
+            ref = scaled.numpy().astype(ml_dtypes.float4_e2m1fn).astype(np.float32)
+            assert np.array_equal(q.elements[i].numpy().view(np.int32), ref.view(np.int32))
+        else:
+            assert torch.equal(_bits(q.elements[i]), _bits(scaled.to(element.torch_dtype).float()))
+    scale = (2.0 ** q.scale_exponents.double()).float()
+    assert torch.equal(
+        q.scale_codes.view(torch.uint8), scale.to(torch.float8_e8m0fnu).view(torch.uint8)
+    )
+    back = q.dequantize()
+    assert back.shape == x.shape
+    assert torch.equal(back[x == 0], x[x == 0])
+
+
+def test_the_stored_bits_are_the_element_dtype() -> None:
+    x = torch.linspace(-3, 3, 64)
+    assert quantize_mx(x, "mxfp8_e4m3").element_bits().dtype == torch.float8_e4m3fn
+    fp4 = quantize_mx(x, "mxfp4_e2m1")
+    assert fp4.element_bits().dtype == torch.float4_e2m1fn_x2
+    assert fp4.element_bits().numel() == 32
+    assert fp4.bits_per_value == 4.25
+    assert quantize_mx(x).bits_per_value == 8.25
+
+
+def test_a_block_whose_maximum_has_a_large_mantissa_saturates() -> None:
+    # 1.9 * 2**8 / 2**(8 - 8) = 486.4 > 448: the specification's floor() puts it above the maximum
+    x = torch.full((32,), 1.0)
+    x[0] = 1.9 * 2**8
+    rows = compare_block_scaling({"w": x}, "mxfp8_e4m3")
+    mx = next(r for r in rows if r["scaling"] == "MX")
+    assert mx["saturated"] == pytest.approx(1 / 32)
+    assert quantize_mx(x).dequantize()[0] == 448.0
+
+
+def test_per_tensor_scaling_loses_a_small_block_that_mx_keeps() -> None:
+    x = torch.cat([torch.full((32,), 1e-3), torch.full((32,), 100.0)])
+    per_tensor, _ = quantize_per_tensor(x, "e2m1")
+    assert (per_tensor[:32] == 0).all()
+    assert (quantize_mx(x, "mxfp4_e2m1").dequantize()[:32] != 0).all()
+    rows = compare_block_scaling({"x": x}, "mxfp4_e2m1", delayed_scales={"x": 1.0})
+    assert [r["scaling"] for r in rows] == ["per-tensor", "delayed", "MX", "MX, rceil"]
+
+
+@pytest.mark.parametrize("fmt", list(MX_FORMATS))
+def test_rceil_picks_the_smallest_exponent_that_saturates_nothing(fmt: str) -> None:
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(64, 32, generator=g) * torch.exp2(torch.randint(-20, 20, (64, 1), generator=g))
+    element = ELEMENTS[MX_FORMATS[fmt]]
+    x[0] = x[0] / x[0].abs().max() / 16
+    x[0, 0] = element.max * 2.0**-3  # an amax exactly on the format's maximum times a power of two
+    q = quantize_mx(x, fmt, scale_rounding="rceil")
+    amax = x.double().abs().amax(1)
+    e = q.scale_exponents.double()
+    assert (amax / torch.exp2(e) <= element.max).all()
+    assert (amax / torch.exp2(e - 1) > element.max).all()
+    assert int(q.scale_exponents[0]) == -3
+    floor = quantize_mx(x, fmt).scale_exponents
+    assert ((q.scale_exponents - floor) >= 0).all()
+    assert ((q.scale_exponents - floor) <= 1).all()
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: quantize_mx(torch.ones(4), "mxfp6"), ValueError, "fmt"),
+        (lambda: quantize_mx(torch.ones(4), block_size=0), ValueError, "block_size"),
+        (lambda: quantize_mx(torch.tensor([1.0, float("inf")])), ValueError, "x must be finite"),
+        (lambda: quantize_mx([1.0]), TypeError, "x must be a floating-point tensor"),
+        (lambda: round_to_element(torch.ones(2), "e3m2"), ValueError, "element"),
+        (lambda: e8m0_codes(torch.tensor([128])), ValueError, "exponents"),
+        (lambda: e2m1_codes(torch.tensor([0.7])), ValueError, "values"),
+        (lambda: pack_e2m1(torch.ones(3, dtype=torch.uint8)), ValueError, "even"),
+        (lambda: quantize_per_tensor(torch.ones(2), "e4m3", -1.0), ValueError, "scale"),
+        (lambda: compare_block_scaling({}), ValueError, "tensors"),
+    ],
+)
+def test_bad_input_is_named(call, error, message) -> None:
+    with pytest.raises(error, match=message):
+        call()
