@@ -1,0 +1,414 @@
+"""Sharded data parallel (FSDP2) with a mixed-precision policy, on CPU processes.
+
+``torch.distributed.fsdp.fully_shard`` splits every parameter across the
+ranks: each rank stores one shard, **all-gathers** the whole parameter just
+before a module's forward (and again for its backward), and
+**reduce-scatters** the gradients, so that each rank receives the averaged
+gradient of its own shard only. ``MixedPrecisionPolicy`` chooses two dtypes:
+
+- ``param_dtype``: the dtype the parameters are gathered in, and so the
+  dtype of the forward and backward computation (the stored shards and the
+  optimizer stay in their own dtype, FP32 here);
+- ``reduce_dtype``: the dtype the gradients are reduce-scattered in, before
+  they are cast back to the shards' dtype.
+
+:func:`run_fsdp` launches ``world_size`` CPU processes on the ``gloo``
+backend, as :mod:`amp_lesson.distributed` does for DDP, and in each trains the
+same MLP with several policies, plus DDP with ``no_sync()`` for comparison.
+The all-gather and reduce-scatter pass through :class:`CountingAllGather` and
+:class:`CountingReduceScatter`, set with FSDP2's ``set_custom_all_gather`` /
+``set_custom_reduce_scatter``: they count the calls and record the dtype of
+what they move, then do what FSDP does by default.
+
+The worker lives here because the ``spawn`` start method imports it by name.
+"""
+
+import json
+import multiprocessing
+import tempfile
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+# The default communication classes FSDP2 uses (torch 2.13.0 exports the hooks that take them,
+# FSDPModule.set_custom_all_gather / set_custom_reduce_scatter, but not the classes).
+from torch.distributed.fsdp._fully_shard._fsdp_collectives import (
+    DefaultAllGather,
+    DefaultReduceScatter,
+)
+
+from amp_lesson._checks import check_choice, check_int, check_positive, check_seed
+from amp_lesson.accumulation import make_toy_problem, train_full_batch
+from amp_lesson.distributed import CallCounter, counting_allreduce_hook, free_port
+from amp_lesson.models import make_mlp
+
+__all__ = [
+    "POLICIES",
+    "CountingAllGather",
+    "CountingReduceScatter",
+    "FSDPRun",
+    "reference_run",
+    "run_fsdp",
+    "shard_model",
+    "train_fsdp_accumulated",
+]
+
+POLICIES: dict[str, tuple[str | None, str | None]] = {
+    "no policy (FP32)": (None, None),
+    "param BF16, reduce FP32": ("bfloat16", "float32"),
+    "param BF16, reduce BF16": ("bfloat16", "bfloat16"),
+}
+"""The mixed-precision policies :func:`run_fsdp` trains with: ``(param_dtype, reduce_dtype)``."""
+
+
+class CountingAllGather(DefaultAllGather):
+    """FSDP2's default all-gather, counting its calls and recording the dtype it gathers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dtypes: list[str] = []
+
+    def __call__(self, output_tensor, input_tensor, group, async_op=False):
+        self.dtypes.append(str(input_tensor.dtype))
+        return super().__call__(output_tensor, input_tensor, group, async_op)
+
+
+class CountingReduceScatter(DefaultReduceScatter):
+    """FSDP2's default reduce-scatter, counting its calls and recording the dtype it reduces."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dtypes: list[str] = []
+
+    def __call__(self, output_tensor, input_tensor, group, op, async_op=False):
+        self.dtypes.append(str(input_tensor.dtype))
+        return super().__call__(output_tensor, input_tensor, group, op, async_op)
+
+
+def shard_model(
+    model: nn.Sequential, policy: MixedPrecisionPolicy
+) -> tuple[CountingAllGather, CountingReduceScatter]:
+    """``fully_shard`` each Linear, then the whole model, under ``policy``, and count their communication.
+
+    Each Linear becomes one FSDP unit, gathered and reduced as one piece; the
+    root call covers what is left (here nothing) and makes the model the
+    unit that ``set_requires_gradient_sync`` is called on.
+
+    Parameters
+    ----------
+    model : torch.nn.Sequential
+        The model, changed in place.
+    policy : torch.distributed.fsdp.MixedPrecisionPolicy
+        The mixed-precision policy of every unit.
+
+    Returns
+    -------
+    tuple of (CountingAllGather, CountingReduceScatter)
+        The counters every unit's communication passes through.
+    """
+    gather, scatter = CountingAllGather(), CountingReduceScatter()
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, mp_policy=policy)
+            layer.set_custom_all_gather(gather)
+            layer.set_custom_reduce_scatter(scatter)
+    fully_shard(model, mp_policy=policy)
+    return gather, scatter
+
+
+def train_fsdp_accumulated(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    loss_fn: nn.Module,
+    n_accum: int,
+    skip_sync: bool = True,
+) -> torch.Tensor:
+    """One optimizer step of a ``fully_shard``-ed model over ``n_accum`` micro-batches of ``X``.
+
+    With ``skip_sync``, gradient reduction is off for every micro-batch but
+    the last (``set_requires_gradient_sync(False)``): the ranks accumulate
+    unsharded gradients locally and reduce-scatter them once.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A model whose modules are ``fully_shard``-ed (:func:`shard_model`).
+    optimizer : torch.optim.Optimizer
+        Its optimizer.
+    X, y : torch.Tensor
+        This rank's inputs and targets for the step.
+    loss_fn : torch.nn.Module
+        The loss (a mean over the micro-batch).
+    n_accum : int
+        Micro-batches.
+    skip_sync : bool, default True
+        Skip the reduction on all micro-batches but the last.
+
+    Returns
+    -------
+    torch.Tensor
+        The model's output on the last micro-batch.
+    """
+    for i, (xb, yb) in enumerate(
+        zip(X.tensor_split(n_accum), y.tensor_split(n_accum), strict=True)
+    ):
+        last = i == n_accum - 1
+        if skip_sync:
+            model.set_requires_gradient_sync(last)
+        out = model(xb)
+        loss = loss_fn(out.float(), yb) / n_accum
+        loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return out
+
+
+@dataclass
+class FSDPRun:
+    """What :func:`run_fsdp` saw on rank 0.
+
+    Parameters
+    ----------
+    world_size, n_accum, steps : int
+        The launch's settings.
+    policies : dict of str to dict
+        Per policy name (:data:`POLICIES`): ``"gathered"`` (dtype of the
+        all-gathers), ``"weight in forward"`` (the first layer's weight as
+        its forward saw it: dtype and type), ``"output"`` (the model output's
+        dtype), ``"parameter"`` (the stored parameter's type and dtype),
+        ``"reduced"`` (dtype of the reduce-scatters), ``"gradient shard"``
+        (dtype and shape of the first weight's ``.grad`` on this rank),
+        ``"calls per step"`` (all-gathers and reduce-scatters), and
+        ``"params"`` (the full final weights, gathered).
+    accumulation : dict of str to dict
+        ``"FSDP2, set_requires_gradient_sync"``, ``"FSDP2, sync every
+        micro-batch"`` and ``"DDP, no_sync"``: the reductions per step and
+        the final weights.
+    """
+
+    world_size: int
+    n_accum: int
+    steps: int
+    policies: dict[str, dict[str, Any]]
+    accumulation: dict[str, dict[str, Any]]
+
+    def params(self, name: str) -> dict[str, torch.Tensor]:
+        """Return the final weights of a policy or accumulation run, as tensors.
+
+        Parameters
+        ----------
+        name : str
+            A key of ``policies`` or of ``accumulation``.
+
+        Returns
+        -------
+        dict of str to torch.Tensor
+            The full (gathered) parameters by name.
+
+        Raises
+        ------
+        ValueError
+            If ``name`` is neither.
+        """
+        found = self.policies.get(name) or self.accumulation.get(name)
+        if found is None:
+            raise ValueError(
+                f"name must be one of {[*self.policies, *self.accumulation]}, got {name!r}"
+            )
+        return {k: torch.tensor(v) for k, v in found["params"].items()}
+
+
+def _model(seed: int) -> nn.Sequential:
+    return make_mlp(2, 8, 1, seed=seed, device="cpu")
+
+
+def _full_params(model: nn.Module) -> dict[str, Any]:
+    return {
+        name: (p.full_tensor() if hasattr(p, "full_tensor") else p).detach().tolist()
+        for name, p in model.named_parameters()
+    }
+
+
+def _fsdp_worker(
+    rank: int, world_size: int, port: int, out_dir: str, config: dict[str, Any]
+) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size
+    )
+    try:
+        X, y = make_toy_problem(device="cpu")
+        X, y = X.tensor_split(world_size)[rank], y.tensor_split(world_size)[rank]
+        loss_fn = nn.BCEWithLogitsLoss()
+        steps, n_accum, lr = config["steps"], config["n_accum"], config["lr"]
+        policies = {}
+        for name, (param_dtype, reduce_dtype) in POLICIES.items():
+            policy = MixedPrecisionPolicy(
+                param_dtype=getattr(torch, param_dtype) if param_dtype else None,
+                reduce_dtype=getattr(torch, reduce_dtype) if reduce_dtype else None,
+            )
+            model = _model(config["seed"])
+            gather, scatter = shard_model(model, policy)
+            seen: dict[str, str] = {}
+
+            def look(module: nn.Module, args: Any, seen: dict[str, str] = seen) -> None:
+                weight = module.weight
+                seen.setdefault("weight in forward", f"{weight.dtype} {type(weight).__name__}")
+
+            # registered after fully_shard, so it runs after FSDP's all-gather
+            model[0].register_forward_pre_hook(look)
+            optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+            for _ in range(steps):
+                out = train_fsdp_accumulated(model, optimizer, X, y, loss_fn, n_accum)
+            calls = [len(gather.dtypes) // steps, len(scatter.dtypes) // steps]
+            params = _full_params(model)
+            # zero_grad dropped the last gradients: one more backward to look at a gradient shard
+            model(X[:4]).float().sum().backward()
+            grad, stored = model[0].weight.grad, model[0].weight
+            policies[name] = {
+                "gathered": sorted(set(gather.dtypes)),
+                "weight in forward": seen["weight in forward"],
+                "output": str(out.dtype),
+                "parameter": f"{type(stored).__name__} {stored.dtype}",
+                "reduced": sorted(set(scatter.dtypes)),
+                "gradient shard": f"{grad.dtype} {tuple(grad.to_local().shape)} of {tuple(stored.shape)}",
+                "calls per step": calls,
+                "params": params,
+            }
+        accumulation = {}
+        for name, skip in (
+            ("FSDP2, set_requires_gradient_sync", True),
+            ("FSDP2, sync every micro-batch", False),
+        ):
+            model = _model(config["seed"])
+            _, scatter = shard_model(model, MixedPrecisionPolicy())
+            optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+            for _ in range(steps):
+                train_fsdp_accumulated(model, optimizer, X, y, loss_fn, n_accum, skip_sync=skip)
+            accumulation[name] = {
+                "reductions per step": len(scatter.dtypes) // steps,
+                "params": _full_params(model),
+            }
+        ddp = nn.parallel.DistributedDataParallel(_model(config["seed"]))
+        counter = CallCounter()
+        ddp.register_comm_hook(counter, counting_allreduce_hook)
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
+        for _ in range(steps):
+            micro = list(zip(X.tensor_split(n_accum), y.tensor_split(n_accum), strict=True))
+            for i, (xb, yb) in enumerate(micro):
+                with ddp.no_sync() if i < n_accum - 1 else nullcontext():
+                    (loss_fn(ddp(xb), yb) / n_accum).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        accumulation["DDP, no_sync"] = {
+            "reductions per step": len(counter.calls) // steps,
+            "params": {k: v.detach().tolist() for k, v in ddp.module.named_parameters()},
+        }
+        if rank == 0:
+            Path(out_dir, "rank0.json").write_text(
+                json.dumps({"policies": policies, "accumulation": accumulation})
+            )
+    finally:
+        dist.destroy_process_group()
+
+
+def run_fsdp(
+    world_size: int = 2,
+    n_accum: int = 4,
+    *,
+    steps: int = 2,
+    lr: float = 0.1,
+    seed: int = 0,
+    start_method: str = "forkserver",
+) -> FSDPRun:
+    """Train the toy problem's MLP with FSDP2 on ``world_size`` CPU processes (gloo).
+
+    One launch runs every policy of :data:`POLICIES` (accumulating
+    ``n_accum`` micro-batches per step with ``set_requires_gradient_sync``),
+    then FSDP2 without a policy with and without skipping the sync, and DDP
+    with ``no_sync()``, counting the reductions of each.
+
+    Parameters
+    ----------
+    world_size : int, default 2
+        Processes.
+    n_accum : int, default 4
+        Micro-batches per rank and step.
+    steps : int, default 2
+        Optimizer steps (SGD).
+    lr : float, default 0.1
+        Learning rate.
+    seed : int, default 0
+        Seed of the model.
+    start_method : {"forkserver", "spawn"}, default "forkserver"
+        How the processes start. Both start from a fresh interpreter, so both
+        are safe in a Jupyter kernel. ``"forkserver"`` imports torch and this
+        module once, in the server, and forks every rank from it; ``"spawn"``
+        imports them once per rank (seconds of CPU each).
+
+    Returns
+    -------
+    FSDPRun
+        What rank 0 saw.
+
+    Raises
+    ------
+    ValueError
+        If a setting is out of range.
+    """
+    check_int("world_size", world_size, minimum=2)
+    check_int("n_accum", n_accum, minimum=1)
+    check_int("steps", steps, minimum=1)
+    check_positive("lr", lr)
+    check_seed("seed", seed)
+    check_choice("start_method", start_method, ("forkserver", "spawn"))
+    if start_method == "forkserver":
+        # the server imports this module (and torch) once; the ranks are forked from it
+        multiprocessing.set_forkserver_preload([__name__])
+    config = {"n_accum": n_accum, "steps": steps, "lr": lr, "seed": seed}
+    with tempfile.TemporaryDirectory(prefix="amp_lesson_fsdp_") as out_dir:
+        torch.multiprocessing.start_processes(
+            _fsdp_worker,
+            args=(world_size, free_port(), out_dir, config),
+            nprocs=world_size,
+            join=True,
+            start_method=start_method,
+        )
+        raw = json.loads(Path(out_dir, "rank0.json").read_text())
+    return FSDPRun(world_size, n_accum, steps, raw["policies"], raw["accumulation"])
+
+
+def reference_run(steps: int = 2, lr: float = 0.1, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Return the unsharded single-process run in FP32 on the full batch, which every sharded run approximates.
+
+    Parameters
+    ----------
+    steps : int, default 2
+        Optimizer steps (SGD).
+    lr : float, default 0.1
+        Learning rate.
+    seed : int, default 0
+        Seed of the model.
+
+    Returns
+    -------
+    dict of str to torch.Tensor
+        The final parameters by name.
+
+    Examples
+    --------
+    >>> sorted(reference_run(steps=1))
+    ['0.bias', '0.weight', '2.bias', '2.weight']
+    """
+    X, y = make_toy_problem(device="cpu")
+    model = _model(seed)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    return train_full_batch(model, optimizer, X, y, nn.BCEWithLogitsLoss(), steps=steps).params

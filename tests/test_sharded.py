@@ -1,0 +1,54 @@
+"""FSDP2 with mixed-precision policies on two real gloo processes (one launch for every check)."""
+
+from __future__ import annotations
+
+import pytest
+
+from amp_lesson.accumulation import compare_params
+from amp_lesson.sharded import POLICIES, FSDPRun, reference_run, run_fsdp
+
+STEPS, N_ACCUM = 2, 4
+
+
+@pytest.fixture(scope="module")
+def fsdp_run() -> FSDPRun:
+    return run_fsdp(world_size=2, n_accum=N_ACCUM, steps=STEPS)
+
+
+def test_the_policy_sets_the_gathered_and_the_reduced_dtype(fsdp_run: FSDPRun) -> None:
+    for name, (param_dtype, reduce_dtype) in POLICIES.items():
+        p = fsdp_run.policies[name]
+        assert p["gathered"] == [f"torch.{param_dtype or 'float32'}"]
+        assert p["reduced"] == [f"torch.{reduce_dtype or 'float32'}"]
+        assert p["output"] == f"torch.{param_dtype or 'float32'}"
+        assert p["weight in forward"].startswith(f"torch.{param_dtype or 'float32'}")
+        # the stored shards and their gradients keep FP32, half the rows on each of 2 ranks
+        assert p["parameter"] == "DTensor torch.float32"
+        assert p["gradient shard"] == "torch.float32 (4, 2) of (8, 2)"
+
+
+def test_communication_counts(fsdp_run: FSDPRun) -> None:
+    # 2 units; each gathered for forward and again for backward, on each of 4 micro-batches
+    assert all(p["calls per step"] == [2 * 2 * N_ACCUM, 2] for p in fsdp_run.policies.values())
+    acc = fsdp_run.accumulation
+    assert acc["FSDP2, set_requires_gradient_sync"]["reductions per step"] == 2
+    assert acc["FSDP2, sync every micro-batch"]["reductions per step"] == 2 * N_ACCUM
+    assert acc["DDP, no_sync"]["reductions per step"] == 1
+
+
+def test_results_against_the_unsharded_run(fsdp_run: FSDPRun) -> None:
+    ref = reference_run(steps=STEPS)
+    gap = {n: compare_params(ref, fsdp_run.params(n)).max_abs_diff for n in POLICIES}
+    assert gap["no policy (FP32)"] < 1e-6
+    assert 1e-5 < gap["param BF16, reduce FP32"] < 1e-2
+    for name in fsdp_run.accumulation:
+        assert compare_params(ref, fsdp_run.params(name)).max_abs_diff < 1e-6
+
+
+def test_unknown_names_and_bad_settings_are_refused(fsdp_run: FSDPRun) -> None:
+    with pytest.raises(ValueError, match="name must be one of"):
+        fsdp_run.params("FSDP1")
+    with pytest.raises(ValueError, match="world_size"):
+        run_fsdp(world_size=1)
+    with pytest.raises(ValueError, match="start_method"):
+        run_fsdp(start_method="fork")
