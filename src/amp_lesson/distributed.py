@@ -22,19 +22,20 @@ This module holds
   runs must reproduce;
 - :func:`free_port` -- a free TCP port on 127.0.0.1 for the rendezvous.
 
-Worker functions live here, in an importable module, because the ``spawn``
-start method pickles them by name: a function defined in a notebook cell
-cannot be found by the child process. Children send back lists and floats
+Worker functions live here, in an importable module, because the
+``forkserver`` and ``spawn`` start methods pickle them by name: a function
+defined in a notebook cell cannot be found by the child process. Children send back lists and floats
 (written as JSON), never tensors.
 
 (No ``from __future__ import annotations`` here: DDP checks a hook's
 annotations at registration and rejects them as strings.)
 
-Why this module is long: the spawn start method pickles workers by name, so the rank's
+Why this module is long: the start methods pickle workers by name, so the rank's
 loop, the worker and the launcher must share one importable module; half of it is docstrings.
 """
 
 import json
+import multiprocessing
 import socket
 import tempfile
 from collections.abc import Sequence
@@ -54,6 +55,7 @@ from amp_lesson.models import make_mlp
 from amp_lesson.scaler import step_skipped
 
 __all__ = [
+    "START_METHODS",
     "SYNC_MODES",
     "CallCounter",
     "DDPRun",
@@ -62,6 +64,7 @@ __all__ = [
     "free_port",
     "reference_full_batch",
     "run_ddp_accumulation",
+    "start_ranks",
     "train_ddp_accumulated",
 ]
 
@@ -87,6 +90,46 @@ SYNC_MODES: tuple[str, ...] = (
 
 
 # --------------------------------------------------------------------------- pieces
+
+
+START_METHODS: tuple[str, ...] = ("forkserver", "spawn")
+"""How :func:`start_ranks` may start processes; both begin from a fresh interpreter."""
+
+
+def start_ranks(worker: Any, args: tuple[Any, ...], nprocs: int, start_method: str) -> None:
+    """Run ``worker(rank, *args)`` in ``nprocs`` new processes and wait for all of them.
+
+    ``"forkserver"`` starts one server process, which imports ``worker``'s
+    module (and so torch) once, and forks every rank from it; ``"spawn"``
+    starts each rank from a fresh interpreter that imports them again, which
+    costs seconds of CPU per rank. Either way the parent is never forked, so a
+    Jupyter kernel's threads cannot deadlock a child.
+
+    Parameters
+    ----------
+    worker : callable
+        A module-level function ``worker(rank, *args)``, importable by name.
+    args : tuple
+        Its other arguments (picklable).
+    nprocs : int
+        Processes to start.
+    start_method : {"forkserver", "spawn"}
+        See :data:`START_METHODS`.
+
+    Raises
+    ------
+    ValueError
+        If ``start_method`` is not one of :data:`START_METHODS`.
+    torch.multiprocessing.ProcessRaisedException
+        If a rank raised; its traceback is in the message.
+    """
+    check_choice("start_method", start_method, START_METHODS)
+    if start_method == "forkserver":
+        # The server imports the worker's module once; a server already running keeps its own.
+        multiprocessing.set_forkserver_preload([worker.__module__])
+    torch.multiprocessing.start_processes(
+        worker, args=args, nprocs=nprocs, join=True, start_method=start_method
+    )
 
 
 def free_port() -> int:
@@ -396,7 +439,7 @@ def run_ddp_accumulation(
     seed: int = 0,
     bucket_cap_mb: float | None = None,
     poison_rank: int | None = None,
-    start_method: str = "spawn",
+    start_method: str = "forkserver",
 ) -> DDPRun:
     """Train a small MLP on the toy problem with DDP: ``world_size`` CPU processes, gloo.
 
@@ -427,11 +470,12 @@ def run_ddp_accumulation(
         Then each rank also runs one fp16 AMP step (accumulation with
         ``no_sync``, its own ``GradScaler("cpu")``) in which only that rank's
         data holds a NaN; ``DDPRun.scaler_check`` says what each rank saw.
-    start_method : {"spawn", "forkserver"}, default "spawn"
-        ``"spawn"`` works in a Jupyter kernel, since the worker is importable
-        from this module. ``"fork"`` is refused: forking a parent that already
-        runs threads (a Jupyter kernel, torch's intra-op pool, a test runner)
-        can deadlock, and did in this project's tests.
+    start_method : {"forkserver", "spawn"}, default "forkserver"
+        Both start the ranks from a fresh interpreter and work in a Jupyter
+        kernel, since the worker is importable from this module (see
+        :func:`start_ranks`). ``"fork"`` is refused: forking a parent that
+        already runs threads (a Jupyter kernel, torch's intra-op pool, a test
+        runner) can deadlock, and did in this project's tests.
 
     Returns
     -------
@@ -451,7 +495,7 @@ def run_ddp_accumulation(
     check_seed("seed", seed)
     if bucket_cap_mb is not None:
         check_positive("bucket_cap_mb", bucket_cap_mb)
-    check_choice("start_method", start_method, ("spawn", "forkserver"))
+    check_choice("start_method", start_method, START_METHODS)
     modes = tuple(modes)
     if not modes:
         raise ValueError(f"modes must name at least one of {SYNC_MODES}, got none")
@@ -477,12 +521,8 @@ def run_ddp_accumulation(
         "poison_rank": poison_rank,
     }
     with tempfile.TemporaryDirectory(prefix="amp_lesson_ddp_") as out_dir:
-        torch.multiprocessing.start_processes(
-            _ddp_worker,
-            args=(world_size, free_port(), out_dir, config),
-            nprocs=world_size,
-            join=True,
-            start_method=start_method,
+        start_ranks(
+            _ddp_worker, (world_size, free_port(), out_dir, config), world_size, start_method
         )
         raw = json.loads(Path(out_dir, "rank0.json").read_text())
         scaler_check = None

@@ -20,11 +20,10 @@ The all-gather and reduce-scatter pass through :class:`CountingAllGather` and
 ``set_custom_reduce_scatter``: they count the calls and record the dtype of
 what they move, then do what FSDP does by default.
 
-The worker lives here because the ``spawn`` start method imports it by name.
+The worker lives here because the start methods import it by name.
 """
 
 import json
-import multiprocessing
 import tempfile
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -45,7 +44,13 @@ from torch.distributed.fsdp._fully_shard._fsdp_collectives import (
 
 from amp_lesson._checks import check_choice, check_int, check_positive, check_seed
 from amp_lesson.accumulation import make_toy_problem, train_full_batch
-from amp_lesson.distributed import CallCounter, counting_allreduce_hook, free_port
+from amp_lesson.distributed import (
+    START_METHODS,
+    CallCounter,
+    counting_allreduce_hook,
+    free_port,
+    start_ranks,
+)
 from amp_lesson.models import make_mlp
 
 __all__ = [
@@ -349,10 +354,7 @@ def run_fsdp(
     seed : int, default 0
         Seed of the model.
     start_method : {"forkserver", "spawn"}, default "forkserver"
-        How the processes start. Both start from a fresh interpreter, so both
-        are safe in a Jupyter kernel. ``"forkserver"`` imports torch and this
-        module once, in the server, and forks every rank from it; ``"spawn"``
-        imports them once per rank (seconds of CPU each).
+        How the processes start (:func:`amp_lesson.distributed.start_ranks`).
 
     Returns
     -------
@@ -369,18 +371,11 @@ def run_fsdp(
     check_int("steps", steps, minimum=1)
     check_positive("lr", lr)
     check_seed("seed", seed)
-    check_choice("start_method", start_method, ("forkserver", "spawn"))
-    if start_method == "forkserver":
-        # the server imports this module (and torch) once; the ranks are forked from it
-        multiprocessing.set_forkserver_preload([__name__])
+    check_choice("start_method", start_method, START_METHODS)
     config = {"n_accum": n_accum, "steps": steps, "lr": lr, "seed": seed}
     with tempfile.TemporaryDirectory(prefix="amp_lesson_fsdp_") as out_dir:
-        torch.multiprocessing.start_processes(
-            _fsdp_worker,
-            args=(world_size, free_port(), out_dir, config),
-            nprocs=world_size,
-            join=True,
-            start_method=start_method,
+        start_ranks(
+            _fsdp_worker, (world_size, free_port(), out_dir, config), world_size, start_method
         )
         raw = json.loads(Path(out_dir, "rank0.json").read_text())
     return FSDPRun(world_size, n_accum, steps, raw["policies"], raw["accumulation"])
