@@ -20,6 +20,11 @@ the book is built. One module per idea:
 - :mod:`amp_lesson.models` -- the small seeded models every page builds.
 - :mod:`amp_lesson.timing` -- the one timer, and the matrix-product benchmark.
 - :mod:`amp_lesson.distributed` -- accumulation with DistributedDataParallel.
+- :mod:`amp_lesson.sharded` -- FSDP2 with a mixed-precision policy.
+- :mod:`amp_lesson.training_job` -- checkpoints, several losses, gradient
+  penalties, custom autograd functions and ``torch.compile`` under AMP.
+- :mod:`amp_lesson.mx` -- block scaling: the MX formats MXFP8 and MXFP4.
+- :mod:`amp_lesson.pure_bf16` -- training without FP32 master weights.
 - :mod:`amp_lesson.bench` -- what mixed precision buys: step time, memory,
   TFLOP/s, and recorded GPU results.
 - :mod:`amp_lesson.display` -- tables and number formatting for pages.
