@@ -155,7 +155,8 @@ def round_to_element(x: torch.Tensor, element: str | ElementFormat) -> torch.Ten
 
     Examples
     --------
-    >>> round_to_element(torch.tensor([0.3, 0.75, 2.5, 5.0, 7.0, -100.0]), "e2m1").tolist()
+    >>> x = torch.tensor([0.3, 0.75, 2.5, 5.0, 7.0, -100.0])
+    >>> round_to_element(x, "e2m1").tolist()
     [0.5, 1.0, 2.0, 4.0, 6.0, -6.0]
     >>> round_to_element(torch.tensor([500.0, 0.001]), "e4m3").tolist()
     [448.0, 0.001953125]
@@ -257,7 +258,8 @@ def pack_e2m1(codes: torch.Tensor) -> torch.Tensor:
 
     Examples
     --------
-    >>> pack_e2m1(torch.tensor([1, 2, 15, 0], dtype=torch.uint8)).view(torch.uint8).tolist()
+    >>> codes = torch.tensor([1, 2, 15, 0], dtype=torch.uint8)
+    >>> pack_e2m1(codes).view(torch.uint8).tolist()
     [33, 15]
     """
     if not isinstance(codes, torch.Tensor) or codes.dtype != torch.uint8:
@@ -404,7 +406,8 @@ def quantize_mx(
     >>> q = quantize_mx(torch.tensor([1.0, 3.0, 500.0, 0.01]), block_size=4)
     >>> q.scale_exponents.tolist(), q.dequantize().tolist()  # 500 saturates at 448
     ([0], [1.0, 3.0, 448.0, 0.009765625])
-    >>> q = quantize_mx(torch.tensor([1.0, 3.0, 500.0, 0.01]), block_size=4, scale_rounding="rceil")
+    >>> x = torch.tensor([1.0, 3.0, 500.0, 0.01])
+    >>> q = quantize_mx(x, block_size=4, scale_rounding="rceil")
     >>> q.scale_exponents.tolist(), q.dequantize().tolist()
     ([1], [1.0, 3.0, 512.0, 0.01171875])
     """
