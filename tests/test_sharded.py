@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from amp_lesson.accumulation import compare_params
-from amp_lesson.sharded import POLICIES, FSDPRun, reference_run, run_fsdp
+from amp_lesson.distributed import reference_full_batch
+from amp_lesson.sharded import POLICIES, FSDPRun, run_fsdp
 
 STEPS, N_ACCUM = 2, 4
 
@@ -37,7 +38,7 @@ def test_communication_counts(fsdp_run: FSDPRun) -> None:
 
 
 def test_results_against_the_unsharded_run(fsdp_run: FSDPRun) -> None:
-    ref = reference_run(steps=STEPS)
+    ref = reference_full_batch(steps=STEPS)
     gap = {n: compare_params(ref, fsdp_run.params(n)).max_abs_diff for n in POLICIES}
     assert gap["no policy (FP32)"] < 1e-6
     assert 1e-5 < gap["param BF16, reduce FP32"] < 1e-2

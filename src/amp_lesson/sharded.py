@@ -43,22 +43,23 @@ from torch.distributed.fsdp._fully_shard._fsdp_collectives import (
 )
 
 from amp_lesson._checks import check_choice, check_int, check_positive, check_seed
-from amp_lesson.accumulation import make_toy_problem, train_full_batch
+
+# the model, data split and unsharded reference of the DDP runs, so the two pages compare alike
 from amp_lesson.distributed import (
     START_METHODS,
     CallCounter,
+    _model,
+    _shard,
     counting_allreduce_hook,
     free_port,
     start_ranks,
 )
-from amp_lesson.models import make_mlp
 
 __all__ = [
     "POLICIES",
     "CountingAllGather",
     "CountingReduceScatter",
     "FSDPRun",
-    "reference_run",
     "run_fsdp",
     "shard_model",
     "train_fsdp_accumulated",
@@ -231,10 +232,6 @@ class FSDPRun:
         return {k: torch.tensor(v) for k, v in found["params"].items()}
 
 
-def _model(seed: int) -> nn.Sequential:
-    return make_mlp(2, 8, 1, seed=seed, device="cpu")
-
-
 def _full_params(model: nn.Module) -> dict[str, Any]:
     return {
         name: (p.full_tensor() if hasattr(p, "full_tensor") else p).detach().tolist()
@@ -250,8 +247,7 @@ def _fsdp_worker(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size
     )
     try:
-        X, y = make_toy_problem(device="cpu")
-        X, y = X.tensor_split(world_size)[rank], y.tensor_split(world_size)[rank]
+        X, y = _shard(world_size, rank)
         loss_fn = nn.BCEWithLogitsLoss()
         steps, n_accum, lr = config["steps"], config["n_accum"], config["lr"]
         policies = {}
@@ -379,31 +375,3 @@ def run_fsdp(
         )
         raw = json.loads(Path(out_dir, "rank0.json").read_text())
     return FSDPRun(world_size, n_accum, steps, raw["policies"], raw["accumulation"])
-
-
-def reference_run(steps: int = 2, lr: float = 0.1, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Return the unsharded single-process run in FP32 on the full batch, which every sharded run approximates.
-
-    Parameters
-    ----------
-    steps : int, default 2
-        Optimizer steps (SGD).
-    lr : float, default 0.1
-        Learning rate.
-    seed : int, default 0
-        Seed of the model.
-
-    Returns
-    -------
-    dict of str to torch.Tensor
-        The final parameters by name.
-
-    Examples
-    --------
-    >>> sorted(reference_run(steps=1))
-    ['0.bias', '0.weight', '2.bias', '2.weight']
-    """
-    X, y = make_toy_problem(device="cpu")
-    model = _model(seed)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    return train_full_batch(model, optimizer, X, y, nn.BCEWithLogitsLoss(), steps=steps).params
