@@ -84,16 +84,18 @@ def reference(value: float, name: str) -> float:
     return torch_cast(value, name)
 
 
-def decode(sign: str, exponent: str, mantissa: str, finite_only: bool) -> float:
+def decode(
+    sign: str, exponent: str, mantissa: str, finite_only: bool, has_nan: bool = True
+) -> float:
     """The value of a sign/exponent/mantissa bit string, by the IEEE rules.
 
     ``finite_only`` formats (E4M3 'fn') use the all-ones exponent for numbers,
-    all but the all-ones mantissa, which is NaN.
+    all but the all-ones mantissa, which is NaN (a number too without ``has_nan``: E2M1).
     """
     bias = 2 ** (len(exponent) - 1) - 1
     field, fraction, m = int(exponent, 2), int(mantissa, 2), len(mantissa)
     top = 2 ** len(exponent) - 1
-    if finite_only and field == top and fraction == 2**m - 1:
+    if finite_only and has_nan and field == top and fraction == 2**m - 1:
         return math.nan
     if not finite_only and field == top:
         return math.nan if fraction else math.copysign(math.inf, -1.0 if sign == "1" else 1.0)
@@ -129,7 +131,7 @@ def float32s_for(name: str) -> st.SearchStrategy[float]:
     return st.one_of(
         st.floats(width=32),
         st.floats(min_value=-spec.smallest_normal, max_value=spec.smallest_normal, width=32),
-        st.sampled_from(edges(name)),
+        st.sampled_from(edges(name) if name in LAYOUT else e2m1_probes()),
     )
 
 
@@ -189,7 +191,8 @@ def test_spec_matches_every_bit_pattern(name: str) -> None:
 
 
 def test_has_inf_and_saturates() -> None:
-    assert [n for n, s in FORMATS.items() if not s.has_inf] == ["fp8_e4m3"]
+    assert [n for n, s in FORMATS.items() if not s.has_inf] == ["fp8_e4m3", "fp4_e2m1"]
+    assert [n for n, s in FORMATS.items() if not s.has_nan] == ["fp4_e2m1"]
     for name in DTYPE_NAMES:
         beyond = 4 * FORMATS[name].max  # far past the range, still a finite float64
         cast = torch_cast(beyond, name, torch.float64)
@@ -252,6 +255,83 @@ def test_every_fp8_value_and_midpoint(name: str) -> None:
         assert same_float(s.stored, torch_cast(float(value), name)), value
         if value in finite:
             assert s.event == "exact"
+
+
+# --- FP4 E2M1, against ml_dtypes (torch 2.13 has no cast to it) --------------------------
+
+
+def ml_e2m1(values: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """What ml_dtypes stores in E2M1 for float32 ``values``: the values and the 4-bit patterns."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")  # in the test extra: a skip here is news
+    cast = np.array(values, dtype=np.float32).astype(ml_dtypes.float4_e2m1fn)
+    return cast.astype(np.float64), cast.view(np.uint8) & 0xF
+
+
+def e2m1_probes() -> list[float]:
+    """Every E2M1 value, every midpoint between neighbours and the float32s beside them,
+    the midpoint past max, and values far past it and below the smallest subnormal."""
+    spec = FORMATS["fp4_e2m1"]
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    every = np.arange(16, dtype=np.uint8).view(ml_dtypes.float4_e2m1fn).astype(np.float64)
+    finite = np.unique(np.abs(every))
+    beyond = spec.max + ulp(spec.max, "fp4_e2m1")  # the next value if the exponent went on
+    midpoints = (np.append(finite[1:], beyond) + finite) / 2
+    probes = [*finite, *midpoints]
+    probes += [
+        float(np.nextafter(np.float32(v), np.float32(d))) for v in midpoints for d in (-9, 9)
+    ]
+    probes += [1e-30, 1e30, 3.4e38, math.inf]
+    return [sign * v for v in probes for sign in (1.0, -1.0)]
+
+
+def test_e2m1_spec_is_what_its_sixteen_patterns_hold() -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    spec = FORMATS["fp4_e2m1"]
+    every = np.arange(16, dtype=np.uint8).view(ml_dtypes.float4_e2m1fn).astype(np.float64)
+    assert np.isfinite(every).all()  # no inf, no NaN
+    assert (spec.has_inf, spec.has_nan, spec.dtype) == (False, False, None)
+    assert (spec.exponent_bits, spec.mantissa_bits, spec.bits) == (2, 1, 4)
+    assert every.max() == spec.max == 6.0
+    assert every[every > 0].min() == spec.smallest_subnormal == 0.5
+    assert every[(np.arange(16) >> 1 & 0b11) > 0].__abs__().min() == spec.smallest_normal == 1.0
+    for pattern, value in enumerate(every):
+        s = store(float(value), "fp4_e2m1")
+        assert same_float(s.stored, float(value)), pattern
+        assert (int(s.bits, 2), s.event) == (pattern, "exact"), pattern
+
+
+def test_e2m1_stores_what_ml_dtypes_stores_at_every_tie_and_edge() -> None:
+    probes = e2m1_probes()
+    values, patterns = ml_e2m1(probes)
+    for probe, value, pattern in zip(probes, values, patterns, strict=True):
+        s = store(probe, "fp4_e2m1")
+        assert same_float(s.stored, float(value)), probe
+        assert int(s.bits, 2) == int(pattern), probe
+        assert same_float(decode(s.sign, s.exponent, s.mantissa, True, False), s.stored)
+
+
+@EXAMPLES
+@given(value=st.floats(width=32))
+def test_e2m1_stores_what_ml_dtypes_and_round_to_element_store(value: float) -> None:
+    if math.isnan(value):
+        with pytest.raises(ValueError, match="value is a NaN, and FP4 E2M1 has none"):
+            store(value, "fp4_e2m1")
+        return
+    s = store(value, "fp4_e2m1")
+    (expected,), (pattern,) = ml_e2m1([value])
+    assert same_float(s.stored, float(expected)), value
+    assert int(s.bits, 2) == int(pattern), value
+    if math.isfinite(value):
+        from amp_lesson.mx import round_to_element
+
+        assert s.stored == round_to_element(torch.tensor([value]), "e2m1").item()
+
+
+def test_e2m1_goes_through_float32_as_the_narrow_casts_do() -> None:
+    # 0.25 + 2**-40 is past the tie 0.25 in float64, but the tie itself in float32: to even, 0.
+    assert torch.tensor(0.25 + 2**-40, dtype=torch.float64).float().item() == 0.25
+    assert store(0.25 + 2**-40, "fp4_e2m1").stored == 0.0
+    assert store(0.25 + 2**-20, "fp4_e2m1").stored == 0.5
 
 
 def test_tensor_input_is_cast_from_its_own_dtype() -> None:
@@ -374,11 +454,13 @@ def test_nan_with_only_low_payload_bits_stays_nan(name: str) -> None:
     assert (s.kind, s.event) == ("nan", "exact")
 
 
-@pytest.mark.parametrize("name", list(LAYOUT))
+@pytest.mark.parametrize("name", [*LAYOUT, "fp4_e2m1"])
 @EXAMPLES
 @given(data=st.data())
 def test_event_and_rel_error_agree_with_stored(name: str, data: st.DataObject) -> None:
     value = data.draw(float32s_for(name))
+    if math.isnan(value) and not FORMATS[name].has_nan:
+        return  # refused: test_e2m1_stores_what_ml_dtypes_and_round_to_element_store
     s = store(value, name)
     spec = FORMATS[name]
     if same_float(s.stored, value):

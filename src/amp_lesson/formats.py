@@ -20,6 +20,15 @@ FP32 inputs with FP16's 10 mantissa bits and FP32's 8 exponent bits. Its
 stored value is emulated by rounding the FP32 bit pattern to 10 mantissa bits
 (round to nearest, ties to even).
 
+FP4 E2M1, the element format of MXFP4, has no dtype torch 2.13 can cast to:
+``torch.float4_e2m1fn_x2`` holds two of them packed in a byte, with no
+conversion. Its layout is its name (1 sign, 2 exponent and 1 mantissa bits),
+and every one of its 16 patterns is a number: no infinity, no NaN (the OCP
+Microscaling specification v1.0 gives a block's NaN to its scale instead).
+:func:`store` rounds to it from float32 as the narrower formats are rounded
+(to nearest, ties to even) and clamps at ``±6``, as ``ml_dtypes`` 0.7.0 and
+:func:`amp_lesson.mx.round_to_element` do.
+
 A Python float is a float64. torch 2.13 converts float64 to float16,
 bfloat16 and the float8 dtypes *through float32*, so a float64 input can be
 rounded twice (``1 + 2**-11 + 2**-40`` becomes ``1.0`` in FP16, where a single
@@ -33,8 +42,10 @@ store, ulp and the dtype resolver read it; more than half of its lines are docst
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
+import re
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -87,10 +98,13 @@ class FormatSpec:
     eps : float
         The gap between 1 and the next value.
     dtype : torch.dtype or None
-        The storage dtype; ``None`` for TF32, a compute mode with none.
+        The storage dtype; ``None`` for TF32, a compute mode with none, and
+        for FP4 E2M1, which torch stores only packed, two to a byte.
     has_inf : bool
         False for FP8 E4M3 (the ``fn`` in ``float8_e4m3fn`` means "finite and
-        NaN only").
+        NaN only") and FP4 E2M1.
+    has_nan : bool
+        False for FP4 E2M1 only: all of its patterns are numbers.
     saturates : bool
         Whether torch's cast of a CPU tensor clamps a value beyond ``max`` to
         ``max`` instead of rounding it to infinity. (A CUDA tensor's cast can
@@ -120,6 +134,7 @@ class FormatSpec:
     dtype: torch.dtype | None
     has_inf: bool
     saturates: bool
+    has_nan: bool = True
 
 
 # (name, label, storage dtype). TF32 is built from FP32's exponent and FP16's mantissa.
@@ -130,6 +145,7 @@ _DEFINITIONS: tuple[tuple[str, str, torch.dtype | None], ...] = (
     ("bf16", "BF16", torch.bfloat16),
     ("fp8_e4m3", "FP8 E4M3", torch.float8_e4m3fn),
     ("fp8_e5m2", "FP8 E5M2", torch.float8_e5m2),
+    ("fp4_e2m1", "FP4 E2M1", None),
 )
 
 # Integer dtypes of each width, to read a stored value's bit pattern with .view().
@@ -176,7 +192,49 @@ def _round_fp32_bits(bits: torch.Tensor, mantissa_bits: int) -> torch.Tensor:
     return rounded & ~((1 << dropped) - 1)
 
 
+def _round_e2m1(magnitude: float, spec: FormatSpec) -> float:
+    """Round a magnitude (a float32, as a Python float) to FP4 E2M1, ties to even, at most max."""
+    if math.isinf(magnitude):
+        return spec.max
+    binade = math.frexp(magnitude)[1] - 1 if magnitude else 1 - spec.bias
+    quantum = math.ldexp(1.0, max(binade, 1 - spec.bias) - spec.mantissa_bits)
+    return min(round(magnitude / quantum) * quantum, spec.max)  # round(): half to even
+
+
+def _e2m1_pattern(magnitude: float, spec: FormatSpec) -> int:
+    """The exponent and mantissa fields of an E2M1 magnitude, as one unsigned pattern."""
+    if magnitude < spec.smallest_normal:  # subnormal or zero: exponent field 0
+        return int(magnitude / spec.smallest_subnormal)
+    binade = math.frexp(magnitude)[1] - 1
+    fraction = int(math.ldexp(magnitude, spec.mantissa_bits - binade)) - (1 << spec.mantissa_bits)
+    return (binade + spec.bias) << spec.mantissa_bits | fraction
+
+
 def _spec(name: str, label: str, dtype: torch.dtype | None) -> FormatSpec:
+    if name == "fp4_e2m1":  # the layout is the name; every pattern is a number
+        exponent_bits, mantissa_bits = (int(c) for c in re.findall(r"\d", name)[1:])
+        bias = 2 ** (exponent_bits - 1) - 1
+        e2m1 = FormatSpec(
+            name=name,
+            label=label,
+            bits=1 + exponent_bits + mantissa_bits,
+            sign_bits=1,
+            exponent_bits=exponent_bits,
+            mantissa_bits=mantissa_bits,
+            bias=bias,
+            # the all-ones exponent is a binade of numbers, as in E4M3 but with no NaN
+            max=math.ldexp(2 - math.ldexp(1, -mantissa_bits), 2**exponent_bits - 1 - bias),
+            smallest_normal=math.ldexp(1.0, 1 - bias),
+            smallest_subnormal=math.ldexp(1.0, 1 - bias - mantissa_bits),
+            eps=math.ldexp(1.0, -mantissa_bits),
+            dtype=None,
+            has_inf=False,
+            saturates=True,
+            has_nan=False,
+        )
+        # Whether the rounding clamps, read from it as for the other formats.
+        saturates = math.isfinite(_round_e2m1(2 * e2m1.max, e2m1))
+        return dataclasses.replace(e2m1, saturates=saturates)
     if dtype is not None:
         finfo = torch.finfo(dtype)
         bits = finfo.bits
@@ -225,7 +283,7 @@ FORMATS: Mapping[str, FormatSpec] = types.MappingProxyType(
 """Read-only mapping from format name to its :class:`FormatSpec`.
 
 >>> list(FORMATS)
-['fp32', 'tf32', 'fp16', 'bf16', 'fp8_e4m3', 'fp8_e5m2']
+['fp32', 'tf32', 'fp16', 'bf16', 'fp8_e4m3', 'fp8_e5m2', 'fp4_e2m1']
 """
 
 _BY_DTYPE = {spec.dtype: spec for spec in FORMATS.values() if spec.dtype is not None}
@@ -246,6 +304,7 @@ COLUMN_TITLES: Mapping[str, str] = types.MappingProxyType(
         "dtype": "torch dtype",
         "has_inf": "has inf",
         "saturates": "saturates",
+        "has_nan": "has NaN",
     }
 )
 """Headings for the columns of :func:`format_table`, for a rendered table.
@@ -531,6 +590,12 @@ def beyond_range(
 
 def _stored_and_pattern(spec: FormatSpec, source: torch.Tensor) -> tuple[float, int]:
     """The stored value and its bit pattern (as a non-negative int of ``spec.bits``)."""
+    if spec.name == "fp4_e2m1":  # from the float32, as torch casts to the narrow formats
+        f = source.to(torch.float32).item()
+        magnitude = _round_e2m1(abs(f), spec)
+        sign = int(math.copysign(1.0, f) < 0)
+        pattern = sign << (spec.bits - 1) | _e2m1_pattern(magnitude, spec)
+        return math.copysign(magnitude, f), pattern
     if spec.dtype is None:  # TF32: round the FP32 pattern, keep its top 19 bits
         rounded = _round_fp32_bits(_fp32_bits(source), spec.mantissa_bits)
         stored = _fp32_from_bits(rounded).item()
@@ -564,7 +629,8 @@ def store(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) -> S
     TypeError
         If ``value`` is not a real number or a floating-point tensor.
     ValueError
-        If ``fmt`` is not a known format or ``value`` is not 0-dim.
+        If ``fmt`` is not a known format or ``value`` is not 0-dim, or
+        ``value`` is a NaN and ``fmt`` has none (FP4 E2M1).
 
     Examples
     --------
@@ -582,10 +648,21 @@ def store(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) -> S
 
     >>> store(500.0, torch.float8_e4m3fn).stored, store(500.0, "fp8_e4m3").event
     (448.0, 'saturated')
+
+    FP4 E2M1 keeps one mantissa bit: its magnitudes are 0, 0.5, 1, 1.5, 2, 3, 4 and 6:
+
+    >>> [store(v, "fp4_e2m1").stored for v in (0.3, 2.5, 5.0, 100.0)]
+    [0.5, 2.0, 4.0, 6.0]
+    >>> store(-1.5, "fp4_e2m1").bits
+    '1011'
     """
     spec = format_spec(fmt)
     source = _as_tensor("value", value)
     original = source.item()
+    if math.isnan(original) and not spec.has_nan:
+        raise ValueError(
+            f"value is a NaN, and {spec.label} has none: every one of its patterns is a number"
+        )
     stored, pattern = _stored_and_pattern(spec, source)
     # What the narrow cast rounds: torch goes through float32 first (see the module's top),
     # so whether a value was beyond range is judged on that float32, as the cast judged it.
