@@ -209,6 +209,32 @@ def test_a_module_edit_reexecutes_the_pages_that_import_it_and_no_other(
     assert _env(out).nb_metadata["other"]["exec_data"]["mtime"] == other_mtime
 
 
+@pytest.mark.usefixtures("sphinx")
+def test_a_module_edit_reads_again_a_page_whose_playground_it_computes(tmp_path: Path) -> None:
+    """The explorer's table is computed by amp_lesson.playground when its page is read; the page
+    imports nothing, yet an edit to that module shows on the rebuilt page."""
+    pkg = tmp_path / "pkg"
+    shutil.copytree(
+        Path(amp_lesson.__file__).parent,
+        pkg / "amp_lesson",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    src = mini_book(tmp_path, ":::{bit-explorer}\n:value: 1\n:examples: 1e-8\n:::\n")
+    out = tmp_path / "html"
+    env = dict(os.environ, PYTHONPATH=str(pkg))
+    sphinx_build(src, out, env=env)
+    assert "underflow to zero" in (out / "page.html").read_text()
+
+    playground = pkg / "amp_lesson" / "playground.py"
+    text = playground.read_text()
+    assert text.count('"underflow to zero"') == 1
+    playground.write_text(text.replace('"underflow to zero"', '"flushed to zero"'))
+    sphinx_build(src, out, env=env)  # no -E: an author's plain rebuild
+    page = (out / "page.html").read_text()
+    assert "flushed to zero" in page
+    assert "underflow to zero" not in page
+
+
 def test_execution_timeout_is_raised_from_the_default() -> None:
     import runpy
 

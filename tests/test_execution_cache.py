@@ -151,6 +151,21 @@ def test_kernels_encrypt_their_transport() -> None:
     assert KernelManager(kernel_name="python3").transport_encryption == "auto"
 
 
+def test_a_page_with_a_playground_depends_on_the_module_that_computes_it() -> None:
+    from amp_lesson.sphinxext import execution, pages
+
+    graph = execution.PackageGraph(Path(execution.__file__).parents[1])
+    front = "---\nfile_format: mystnb\nkernelspec: {name: python3, display_name: P}\n---\n"
+    explorer = pages.read_text(front + "# P\n\n:::{bit-explorer}\n:value: 1\n:::\n")
+    playground = pages.read_text(front + "````{scaler-playground}\n````\n")
+    quoted = pages.read_text(front + "Write `:::{bit-explorer}` to show one.\n")
+    assert {"amp_lesson.playground", "amp_lesson.formats"} <= execution.page_modules(
+        explorer, graph
+    )
+    assert "amp_lesson.scaler" in execution.page_modules(playground, graph)
+    assert execution.page_modules(quoted, graph) == set()
+
+
 def test_a_page_is_keyed_on_the_modules_it_imports_and_not_on_the_extension(
     tmp_path: Path,
 ) -> None:

@@ -6,6 +6,8 @@ metadata a key of everything else the page's output depends on:
 
 - the modules of ``amp_lesson`` its cells import, and every module of the
   package those import (found by reading their imports, not by running them),
+- the modules that compute what its playground directives show
+  (:data:`DIRECTIVE_MODULES`), read when the page is read,
 - the watched data files (``amp_lesson_watch``) it reads: those whose folder
   its cells, or the modules it imports, name.
 
@@ -32,6 +34,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -157,11 +160,24 @@ class PackageGraph:
         return h.hexdigest()
 
 
+DIRECTIVE_MODULES: dict[str, str] = {
+    "bit-explorer": "playground",
+    "scaler-playground": "playground",
+}
+"""The book's directives whose output a module of the package computes (module names
+relative to the package): a page that uses one depends on that module as if a cell imported it."""
+
+
 def page_modules(page: pages.Page, graph: PackageGraph) -> set[str]:
-    """The modules of the package that the page's code cells run, imports included."""
+    """The modules of the package that the page's code cells run, imports included, and those
+    its directives compute with (:data:`DIRECTIVE_MODULES`)."""
     names: set[str] = set()
     for cell in page.code_cells:
         names |= imported_modules(cell.source, graph.package)
+    for directive, module in DIRECTIVE_MODULES.items():
+        opening = rf"^[ \t]*(?::{{3,}}|`{{3,}})\{{{re.escape(directive)}\}}"
+        if re.search(opening, page.markdown, re.MULTILINE):
+            names.add(f"{graph.package}.{module}")
     return graph.closure(names)
 
 
@@ -173,8 +189,6 @@ def names_path(text: str, path: Path) -> bool:
     >>> names_path("load_digits_data(device)", Path("docs/_data"))
     False
     """
-    import re
-
     return re.search(rf"(?<![\w.-]){re.escape(path.name)}(?![\w.-])", text) is not None
 
 
@@ -359,13 +373,15 @@ class Parser(MystNbParser):  # type: ignore[misc]
         env = document.settings.env
         path = Path(env.doc2path(env.docname))
         page = pages.read_text(inputstring, path)
-        if page.is_notebook and page.code_cells:
-            graph = _graph(env)
-            inputs = page_inputs(page, graph, _watched(env))
+        graph = _graph(env)
+        inputs = page_inputs(page, graph, _watched(env))
+        runs_cells = page.is_notebook and bool(page.code_cells)
+        if runs_cells or inputs["modules"] or inputs["data"]:  # outdated_pages compares the key
             key = inputs_key(inputs, graph)
             env.metadata[env.docname][KEY_FIELD] = key
             env.metadata[env.docname][INPUTS_FIELD] = inputs
-            inputstring = with_key(inputstring, key)
+            if runs_cells:
+                inputstring = with_key(inputstring, key)
         record = _record_path()
         if record is not None:
             record.unlink(missing_ok=True)
@@ -405,6 +421,15 @@ def _graph(env: Any) -> PackageGraph:
     import amp_lesson
 
     return package_graph(Path(amp_lesson.__file__).resolve().parent)
+
+
+def directive_key(directive: str) -> str:
+    """The digest of the package's modules that compute ``directive``'s output, as they are
+    now (:data:`DIRECTIVE_MODULES`): what a stored result of the directive must match."""
+    import amp_lesson
+
+    graph = package_graph(Path(amp_lesson.__file__).resolve().parent)
+    return graph.digest(graph.closure({f"{graph.package}.{DIRECTIVE_MODULES[directive]}"}))
 
 
 def _watched(env: Any) -> list[Path]:

@@ -213,14 +213,26 @@ def computed_once(
 
     Computing it imports torch (3 s in the Sphinx process) and casts with it,
     so the result is stored as JSON beside the execution cache, under a name
-    made of ``kind``, the options and the extension's own hash. The execution
-    cache's folder is chosen by the package's source and the torch version,
-    so a stored result is never older than either. A ``ValueError`` from
-    ``compute`` (a bad option) is raised and nothing is stored.
+    made of ``kind`` (the directive's name), the options, the extension's own
+    hash and the digest of the package's modules that compute it
+    (:func:`~amp_lesson.sphinxext.execution.directive_key`). The execution
+    cache's folder is chosen by the installed distributions (torch's version
+    among them), Python and the device, so a stored result is never older than
+    any of these. A ``ValueError`` from ``compute`` (a bad option) is raised
+    and nothing is stored.
     """
+    from amp_lesson.sphinxext.execution import directive_key
+
     config = directive.env.config
     base = getattr(config, "nb_execution_cache_path", "")
-    name = json.dumps([kind, sorted(directive.options.items()), config.amp_lesson_extension_hash])
+    name = json.dumps(
+        [
+            kind,
+            sorted(directive.options.items()),
+            config.amp_lesson_extension_hash,
+            directive_key(kind),
+        ]
+    )
     path = Path(base) / "playgrounds" / f"{hashlib.sha256(name.encode()).hexdigest()[:32]}.json"
     if base and path.is_file():
         try:
