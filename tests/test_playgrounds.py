@@ -19,6 +19,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from bs4 import BeautifulSoup
@@ -27,10 +28,12 @@ from helpers import DOCS, BadPagesBuild, build_bad_pages, sphinx_build
 from amp_lesson import playground
 from amp_lesson.formats import FORMATS, store
 from amp_lesson.playground import (
+    EVENT_TEXT,
     EXAMPLE_VALUES,
     EXPLORER_FORMATS,
     MAX_NUMBER_LENGTH,
     MAX_STEPS,
+    NOT_STORED,
     PATTERN_PREFIXES,
     class_text,
     event_text,
@@ -110,6 +113,16 @@ def test_a_bit_pattern_stands_for_what_torch_reads_from_it(
         value = read_number(f"{prefix}0x{pattern:x}")
         # bit for bit, NaN payloads included
         assert _bits64(value) == _bits64(_item_of(pattern, dtype, int_dtype)), hex(pattern)
+
+
+def test_an_e2m1_pattern_stands_for_what_ml_dtypes_reads_from_it() -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")  # in the test extra: a skip here is news
+    every = np.arange(16, dtype=np.uint8).view(ml_dtypes.float4_e2m1fn).astype(np.float64)
+    for pattern, expected in enumerate(every):
+        for prefix in ("e2m1", "fp4_e2m1", "E2M1 "):
+            assert _bits64(read_number(f"{prefix}:0x{pattern:x}")) == _bits64(float(expected))
+        assert read_number(f"e2m1:0x{pattern:x}") == store(float(expected), "fp4_e2m1").stored
+    assert "4 bits: the largest pattern is 0xf" in _error_message(read_number, "e2m1:0x10")
 
 
 def test_a_tf32_pattern_is_the_fp32_one_with_its_low_bits_zero() -> None:
@@ -200,9 +213,12 @@ def test_format_parameters_are_the_formats_own() -> None:
     for entry in entries:
         spec = FORMATS[entry["name"]]
         for field in ("label", "bits", "exponent_bits", "mantissa_bits", "bias", "max",
-                      "smallest_normal", "smallest_subnormal", "eps", "has_inf", "saturates"):  # fmt: skip
+                      "smallest_normal", "smallest_subnormal", "eps", "has_inf", "saturates",
+                      "has_nan"):  # fmt: skip
             assert entry[field] == getattr(spec, field), (entry["name"], field)
         assert PATTERN_PREFIXES[entry["prefix"]] == spec.name
+        assert (entry["nan"] is None) == (not spec.has_nan)
+        assert entry["fp32_top_bits"] == (spec.name == "tf32")
     json.dumps(entries, allow_nan=False)  # JSON as the page needs it: no inf or nan
 
 
@@ -227,6 +243,10 @@ def test_the_nan_rule_the_script_follows_is_what_torch_stores() -> None:
         mantissa = (1 << 51) | rng.getrandbits(51)  # a quiet NaN with a random payload
         value = struct.unpack("<d", struct.pack("<Q", sign << 63 | 0x7FF << 52 | mantissa))[0]
         for entry in entries:
+            if entry["nan"] is None:  # FP4 E2M1: no NaN to store
+                with pytest.raises(ValueError, match="has none"):
+                    store(value, entry["name"])
+                continue
             stored = store(value, entry["name"])
             assert int(stored.bits, 2) == _nan_from_rule(entry, sign, mantissa >> 29), entry["name"]
 
@@ -262,6 +282,27 @@ def test_explorer_rows_are_stores_results_as_text() -> None:
     assert by_key[("inf", "FP8 E4M3")]["stored"] == "448.0"
     assert by_key[("inf", "FP8 E4M3")]["class"] == "saturated"
     assert by_key[("-0.0", "BF16")]["bits"] == "1 00000000 0000000"
+
+
+def test_a_nan_in_a_format_without_one_is_a_row_that_says_so() -> None:
+    rows = explorer_rows([math.nan, 7.0], ["fp16", "fp4_e2m1"])
+    nan_fp16, nan_e2m1, seven_fp16, seven_e2m1 = rows
+    assert (nan_fp16["stored"], nan_fp16["event"]) == ("nan", "exact")
+    assert nan_e2m1 == {
+        "value": "nan",
+        "format": "FP4 E2M1",
+        "stored": NOT_STORED,
+        "bits": NOT_STORED,
+        "class": NOT_STORED,
+        "event": EVENT_TEXT["no_nan"],
+        "relative error": NOT_STORED,
+    }
+    assert (seven_e2m1["stored"], seven_e2m1["bits"], seven_e2m1["event"]) == (
+        "6.0",
+        "0 11 1",
+        "saturated to max",
+    )
+    assert seven_fp16["event"] == "exact"
 
 
 # -- the GradScaler playground's input ------------------------------------------------------

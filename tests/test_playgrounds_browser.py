@@ -33,7 +33,9 @@ from install_axe import axe_script
 
 from amp_lesson.formats import FORMATS, store
 from amp_lesson.playground import (
+    EVENT_TEXT,
     EXPLORER_FORMATS,
+    NOT_STORED,
     class_text,
     describe_trace,
     event_text,
@@ -50,6 +52,8 @@ pytestmark = pytest.mark.browser
 
 FORMATS_PAGE = "chapter/formats.html"
 BEYOND_PAGE = "beyond/bf16-tf32-fp8.html"
+MX_PAGE = "beyond/mx-block-scaling.html"
+MX_PAGE_FORMATS = ("fp4_e2m1", "fp8_e4m3", "fp8_e5m2", "fp16")  # its explorer's :formats:
 SCALER_PAGE = "chapter/gradscaler.html"
 PAGES = (FORMATS_PAGE, BEYOND_PAGE, SCALER_PAGE)
 SHOTS = Path("/tmp/playground-shots")
@@ -123,6 +127,7 @@ def explorer_texts(seed: int = 20260) -> list[str]:
                 texts.append(repr(tie + nudge))
     # Every FP8 pattern, and random patterns of the 16-bit formats and TF32.
     texts += [f"e4m3:0x{p:02x}" for p in range(256)] + [f"e5m2:0x{p:02x}" for p in range(256)]
+    texts += [f"e2m1:0x{p:x}" for p in range(16)] + ["fp4_e2m1:0xF", "E2M1 : 0x8"]
     texts += [f"fp16:0x{rng.getrandbits(16):04x}" for _ in range(400)]
     texts += [f"bf16:0x{rng.getrandbits(16):04x}" for _ in range(400)]
     texts += [f"tf32:0x{rng.getrandbits(19):05x}" for _ in range(200)]
@@ -150,11 +155,17 @@ def explorer_texts(seed: int = 20260) -> list[str]:
     return texts
 
 
-def _reference(text: str) -> tuple[str, list[list[str]]]:
+def _reference(text: str, names: tuple[str, ...] = EXPLORER_FORMATS) -> tuple[str, list[list[str]]]:
     """What the explorer must show for ``text``: the float64, then per format its fields."""
     value = read_number(text)
     rows = []
-    for name in EXPLORER_FORMATS:
+    for name in names:
+        if math.isnan(value) and not FORMATS[name].has_nan:  # FP4 E2M1: store refuses it
+            no_nan = EVENT_TEXT["no_nan"]
+            rows.append(
+                [name, NOT_STORED, "", "none", "no_nan", *[NOT_STORED] * 3, no_nan, NOT_STORED]
+            )
+            continue
         s = store(value, name)
         rows.append(
             [
@@ -222,6 +233,43 @@ def test_the_bit_explorer_stores_what_torch_stores(page: Any, site_url: str) -> 
     kinds = {row[3] for _, rows in expected for row in rows}
     assert events == {"exact", "rounded", "underflow", "overflow", "saturated"}
     assert kinds == {"normal", "subnormal", "zero", "inf", "nan"}
+    _assert_clean(page)
+
+
+def test_the_explorer_on_the_mx_page_stores_what_store_gives_in_e2m1(
+    page: Any, site_url: str
+) -> None:
+    """The same texts on the MX page's explorer, whose formats start with FP4 E2M1 (no torch
+    cast: :func:`amp_lesson.formats.store` is checked against ml_dtypes in test_formats)."""
+    texts = explorer_texts()
+    _open(page, site_url, MX_PAGE, ".amp-bx-ready")
+    names = [
+        n for n in page.eval_on_selector_all("li.amp-bx-fmt", "e => e.map(li => li.dataset.format)")
+    ]
+    assert tuple(names) == MX_PAGE_FORMATS
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(lambda: [_reference(text, MX_PAGE_FORMATS) for text in texts])
+        shown = _read_explorer(page, texts)
+        expected = pending.result()
+    differences = [
+        (text, got, want)
+        for text, got, want in zip(texts, shown, expected, strict=True)
+        if [got[0], got[1]] != [want[0], want[1]]
+    ]
+    assert differences[:10] == []
+    e2m1 = [rows[0] for _, rows in expected]
+    assert {row[4] for row in e2m1} == {"exact", "rounded", "underflow", "saturated", "no_nan"}
+    assert {row[2] for row in e2m1} >= {format(p, "04b") for p in range(16)}  # every pattern
+    # A NaN leaves no bits and says why; flipping a bit from there starts at zero.
+    page.fill("input.amp-bx-input", "nan")
+    row = page.locator('li.amp-bx-fmt[data-format="fp4_e2m1"]')
+    assert row.get_attribute("data-event") == "no_nan"
+    assert page.locator(".amp-bx-headline").text_content() == (
+        f"FP4 E2M1 stores nothing ({EVENT_TEXT['no_nan']})"
+    )
+    row.locator("button.amp-bx-bit").nth(3).click()
+    assert page.input_value("input.amp-bx-input") == "e2m1:0x1"
+    assert row.get_attribute("data-stored") == "0.5"
     _assert_clean(page)
 
 
@@ -878,6 +926,13 @@ def test_on_a_phone_the_input_and_fp16s_answer_stay_in_view(make_page: Any, site
     _assert_clean(pg)
 
 
+CLIPPED_CELLS = """() => [...document.querySelectorAll('.amp-bx-table th, .amp-bx-table td')]
+  .filter((cell) => cell.scrollWidth > cell.clientWidth)
+  .map((cell) => [cell.textContent, cell.scrollWidth, cell.clientWidth])"""
+"""The cells of the explorer's static table whose text is wider than the cell (and so runs
+into the next one)."""
+
+
 def test_without_javascript_the_explorers_table_fits_a_desktop_and_scrolls_on_a_phone(
     browser: Any, site_url: str
 ) -> None:
@@ -886,7 +941,12 @@ def test_without_javascript_the_explorers_table_fits_a_desktop_and_scrolls_on_a_
     for viewport, fits in ((DESKTOP, True), (PHONE, False)):
         pg = recording_page(browser, site_url, viewport=viewport, java_script_enabled=False)
         try:
+            for rel in (BEYOND_PAGE, MX_PAGE):  # six formats; FP4 E2M1 first: no cell clipped
+                pg.goto(f"{site_url}/{rel}", wait_until="load")
+                clipped = pg.evaluate(CLIPPED_CELLS)
+                assert clipped == [], (rel, viewport, clipped)
             pg.goto(f"{site_url}/{FORMATS_PAGE}", wait_until="load")
+            assert pg.evaluate(CLIPPED_CELLS) == []
             wrap = pg.locator(".amp-bx-static .amp-bx-table-wrap")
             sizes = wrap.evaluate(
                 "el => [el.scrollWidth, el.clientWidth, el.querySelector('caption').scrollWidth,"

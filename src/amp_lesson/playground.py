@@ -56,6 +56,7 @@ __all__ = [
     "EXPLORER_FORMATS",
     "MAX_NUMBER_LENGTH",
     "MAX_STEPS",
+    "NOT_STORED",
     "PATTERN_PREFIXES",
     "TRACE_COLUMNS",
     "class_text",
@@ -95,8 +96,10 @@ PATTERN_PREFIXES: Mapping[str, str] = {
     "fp16": "fp16",
     "e4m3": "fp8_e4m3",
     "e5m2": "fp8_e5m2",
+    "e2m1": "fp4_e2m1",
     "fp8_e4m3": "fp8_e4m3",
     "fp8_e5m2": "fp8_e5m2",
+    "fp4_e2m1": "fp4_e2m1",
 }
 """Names a bit pattern may start with (``fp16:0x3c00``), and the format each means."""
 
@@ -106,8 +109,15 @@ EVENT_TEXT: Mapping[str, str] = {
     "underflow": "underflow to zero",
     "overflow": "overflow to inf",
     "saturated": "saturated to max",
+    "no_nan": "no NaN in this format",
 }
-"""How the explorer words each ``event`` of a :class:`~amp_lesson.formats.Stored`."""
+"""How the explorer words each ``event`` of a :class:`~amp_lesson.formats.Stored`, and
+``no_nan``: a NaN typed for a format that has none (FP4 E2M1), which
+:func:`~amp_lesson.formats.store` refuses."""
+
+NOT_STORED = "—"
+"""What the explorer shows for the stored value, bits, class and relative error of a NaN
+in a format that has none."""
 
 CLASS_TEXT: Mapping[str, str] = {
     "normal": "normal",
@@ -147,6 +157,16 @@ _HOW_TO_TYPE = (
 
 def _pattern_value(pattern: int, spec: FormatSpec) -> float:
     """The Python float torch's ``.item()`` gives for ``spec``'s bit ``pattern``."""
+    if spec.name == "fp4_e2m1":  # no dtype to view the bits as: read the fields
+        sign = pattern >> (spec.bits - 1)
+        exponent = pattern >> spec.mantissa_bits & ((1 << spec.exponent_bits) - 1)
+        fraction = pattern & ((1 << spec.mantissa_bits) - 1)
+        if exponent == 0:  # subnormal or zero
+            magnitude = fraction * spec.smallest_subnormal
+        else:
+            significand = 1 + math.ldexp(fraction, -spec.mantissa_bits)
+            magnitude = math.ldexp(significand, exponent - spec.bias)
+        return -magnitude if sign else magnitude
     if spec.dtype is None:  # TF32: the FP32 whose low mantissa bits are zero
         pattern <<= _FP32_MANTISSA_BITS - spec.mantissa_bits
         bits, dtype = 32, torch.float32
@@ -225,7 +245,7 @@ def read_number(text: str) -> float:
     name = "fp32"
     if prefix is not None:
         if prefix.lower() not in PATTERN_PREFIXES:
-            names = ", ".join(p for p in PATTERN_PREFIXES if not p.startswith("fp8_"))
+            names = ", ".join(p for p in PATTERN_PREFIXES if not p.startswith(("fp8_", "fp4_")))
             raise ValueError(
                 f"“{prefix}” is not a format: a bit pattern may start with one of "
                 f"{names}, as in fp16:0x3c00."
@@ -250,14 +270,17 @@ def _float64_from_bits(bits: int) -> float:
     return struct.unpack("<d", struct.pack("<Q", bits))[0]
 
 
-def _nan_encoding(spec: FormatSpec) -> dict[str, Any]:
+def _nan_encoding(spec: FormatSpec) -> dict[str, Any] | None:
     """What ``spec`` stores for a NaN, read from torch's casts through :func:`store`.
 
     ``pattern`` is the stored pattern of a positive quiet NaN; ``keeps_sign``
     whether a negative NaN keeps its sign bit; ``keeps_payload`` whether the
     top mantissa bits of the NaN's payload survive (the FP32-level payload
     shifted down to the format's mantissa, as a truncating cast does).
+    ``None`` for a format with no NaN.
     """
+    if not spec.has_nan:
+        return None
     canonical = store(math.nan, spec)
     negative = store(-math.nan, spec)
     quiet = 1 << (_FP64_MANTISSA_BITS - 1)
@@ -275,8 +298,9 @@ def format_parameters(names: Iterable[str] = EXPLORER_FORMATS) -> list[dict[str,
 
     Each entry has the :class:`~amp_lesson.formats.FormatSpec` fields
     (``dtype`` as a string), the short ``prefix`` a bit pattern of the format
-    is typed with, and ``nan``: how torch stores a NaN in the format (see
-    ``_nan_encoding``). Every entry is derived, none typed in: the script
+    is typed with, ``fp32_top_bits`` (whether a pattern of the format is the
+    top bits of an FP32 pattern: TF32's), and ``nan``: how torch stores a NaN
+    in the format (see ``_nan_encoding``; ``None`` where it has none). Every entry is derived, none typed in: the script
     and :func:`~amp_lesson.formats.store` read the same facts.
 
     Parameters
@@ -321,7 +345,9 @@ def format_parameters(names: Iterable[str] = EXPLORER_FORMATS) -> list[dict[str,
                 "eps": spec.eps,
                 "dtype": None if spec.dtype is None else str(spec.dtype),
                 "has_inf": spec.has_inf,
+                "has_nan": spec.has_nan,
                 "saturates": spec.saturates,
+                "fp32_top_bits": spec.name == "tf32",
                 "nan": _nan_encoding(spec),
             }
         )
@@ -383,7 +409,9 @@ def explorer_rows(
     ``format``, ``stored``, ``bits`` (sign, exponent and mantissa separated by
     spaces), ``class``, ``event`` and ``relative error``. Numbers are written
     as Python's ``repr`` writes them; the relative error with three
-    significant digits. This is the table a reader without JavaScript sees.
+    significant digits. A NaN in a format that has none (FP4 E2M1) is not
+    stored: :data:`NOT_STORED` in those columns, and the ``no_nan`` event's
+    words. This is the table a reader without JavaScript sees.
 
     Parameters
     ----------
@@ -403,6 +431,10 @@ def explorer_rows(
     ...     print(row["format"], row["stored"], row["bits"], row["event"])
     FP16 inf 0 11111 0000000000 overflow to inf
     BF16 65536.0 0 10001111 0000000 rounded
+    >>> for row in explorer_rows([0.3, math.nan], ["fp4_e2m1"]):
+    ...     print(row["stored"], row["bits"], row["event"])
+    0.5 0 00 1 rounded
+    — — no NaN in this format
     """
     if isinstance(names, str) or not isinstance(names, Iterable):
         raise TypeError(f"names must be a sequence of format names, got {names!r}")
@@ -410,6 +442,13 @@ def explorer_rows(
     rows = []
     for value in values:
         for name in names:
+            if math.isnan(value) and not FORMATS[name].has_nan:
+                rows.append(
+                    {"value": repr(value), "format": FORMATS[name].label}
+                    | dict.fromkeys(("stored", "bits", "class", "relative error"), NOT_STORED)
+                    | {"event": EVENT_TEXT["no_nan"]}
+                )
+                continue
             s = store(value, name)
             rows.append(
                 {

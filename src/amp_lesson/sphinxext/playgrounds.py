@@ -1,7 +1,7 @@
 """Two playgrounds in the page: a bit explorer and a GradScaler playground.
 
 ``{bit-explorer}`` lets a reader type a number (or flip bits) and see what
-FP16, BF16, FP32, TF32 and the two FP8 formats store for it::
+FP16, BF16, FP32, TF32, the two FP8 formats and FP4 E2M1 store for it::
 
     :::{bit-explorer}
     :value: 0.1
@@ -13,7 +13,7 @@ FP16, BF16, FP32, TF32 and the two FP8 formats store for it::
     :::
 
 ``:formats:`` are the formats a reader can pick from, in the order shown
-(default: all six, FP16 first); ``:show:`` those shown at first (default:
+(default: the six of :data:`amp_lesson.playground.EXPLORER_FORMATS`, FP16 first); ``:show:`` those shown at first (default:
 all of them). ``:examples:`` are offered as buttons that type the value, and
 are the rows of the table a reader without JavaScript sees (for the formats
 of ``:show:``).
@@ -171,6 +171,7 @@ def _explorer(options: dict[str, str]) -> dict[str, Any]:
         EVENT_TEXT,
         EXAMPLE_VALUES,
         EXPLORER_FORMATS,
+        NOT_STORED,
         PATTERN_PREFIXES,
         explorer_rows,
         format_parameters,
@@ -200,6 +201,7 @@ def _explorer(options: dict[str, str]) -> dict[str, Any]:
         "prefixes": dict(PATTERN_PREFIXES),
         "event_text": dict(EVENT_TEXT),
         "class_text": dict(CLASS_TEXT),
+        "not_stored": NOT_STORED,
     }
     shown_in_order = [name for name in names if name in shown]
     table = _static_table(explorer_rows(examples, shown_in_order), "Bit explorer, static table")

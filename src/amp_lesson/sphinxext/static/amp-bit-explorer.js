@@ -151,6 +151,7 @@
   };
 
   FormatRow.prototype.show = function (stored, texts) {
+    if (stored.pattern === null) return this.showNothing(stored, texts);
     var digits = stored.sign + stored.exponent + stored.mantissa;
     var before = this.digits || "";
     this.pattern = stored.pattern;
@@ -177,6 +178,29 @@
     setAttr(item, "class", "amp-bx-fmt amp-bx-is-" + stored.event);
   };
 
+  /** A NaN in a format that has none (FP4 E2M1): no bits, and the event says why. */
+  FormatRow.prototype.showNothing = function (stored, texts) {
+    this.pattern = null;
+    this.digits = "";
+    this.buttons.forEach(function (button) {
+      setText(button.lastChild, "\u00b7");
+      button.classList.remove("amp-bx-one");
+    });
+    var self = this;
+    ["stored", "rel", "class"].forEach(function (cell) {
+      setText(self.cells[cell], texts.notStored);
+    });
+    setText(this.cells.event, texts.eventText(stored));
+    var item = this.item;
+    setAttr(item, "data-stored", texts.notStored);
+    setAttr(item, "data-bits", "");
+    setAttr(item, "data-kind", stored.kind);
+    setAttr(item, "data-event", stored.event);
+    setAttr(item, "data-rel", texts.notStored);
+    setAttr(item, "data-class", texts.notStored);
+    setAttr(item, "class", "amp-bx-fmt amp-bx-is-" + stored.event);
+  };
+
   /* ------------------------------------------------------------ the explorer */
 
   function Explorer(root, serial) {
@@ -190,6 +214,7 @@
     });
     this.prefixes = data.prefixes;
     this.texts = {
+      notStored: data.not_stored,
       classText: function (s) {
         return s.event === "saturated" ? "saturated" : data.class_text[s.kind];
       },
@@ -373,8 +398,11 @@
       row.show(stored, self.texts);
       if (!row.checkbox.checked) return;
       if (!headline) {
-        headline = row.spec.label + " stores " + floats.pyRepr(stored.stored) + " (" +
-          self.texts.eventText(stored) + ")";
+        headline =
+          stored.pattern === null
+            ? row.spec.label + " stores nothing (" + self.texts.eventText(stored) + ")"
+            : row.spec.label + " stores " + floats.pyRepr(stored.stored) + " (" +
+              self.texts.eventText(stored) + ")";
       }
       events.push(row.spec.label + " " + self.texts.eventText(stored));
       var marker = self.markers[i];
@@ -399,8 +427,9 @@
   /** Flip one bit of a format's stored pattern: that pattern becomes the number. */
   Explorer.prototype.flip = function (row, index) {
     var place = floats.pow2(row.spec.bits - 1 - index);
-    var bit = Math.floor(row.pattern / place) % 2;
-    var pattern = row.pattern + (bit ? -place : place);
+    var from = row.pattern === null ? 0 : row.pattern; // no bits shown: start from zero
+    var bit = Math.floor(from / place) % 2;
+    var pattern = from + (bit ? -place : place);
     this.input.value = patternText(pattern, row.spec);
     this.update();
     row.focus(index);

@@ -154,9 +154,25 @@
   /**
    * What `spec` stores for a source, with its bits and what happened: the
    * fields of amp_lesson.formats.Stored (value, stored, sign, exponent,
-   * mantissa, kind, event, rel_error), computed the same way.
+   * mantissa, kind, event, rel_error), computed the same way. A NaN in a
+   * format with none (FP4 E2M1), which amp_lesson.formats.store refuses, is
+   * not stored: pattern null, kind "none", event "no_nan".
    */
   function store(source, spec) {
+    if (source.nan && !spec.has_nan) {
+      return {
+        value: source.value,
+        format: spec.name,
+        stored: NaN,
+        pattern: null,
+        sign: "",
+        exponent: "",
+        mantissa: "",
+        kind: "none",
+        event: "no_nan",
+        rel_error: NaN,
+      };
+    }
     var cast;
     if (source.nan) {
       cast = { value: NaN, pattern: nanPattern(spec, source.sign, source.payload) };
@@ -199,17 +215,19 @@
 
   /** The source a bit pattern of `spec` stands for (torch's .item() of that pattern). */
   function patternSource(pattern, spec) {
-    if (spec.dtype === null) {
+    if (spec.fp32_top_bits) {
       // TF32: the FP32 pattern whose low mantissa bits are zero.
       return patternSource(pattern * pow2(FP32_MANTISSA_BITS - spec.mantissa_bits), FP32);
     }
     var f = fieldsOf(pattern, spec);
     var signPlace = pow2(spec.bits - 1);
     // With an infinity, every all-ones exponent but inf's is a NaN; without one
-    // (E4M3), only the NaN pattern itself is, and the rest are numbers.
-    var isNan = spec.has_inf
-      ? f.exponent === f.ones && f.mantissa !== 0
-      : pattern % signPlace === spec.nan.pattern % signPlace;
+    // (E4M3), only the NaN pattern itself is, and the rest are numbers; E2M1 has none.
+    var isNan = !spec.has_nan
+      ? false
+      : spec.has_inf
+        ? f.exponent === f.ones && f.mantissa !== 0
+        : pattern % signPlace === spec.nan.pattern % signPlace;
     if (isNan) {
       return nanSource(f.sign, f.mantissa * pow2(FP32_MANTISSA_BITS - spec.mantissa_bits));
     }
@@ -221,7 +239,15 @@
   }
 
   // FP32's layout, for TF32 patterns; the page's JSON fills in the rest.
-  var FP32 = { dtype: "torch.float32", bits: 32, exponent_bits: 8, mantissa_bits: 23, bias: 127, has_inf: true };
+  var FP32 = {
+    dtype: "torch.float32",
+    bits: 32,
+    exponent_bits: 8,
+    mantissa_bits: 23,
+    bias: 127,
+    has_inf: true,
+    has_nan: true,
+  };
 
   /* ---------------------------------------------------------------- reading */
 
@@ -270,7 +296,7 @@
       var prefix = match[1].toLowerCase();
       if (!Object.prototype.hasOwnProperty.call(prefixes, prefix)) {
         var names = Object.keys(prefixes).filter(function (p) {
-          return p.indexOf("fp8_") !== 0;
+          return p.indexOf("fp8_") !== 0 && p.indexOf("fp4_") !== 0;
         });
         throw new InputError(
           "\u201c" + match[1] + "\u201d is not a format: a bit pattern may start with one of " +
