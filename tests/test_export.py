@@ -452,6 +452,17 @@ def test_a_playground_links_to_the_book_and_each_names_its_function() -> None:
     fp16 = {float(r["value"]): r for r in rows if r["format"] == "FP16"}
     assert (fp16[65519.0]["stored"], fp16[65520.0]["stored"]) == ("65504.0", "inf")
     assert fp16[6.1e-5]["class"] == "subnormal"
+    # With examples and formats of its own, the call names them: the page's table, run here.
+    out = md(":::{bit-explorer}\n:examples: 0.25, nan, 7\n:show: fp4_e2m1 fp16\n\nStatic.\n:::")
+    call = re.search(r"`amp_lesson\.playground\.(explorer_rows\(.*?\))`", out)[1]
+    assert call == "explorer_rows([0.25, 7.0], ['fp4_e2m1', 'fp16'])"
+    rows = eval(call, {"explorer_rows": explorer_rows})
+    assert [(r["format"], r["stored"]) for r in rows] == [
+        ("FP4 E2M1", "0.0"),
+        ("FP16", "0.25"),
+        ("FP4 E2M1", "6.0"),
+        ("FP16", "7.0"),
+    ]
 
 
 def test_a_literalinclude_is_the_code_sphinx_shows(tmp_path) -> None:

@@ -34,6 +34,7 @@ import base64
 import copy
 import importlib.metadata
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -502,7 +503,10 @@ def _directive(name: str, arg: str, options: dict[str, str], body: list[str], ct
         link = _doc_link("/" + ctx.docname, ctx) if ctx.docname else ctx.docs_url
         note = f"*The {PLAYGROUNDS[name]} is interactive in [the online book]({link}).*"
         # Their bodies introduce the site's static versions, absent here.
-        return f"\n{note} {IN_A_NOTEBOOK[name]}\n"
+        hint = IN_A_NOTEBOOK[name]
+        if name == "bit-explorer":
+            hint = hint.replace(EXPLORER_CALL, explorer_call(options))
+        return f"\n{note} {hint}\n"
     if name == "literalinclude":
         return "\n" + _literal_include(arg, options, ctx) + "\n"
     if name in ("toctree", "lesson-corrections", "nb-exec-table", "contents", "page-info"):
@@ -511,9 +515,36 @@ def _directive(name: str, arg: str, options: dict[str, str], body: list[str], ct
     return "\n" + inner + "\n"
 
 
+EXPLORER_CALL = "explorer_rows([65519.0, 65520.0, 6.1e-5])"
+"""The call a notebook names for a bit explorer without ``:examples:`` (see :func:`explorer_call`)."""
+
+
+def explorer_call(options: dict[str, str]) -> str:
+    """The ``explorer_rows`` call that gives a bit explorer's table for its own finite examples
+    (three at most) and the formats it shows first, or :data:`EXPLORER_CALL`.
+
+    >>> explorer_call({"examples": "0.25, nan, 5", "show": "fp4_e2m1 fp8_e4m3"})
+    "explorer_rows([0.25, 5.0], ['fp4_e2m1', 'fp8_e4m3'])"
+    >>> explorer_call({})
+    'explorer_rows([65519.0, 65520.0, 6.1e-5])'
+    """
+    values = []
+    for text in options.get("examples", "").split(","):
+        try:
+            value = float(text)
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            values.append(value)
+    if not values:
+        return EXPLORER_CALL
+    names = (options.get("show") or options.get("formats") or "").replace(",", " ").split()
+    return f"explorer_rows({values[:3]!r}" + (f", {names!r})" if names else ")")
+
+
 IN_A_NOTEBOOK = {
     "bit-explorer": (
-        "Here, `amp_lesson.playground.explorer_rows([65519.0, 65520.0, 6.1e-5])` gives its "
+        f"Here, `amp_lesson.playground.{EXPLORER_CALL}` gives its "
         "rows for any values you pass, as the cells of this notebook compute them."
     ),
     "scaler-playground": (
