@@ -610,7 +610,10 @@ def store(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) -> S
 
     The value is cast to ``fmt`` exactly as torch casts a tensor of its dtype
     (for TF32, rounded to 10 mantissa bits after FP32), and the bits are read
-    from the stored tensor, so the answer is torch's, not a model of it.
+    from the stored tensor, so the answer is torch's, not a model of it. FP4
+    E2M1 is the exception: torch 2.13 cannot cast to it, so the value is
+    rounded from its FP32 here (to nearest, ties to even, clamped at ``±6``,
+    as ``ml_dtypes`` 0.7.0 rounds, which the tests compare bit for bit).
 
     Parameters
     ----------
@@ -768,7 +771,8 @@ def format_table(
     Returns
     -------
     list of dict
-        One dict per format; ``dtype`` is given as a string, ``None`` for TF32.
+        One dict per format; ``dtype`` is given as a string, ``None`` for TF32
+        and FP4 E2M1.
 
     Raises
     ------
