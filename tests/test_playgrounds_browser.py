@@ -210,20 +210,29 @@ def _read_explorer(pg: Any, texts: list[str]) -> list[Any]:
     return json.loads(pg.evaluate(READ_EXPLORER, json.dumps(texts)))
 
 
-def test_the_bit_explorer_stores_what_torch_stores(page: Any, site_url: str) -> None:
-    texts = explorer_texts()
-    assert len(texts) >= EXPLORER_VALUES_PER_FORMAT
-    _open(page, site_url, FORMATS_PAGE, ".amp-bx-ready")
-    # Python works out the reference while Chromium runs the batch (two processes, two cores).
+def _compare_explorer(
+    pg: Any, texts: list[str], names: tuple[str, ...]
+) -> tuple[list[Any], list[Any], list[Any]]:
+    """What the page's explorer shows for ``texts``, what it must show for ``names``, and the
+    texts where the two differ. Python works out the reference while Chromium runs the batch
+    (two processes, two cores)."""
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(lambda: [_reference(text) for text in texts])
-        shown = _read_explorer(page, texts)
+        pending = pool.submit(lambda: [_reference(text, names) for text in texts])
+        shown = _read_explorer(pg, texts)
         expected = pending.result()
     differences = [
         (text, got, want)
         for text, got, want in zip(texts, shown, expected, strict=True)
         if [got[0], got[1]] != [want[0], want[1]]
     ]
+    return shown, expected, differences
+
+
+def test_the_bit_explorer_stores_what_torch_stores(page: Any, site_url: str) -> None:
+    texts = explorer_texts()
+    assert len(texts) >= EXPLORER_VALUES_PER_FORMAT
+    _open(page, site_url, FORMATS_PAGE, ".amp-bx-ready")
+    shown, expected, differences = _compare_explorer(page, texts, EXPLORER_FORMATS)
     assert differences[:10] == []
     compared = {
         name: sum(len(rows) > i for _, rows in shown) for i, name in enumerate(EXPLORER_FORMATS)
@@ -243,19 +252,9 @@ def test_the_explorer_on_the_mx_page_stores_what_store_gives_in_e2m1(
     cast: :func:`amp_lesson.formats.store` is checked against ml_dtypes in test_formats)."""
     texts = explorer_texts()
     _open(page, site_url, MX_PAGE, ".amp-bx-ready")
-    names = [
-        n for n in page.eval_on_selector_all("li.amp-bx-fmt", "e => e.map(li => li.dataset.format)")
-    ]
+    names = page.eval_on_selector_all("li.amp-bx-fmt", "e => e.map(li => li.dataset.format)")
     assert tuple(names) == MX_PAGE_FORMATS
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(lambda: [_reference(text, MX_PAGE_FORMATS) for text in texts])
-        shown = _read_explorer(page, texts)
-        expected = pending.result()
-    differences = [
-        (text, got, want)
-        for text, got, want in zip(texts, shown, expected, strict=True)
-        if [got[0], got[1]] != [want[0], want[1]]
-    ]
+    _, expected, differences = _compare_explorer(page, texts, MX_PAGE_FORMATS)
     assert differences[:10] == []
     e2m1 = [rows[0] for _, rows in expected]
     assert {row[4] for row in e2m1} == {"exact", "rounded", "underflow", "saturated", "no_nan"}

@@ -23,11 +23,11 @@ stored value is emulated by rounding the FP32 bit pattern to 10 mantissa bits
 FP4 E2M1, the element format of MXFP4, has no dtype torch 2.13 can cast to:
 ``torch.float4_e2m1fn_x2`` holds two of them packed in a byte, with no
 conversion. Its layout is its name (1 sign, 2 exponent and 1 mantissa bits),
-and every one of its 16 patterns is a number: no infinity, no NaN (the OCP
-Microscaling specification v1.0 gives a block's NaN to its scale instead).
-:func:`store` rounds to it from float32 as the narrower formats are rounded
-(to nearest, ties to even) and clamps at ``±6``, as ``ml_dtypes`` 0.7.0 and
-:func:`amp_lesson.mx.round_to_element` do.
+and every one of its 16 patterns is a number: no infinity, no NaN (in MXFP4
+the only NaN is the E8M0 scale's code 255). :func:`store` rounds to it from
+float32 as the narrower formats are rounded, with
+:func:`amp_lesson.mx.round_to_element` (to nearest, ties to even, clamped at
+``±6``, as ``ml_dtypes`` 0.7.0 rounds).
 
 A Python float is a float64. torch 2.13 converts float64 to float16,
 bfloat16 and the float8 dtypes *through float32*, so a float64 input can be
@@ -53,6 +53,7 @@ from typing import Any
 
 import torch
 
+from amp_lesson import mx
 from amp_lesson._checks import check_choice, check_finite, shown
 
 __all__ = [
@@ -192,22 +193,9 @@ def _round_fp32_bits(bits: torch.Tensor, mantissa_bits: int) -> torch.Tensor:
     return rounded & ~((1 << dropped) - 1)
 
 
-def _round_e2m1(magnitude: float, spec: FormatSpec) -> float:
-    """Round a magnitude (a float32, as a Python float) to FP4 E2M1, ties to even, at most max."""
-    if math.isinf(magnitude):
-        return spec.max
-    binade = math.frexp(magnitude)[1] - 1 if magnitude else 1 - spec.bias
-    quantum = math.ldexp(1.0, max(binade, 1 - spec.bias) - spec.mantissa_bits)
-    return min(round(magnitude / quantum) * quantum, spec.max)  # round(): half to even
-
-
-def _e2m1_pattern(magnitude: float, spec: FormatSpec) -> int:
-    """The exponent and mantissa fields of an E2M1 magnitude, as one unsigned pattern."""
-    if magnitude < spec.smallest_normal:  # subnormal or zero: exponent field 0
-        return int(magnitude / spec.smallest_subnormal)
-    binade = math.frexp(magnitude)[1] - 1
-    fraction = int(math.ldexp(magnitude, spec.mantissa_bits - binade)) - (1 << spec.mantissa_bits)
-    return (binade + spec.bias) << spec.mantissa_bits | fraction
+def _round_e2m1(f32: torch.Tensor, spec: FormatSpec) -> torch.Tensor:
+    """Round float32 values to FP4 E2M1 (an infinity clamps to ``±max``, as any value past it)."""
+    return mx.round_to_element(f32.clamp(-spec.max, spec.max), "e2m1")
 
 
 def _spec(name: str, label: str, dtype: torch.dtype | None) -> FormatSpec:
@@ -233,7 +221,7 @@ def _spec(name: str, label: str, dtype: torch.dtype | None) -> FormatSpec:
             has_nan=False,
         )
         # Whether the rounding clamps, read from it as for the other formats.
-        saturates = math.isfinite(_round_e2m1(2 * e2m1.max, e2m1))
+        saturates = math.isfinite(_round_e2m1(torch.tensor([2 * e2m1.max]), e2m1).item())
         return dataclasses.replace(e2m1, saturates=saturates)
     if dtype is not None:
         finfo = torch.finfo(dtype)
@@ -591,11 +579,8 @@ def beyond_range(
 def _stored_and_pattern(spec: FormatSpec, source: torch.Tensor) -> tuple[float, int]:
     """The stored value and its bit pattern (as a non-negative int of ``spec.bits``)."""
     if spec.name == "fp4_e2m1":  # from the float32, as torch casts to the narrow formats
-        f = source.to(torch.float32).item()
-        magnitude = _round_e2m1(abs(f), spec)
-        sign = int(math.copysign(1.0, f) < 0)
-        pattern = sign << (spec.bits - 1) | _e2m1_pattern(magnitude, spec)
-        return math.copysign(magnitude, f), pattern
+        stored = _round_e2m1(source.to(torch.float32).reshape(1), spec)
+        return stored.item(), int(mx.e2m1_codes(stored).item())
     if spec.dtype is None:  # TF32: round the FP32 pattern, keep its top 19 bits
         rounded = _round_fp32_bits(_fp32_bits(source), spec.mantissa_bits)
         stored = _fp32_from_bits(rounded).item()

@@ -300,8 +300,9 @@ def format_parameters(names: Iterable[str] = EXPLORER_FORMATS) -> list[dict[str,
     (``dtype`` as a string), the short ``prefix`` a bit pattern of the format
     is typed with, ``fp32_top_bits`` (whether a pattern of the format is the
     top bits of an FP32 pattern: TF32's), and ``nan``: how torch stores a NaN
-    in the format (see ``_nan_encoding``; ``None`` where it has none). Every entry is derived, none typed in: the script
-    and :func:`~amp_lesson.formats.store` read the same facts.
+    in the format (see ``_nan_encoding``; ``None`` where it has none). Every
+    entry is derived, none typed in: the script and
+    :func:`~amp_lesson.formats.store` read the same facts.
 
     Parameters
     ----------

@@ -426,9 +426,7 @@ def _graph(env: Any) -> PackageGraph:
 def directive_key(directive: str) -> str:
     """The digest of the package's modules that compute ``directive``'s output, as they are
     now (:data:`DIRECTIVE_MODULES`): what a stored result of the directive must match."""
-    import amp_lesson
-
-    graph = package_graph(Path(amp_lesson.__file__).resolve().parent)
+    graph = _graph(None)
     return graph.digest(graph.closure({f"{graph.package}.{DIRECTIVE_MODULES[directive]}"}))
 
 

@@ -13,8 +13,8 @@ FP16, BF16, FP32, TF32, the two FP8 formats and FP4 E2M1 store for it::
     :::
 
 ``:formats:`` are the formats a reader can pick from, in the order shown
-(default: the six of :data:`amp_lesson.playground.EXPLORER_FORMATS`, FP16 first); ``:show:`` those shown at first (default:
-all of them). ``:examples:`` are offered as buttons that type the value, and
+(default: the six of :data:`amp_lesson.playground.EXPLORER_FORMATS`, FP16
+first); ``:show:`` those shown at first (default: all of them). ``:examples:`` are offered as buttons that type the value, and
 are the rows of the table a reader without JavaScript sees (for the formats
 of ``:show:``).
 
