@@ -173,6 +173,21 @@ def test_rceil_picks_the_smallest_exponent_that_saturates_nothing(fmt: str) -> N
         (lambda: pack_e2m1(torch.ones(3, dtype=torch.uint8)), ValueError, "even"),
         (lambda: quantize_per_tensor(torch.ones(2), "e4m3", -1.0), ValueError, "scale"),
         (lambda: compare_block_scaling({}), ValueError, "tensors"),
+        (
+            lambda: compare_block_scaling({"x": torch.ones(2)}, delayed_scales={"y": 1.0}),
+            ValueError,
+            r"delayed_scales names \['y'\]",
+        ),
+        (
+            lambda: compare_block_scaling({"x": torch.ones(2)}, delayed_scales={"x": -1.0}),
+            ValueError,
+            r"delayed_scales\['x'\]",
+        ),
+        (
+            lambda: quantize_mx(torch.ones(2, dtype=torch.int32)),
+            TypeError,
+            "got a torch.int32 tensor",
+        ),
     ],
 )
 def test_bad_input_is_named(call, error, message) -> None:

@@ -18,8 +18,9 @@ format's largest normal number (8 for E4M3, 15 for E5M2, 2 for E2M1). Each
 value is divided by ``2**shared_exp`` and rounded to the nearest element
 (ties to even), and a quotient beyond the element's largest value is
 clamped to it. Since ``amax / 2**shared_exp`` lies in ``[2**emax,
-2**(emax+1))``, the largest value of a block can exceed the element's
-maximum (E4M3: up to 512 against 448) and then saturates.
+2**(emax+1))`` (unless the exponent is clamped to E8M0's range), the
+largest value of a block can exceed the element's maximum (E4M3: up to 512
+against 448) and then saturates.
 
 A power-of-two scale changes only the exponent of each value: dividing by it
 is exact, so the only rounding is the one to the element format, and the
@@ -119,7 +120,8 @@ def _element(element: Any) -> ElementFormat:
 
 def _check_tensor(name: str, x: Any) -> torch.Tensor:
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got {type(x).__name__}")
+        got = f"a {x.dtype} tensor" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(f"{name} must be a floating-point tensor, got {got}")
     if x.numel() == 0:
         raise ValueError(f"{name} must hold at least one value, got an empty tensor")
     if not bool(torch.isfinite(x).all()):
@@ -340,7 +342,9 @@ class MXTensor:
 SCALE_ROUNDINGS: tuple[str, ...] = ("floor", "rceil")
 """How :func:`quantize_mx` picks a block's exponent: the specification's ``"floor"``,
 ``floor(log2(amax)) - emax``, or ``"rceil"``, the smallest exponent with ``amax / 2**e <= max``
-(no value saturates; NVIDIA's cuBLAS documents this rounding for its MXFP8 scales)."""
+(no value saturates unless that exponent is clamped to 127; torchao's
+``ScaleCalculationMode.RCEIL``, read on 2026-12-02, names it and refers to the cuBLAS
+documentation for it)."""
 
 
 def _shared_exponents(amax: torch.Tensor, spec: ElementFormat, rounding: str) -> torch.Tensor:
@@ -550,7 +554,7 @@ def compare_block_scaling(
     fmt: str = "mxfp8_e4m3",
     delayed_scales: Mapping[str, float] | None = None,
 ) -> list[dict[str, Any]]:
-    """Store each tensor in ``fmt``'s element format three ways and report what each lost.
+    """Store each tensor in ``fmt``'s element format in up to four ways; report what each lost.
 
     The ways: ``"per-tensor"`` (one scale, ``max / amax`` of the tensor itself,
     the best one scale can do), ``"delayed"`` (one scale chosen before the
@@ -565,7 +569,7 @@ def compare_block_scaling(
     fmt : {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp4_e2m1"}, default "mxfp8_e4m3"
         The MX format; the per-tensor ways use its element format.
     delayed_scales : mapping of str to float, optional
-        The delayed scale for some of the tensors, by name.
+        The delayed scale for some of the tensors, by name: each a positive number.
 
     Returns
     -------
@@ -576,7 +580,8 @@ def compare_block_scaling(
     Raises
     ------
     ValueError
-        If ``tensors`` is empty, ``fmt`` unknown or a tensor invalid.
+        If ``tensors`` is empty, ``fmt`` unknown, a tensor invalid, or a delayed scale
+        not positive or named for no tensor.
 
     Examples
     --------
@@ -591,6 +596,11 @@ def compare_block_scaling(
     if not tensors:
         raise ValueError("tensors must hold at least one tensor")
     delayed_scales = dict(delayed_scales or {})
+    unknown = sorted(set(delayed_scales) - set(tensors))
+    if unknown:
+        raise ValueError(f"delayed_scales names {unknown}, not among the tensors {sorted(tensors)}")
+    for name, scale in delayed_scales.items():
+        check_positive(f"delayed_scales[{name!r}]", scale)
     rows = []
     for name, x in tensors.items():
         x = _check_tensor(f"tensors[{name!r}]", x)
