@@ -111,6 +111,20 @@ def test_the_runs_store_what_their_mode_says(runs) -> None:
         (lambda: accumulate(1.0, 1e-3, -1, "bf16"), ValueError, "steps"),
         (lambda: accumulate(1.0, float("nan"), 1, "bf16"), ValueError, "update"),
         (lambda: accumulate(1.0, 1e-3, 1, "fp8"), ValueError, "mode"),
+        (lambda: accumulate(1e300, 1e-3, 3, "bf16"), ValueError, "start must be finite"),
+        (lambda: accumulate(3e38, 3e38, 3, "fp32"), ValueError, "overflowed"),
+        (
+            lambda: adam_direction(torch.ones(1), torch.zeros(1), torch.zeros(1), 0, 1e-3),
+            ValueError,
+            "step",
+        ),
+        (
+            lambda: adam_direction(
+                torch.ones(1), torch.zeros(1), torch.zeros(1), 1, 1e-3, betas=(0.9, 1.0)
+            ),
+            ValueError,
+            "betas",
+        ),
         (lambda: train_digits_bf16(load_digits_data(), "bf16", lr=0), ValueError, "lr"),
     ],
 )

@@ -66,7 +66,8 @@ def stochastic_round_bf16(
     BF16 is the top 16 bits of a float32. Adding a uniform random integer in
     ``[0, 2**16)`` to the float32 bit pattern and dropping the low 16 bits
     rounds away from zero with probability equal to the dropped fraction of
-    an ulp, so the expected result is ``x`` itself.
+    an ulp, so the expected result is ``x`` itself (for ``x`` below BF16's
+    largest finite value, where the next step up is not infinity).
 
     Parameters
     ----------
@@ -189,7 +190,8 @@ def accumulate(start: float, update: float, steps: int, mode: str, seed: int = 0
     Raises
     ------
     ValueError
-        If a value is not finite or ``steps`` negative, or ``mode`` unknown.
+        If ``start`` or ``update`` is not finite in ``mode``'s dtype, the result
+        overflows it, ``steps`` is negative, or ``mode`` unknown.
 
     Examples
     --------
@@ -200,10 +202,15 @@ def accumulate(start: float, update: float, steps: int, mode: str, seed: int = 0
     dtype = torch.float32 if mode == "fp32" else torch.bfloat16
     w = torch.tensor([check_finite("start", start)], dtype=dtype)
     u = torch.tensor([check_finite("update", update)])
+    for name, stored in (("start", w), ("update", u)):
+        if not bool(torch.isfinite(stored).all()):
+            raise ValueError(f"{name} must be finite in {dtype}, got {stored.item()}")
     c = torch.zeros(1, dtype=torch.bfloat16)
     g = torch.Generator().manual_seed(check_seed("seed", seed))
     for _ in range(check_int("steps", steps, minimum=0)):
         apply_update(w, u, mode, c, g)
+    if not bool(torch.isfinite(w).all()):
+        raise ValueError(f"the weight overflowed {dtype} after adding update {update} repeatedly")
     return w.item()
 
 
@@ -240,6 +247,12 @@ def adam_direction(
     torch.Tensor
         The update to add to the weight, float32.
 
+    Raises
+    ------
+    ValueError
+        If ``step`` is below 1, ``lr`` not positive, or ``betas`` not two
+        numbers in ``[0, 1)``.
+
     Examples
     --------
     >>> g = torch.tensor([2.0, -0.5])
@@ -247,6 +260,10 @@ def adam_direction(
     >>> adam_direction(g, m, v, step=1, lr=0.1).tolist()  # first step: -lr * sign(g)
     [-0.10000000149011612, 0.10000000149011612]
     """
+    step = check_int("step", step, minimum=1)
+    lr = check_positive("lr", lr)
+    if len(betas) != 2 or not all(0.0 <= float(b) < 1.0 for b in betas):
+        raise ValueError(f"betas must be two numbers in [0, 1), got {betas!r}")
     b1, b2 = betas
     m.mul_(b1).add_(grad.to(m.dtype), alpha=1 - b1)
     v.mul_(b2).addcmul_(grad.to(v.dtype), grad.to(v.dtype), value=1 - b2)
