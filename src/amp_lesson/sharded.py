@@ -4,7 +4,8 @@
 ranks: each rank stores one shard, **all-gathers** the whole parameter just
 before a module's forward (and again for its backward), and
 **reduce-scatters** the gradients, so that each rank receives the averaged
-gradient of its own shard only. ``MixedPrecisionPolicy`` chooses two dtypes:
+gradient of its own shard only. Of ``MixedPrecisionPolicy``'s settings
+(torch 2.13.0), two dtypes are the ones this module shows:
 
 - ``param_dtype``: the dtype the parameters are gathered in, and so the
   dtype of the forward and backward computation (the stored shards and the
@@ -43,6 +44,7 @@ from torch.distributed.fsdp._fully_shard._fsdp_collectives import (
 )
 
 from amp_lesson._checks import check_choice, check_int, check_positive, check_seed
+from amp_lesson.accumulation import make_toy_problem
 
 # the model, data split and unsharded reference of the DDP runs, so the two pages compare alike
 from amp_lesson.distributed import (
@@ -162,7 +164,16 @@ def train_fsdp_accumulated(
     -------
     torch.Tensor
         The model's output on the last micro-batch.
+
+    Raises
+    ------
+    ValueError
+        If ``n_accum`` is below 1 or above the number of samples in ``X``
+        (a micro-batch would be empty).
     """
+    check_int("n_accum", n_accum, minimum=1)
+    if n_accum > len(X):
+        raise ValueError(f"n_accum must be at most the {len(X)} samples of X, got {n_accum}")
     for i, (xb, yb) in enumerate(
         zip(X.tensor_split(n_accum), y.tensor_split(n_accum), strict=True)
     ):
@@ -368,6 +379,12 @@ def run_fsdp(
     check_positive("lr", lr)
     check_seed("seed", seed)
     check_choice("start_method", start_method, START_METHODS)
+    X, _ = make_toy_problem(device="cpu")
+    if len(X) // world_size < n_accum:
+        raise ValueError(
+            f"each of the {world_size} ranks holds {len(X) // world_size} samples, "
+            f"fewer than n_accum={n_accum}; lower n_accum or world_size"
+        )
     config = {"n_accum": n_accum, "steps": steps, "lr": lr, "seed": seed}
     with tempfile.TemporaryDirectory(prefix="amp_lesson_fsdp_") as out_dir:
         start_ranks(

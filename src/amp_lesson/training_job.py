@@ -209,7 +209,7 @@ def save_checkpoint(job: Job, micro_step: int, *, scaler: bool = True) -> bytes:
     """Save everything a resumed run needs, with ``torch.save``; return the bytes.
 
     The checkpoint holds the model's and the optimizer's ``state_dict``, the
-    scaler's ``state_dict`` (its scale and growth tracker), the number of the
+    scaler's ``state_dict`` (its scale, growth tracker and settings), the number of the
     next micro-batch, and the gradients accumulated so far in the current
     window (still multiplied by the scale, which is why the scale must be
     saved with them).
