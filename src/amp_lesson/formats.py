@@ -10,10 +10,13 @@ differently, and that split decides which numbers a mixed-precision run loses:
 >>> add_in(256, 1, "bf16"), add_in(256, 1, "fp16")
 (256.0, 257.0)
 
-Every fact here is derived rather than typed in: the limits of a format come
+Every limit here is derived rather than typed in: the limits of a format come
 from :func:`torch.finfo` and from the bit layout (``bias = 2**(e-1) - 1``,
 ``smallest_subnormal = 2**(1 - bias - m)``), and what a format stores for a
 value comes from torch's own cast, with the bits read from the stored tensor.
+FP4 E2M1 is the exception: torch has neither ``finfo`` nor a cast for it, so
+its limits come from its bit layout alone, its lack of infinity and NaN is
+stated, and its rounding is :func:`amp_lesson.mx.round_to_element`.
 
 TF32 has no storage dtype: it is a mode in which NVIDIA tensor cores multiply
 FP32 inputs with FP16's 10 mantissa bits and FP32's 8 exponent bits. Its
@@ -78,7 +81,7 @@ class FormatSpec:
     """The layout and limits of one floating-point format.
 
     All limits are Python floats, derived from :func:`torch.finfo` and the
-    bit layout, never typed in.
+    bit layout (FP4 E2M1's from its bit layout alone), never typed in.
 
     Parameters
     ----------
@@ -108,7 +111,8 @@ class FormatSpec:
         False for FP4 E2M1 only: all of its patterns are numbers.
     saturates : bool
         Whether torch's cast of a CPU tensor clamps a value beyond ``max`` to
-        ``max`` instead of rounding it to infinity. (A CUDA tensor's cast can
+        ``max`` instead of rounding it to infinity (for FP4 E2M1, which torch
+        cannot cast to, whether :func:`amp_lesson.mx.round_to_element` does). (A CUDA tensor's cast can
         differ: on an H200 with torch 2.11, E4M3 gave NaN, where the CPU gives
         448.)
 
@@ -598,7 +602,8 @@ def store(value: float | torch.Tensor, fmt: str | FormatSpec | torch.dtype) -> S
     from the stored tensor, so the answer is torch's, not a model of it. FP4
     E2M1 is the exception: torch 2.13 cannot cast to it, so the value is
     rounded from its FP32 here (to nearest, ties to even, clamped at ``±6``,
-    as ``ml_dtypes`` 0.7.0 rounds, which the tests compare bit for bit).
+    as ``ml_dtypes`` 0.7.0 rounds a float32, which the tests compare bit for
+    bit).
 
     Parameters
     ----------

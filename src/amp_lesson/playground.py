@@ -156,7 +156,11 @@ _HOW_TO_TYPE = (
 
 
 def _pattern_value(pattern: int, spec: FormatSpec) -> float:
-    """The Python float torch's ``.item()`` gives for ``spec``'s bit ``pattern``."""
+    """The Python float torch's ``.item()`` gives for ``spec``'s bit ``pattern``.
+
+    FP4 E2M1 has no dtype whose ``.item()`` torch implements, so its fields
+    are decoded here.
+    """
     if spec.name == "fp4_e2m1":  # no dtype to view the bits as: read the fields
         sign = pattern >> (spec.bits - 1)
         exponent = pattern >> spec.mantissa_bits & ((1 << spec.exponent_bits) - 1)
@@ -190,7 +194,8 @@ def read_number(text: str) -> float:
       :data:`PATTERN_PREFIXES`) for another format's. It stands for the
       Python float that torch's ``.item()`` gives for that pattern, NaN
       payloads included (a TF32 pattern is the FP32 one with its low 13
-      mantissa bits zero).
+      mantissa bits zero; an E2M1 pattern, which torch cannot read, the
+      value of its sign, exponent and mantissa fields).
 
     Leading and trailing spaces are ignored. Anything else, or a text
     longer than :data:`MAX_NUMBER_LENGTH` characters, raises
