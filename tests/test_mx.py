@@ -14,6 +14,7 @@ from amp_lesson.mx import (
     e2m1_codes,
     e8m0_codes,
     pack_e2m1,
+    quant_report,
     quantize_mx,
     quantize_per_tensor,
     round_to_element,
@@ -182,6 +183,17 @@ def test_rceil_picks_the_smallest_exponent_that_saturates_nothing(fmt: str) -> N
             lambda: compare_block_scaling({"x": torch.ones(2)}, delayed_scales={"x": -1.0}),
             ValueError,
             r"delayed_scales\['x'\]",
+        ),
+        (lambda: e8m0_codes(torch.tensor([True])), TypeError, "exponents must be an integer"),
+        (
+            lambda: quant_report(torch.ones(2), torch.ones(2), torch.zeros(2)),
+            TypeError,
+            "saturated must be a boolean tensor",
+        ),
+        (
+            lambda: quantize_mx(torch.ones(3), "mxfp4_e2m1", block_size=3).element_bits(),
+            ValueError,
+            "odd number",
         ),
         (
             lambda: quantize_mx(torch.ones(2, dtype=torch.int32)),

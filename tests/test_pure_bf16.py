@@ -108,6 +108,23 @@ def test_the_runs_store_what_their_mode_says(runs) -> None:
             ValueError,
             "compensation",
         ),
+        (
+            lambda: apply_update(torch.ones(2), torch.ones(2, dtype=torch.float64), "fp32"),
+            ValueError,
+            "update must be a float32 tensor",
+        ),
+        (
+            lambda: apply_update(torch.ones(2), torch.ones(3), "fp32"),
+            ValueError,
+            "update must have the weight's shape",
+        ),
+        (
+            lambda: apply_update(
+                torch.ones(1, dtype=torch.bfloat16), torch.ones(1), "bf16_kahan", torch.zeros(1)
+            ),
+            ValueError,
+            "compensation",
+        ),
         (lambda: accumulate(1.0, 1e-3, -1, "bf16"), ValueError, "steps"),
         (lambda: accumulate(1.0, float("nan"), 1, "bf16"), ValueError, "update"),
         (lambda: accumulate(1.0, 1e-3, 1, "fp8"), ValueError, "mode"),

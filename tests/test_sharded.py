@@ -8,7 +8,13 @@ from torch import nn
 
 from amp_lesson.accumulation import compare_params
 from amp_lesson.distributed import reference_full_batch
-from amp_lesson.sharded import POLICIES, FSDPRun, run_fsdp, train_fsdp_accumulated
+from amp_lesson.sharded import (
+    POLICIES,
+    FSDPRun,
+    run_fsdp,
+    shard_model,
+    train_fsdp_accumulated,
+)
 
 STEPS, N_ACCUM = 2, 4
 
@@ -57,6 +63,8 @@ def test_unknown_names_and_bad_settings_are_refused(fsdp_run: FSDPRun) -> None:
         run_fsdp(start_method="fork")
     with pytest.raises(ValueError, match="fewer than n_accum=65"):
         run_fsdp(world_size=2, n_accum=65)
+    with pytest.raises(TypeError, match=r"model must be an nn\.Sequential, got Linear"):
+        shard_model(nn.Linear(2, 1), None)
     X, y = torch.zeros(3, 2), torch.zeros(3, 1)
     with pytest.raises(ValueError, match="n_accum must be at most the 3 samples"):
         train_fsdp_accumulated(nn.Linear(2, 1), None, X, y, nn.MSELoss(), n_accum=5)

@@ -140,6 +140,21 @@ def test_micro_batches_repeat_after_an_epoch() -> None:
         (lambda: dtypes_in_custom_function("decorated"), ValueError, "variant"),
         (lambda: compare_compiled(dtype=torch.float32), ValueError, "dtype"),
         (lambda: make_job(seed=-1), ValueError, "seed"),
+        (
+            lambda: train_micro_batches(make_job(), 0, 4, window_start=1.5),
+            TypeError,
+            "window_start must be an integer",
+        ),
+        (
+            lambda: dtypes_in_custom_function("plain", dtype=torch.float32),
+            ValueError,
+            "dtype",
+        ),
+        (
+            lambda: dtypes_in_custom_function("plain", dtype="bfloat16"),
+            TypeError,
+            "dtype must be a torch.dtype",
+        ),
     ],
 )
 def test_bad_input_is_named(call, error, message) -> None:

@@ -198,8 +198,13 @@ def e8m0_codes(exponents: torch.Tensor) -> torch.Tensor:
     >>> c.tolist(), c.view(torch.float8_e8m0fnu).float()[1:].tolist()
     ([0, 127, 130], [1.0, 8.0])
     """
-    if not isinstance(exponents, torch.Tensor) or exponents.is_floating_point():
-        raise TypeError("exponents must be an integer tensor")
+    if (
+        not isinstance(exponents, torch.Tensor)
+        or exponents.is_floating_point()
+        or exponents.dtype == torch.bool
+    ):
+        got = exponents.dtype if isinstance(exponents, torch.Tensor) else type(exponents).__name__
+        raise TypeError(f"exponents must be an integer tensor, got {got}")
     if exponents.numel() and (int(exponents.min()) < -127 or int(exponents.max()) > 127):
         raise ValueError("exponents must lie in [-127, 127], the range E8M0 encodes")
     return (exponents.to(torch.int16) + 127).to(torch.uint8)
@@ -317,6 +322,11 @@ class MXTensor:
         """
         spec = ELEMENTS[MX_FORMATS[self.format]]
         if spec.name == "e2m1":
+            if self.elements.numel() % 2:
+                raise ValueError(
+                    f"E2M1 codes are packed two to a byte, and these {self.elements.numel()} "
+                    f"elements (blocks of block_size={self.block_size}) are an odd number"
+                )
             return pack_e2m1(e2m1_codes(self.elements))
         return self.elements.to(spec.torch_dtype)
 
@@ -505,6 +515,8 @@ def quant_report(x: torch.Tensor, stored: torch.Tensor, saturated: torch.Tensor)
 
     Raises
     ------
+    TypeError
+        If ``saturated`` is not a boolean tensor.
     ValueError
         If the shapes differ.
 
@@ -516,6 +528,9 @@ def quant_report(x: torch.Tensor, stored: torch.Tensor, saturated: torch.Tensor)
     >>> r.underflow, r.saturated, round(r.rel_error, 4)
     (0.3333333333333333, 0.3333333333333333, 0.2481)
     """
+    if not isinstance(saturated, torch.Tensor) or saturated.dtype != torch.bool:
+        got = saturated.dtype if isinstance(saturated, torch.Tensor) else type(saturated).__name__
+        raise TypeError(f"saturated must be a boolean tensor (a mask), got {got}")
     if x.shape != stored.shape or x.shape != saturated.shape:
         raise ValueError(
             f"x, stored and saturated must have one shape, got {tuple(x.shape)}, "

@@ -135,8 +135,9 @@ def apply_update(
     Raises
     ------
     ValueError
-        If ``mode`` is unknown, the weight's dtype does not match it, or
-        ``"bf16_kahan"`` has no compensation buffer.
+        If ``mode`` is unknown, the weight's dtype does not match it,
+        ``update`` is not a float32 tensor of the weight's shape, or
+        ``"bf16_kahan"`` has no BF16 compensation buffer of that shape.
 
     Examples
     --------
@@ -150,6 +151,13 @@ def apply_update(
     want = torch.float32 if mode == "fp32" else torch.bfloat16
     if weight.dtype != want:
         raise ValueError(f"weight must be {want} for mode {mode!r}, got {weight.dtype}")
+    if not isinstance(update, torch.Tensor) or update.dtype != torch.float32:
+        got = update.dtype if isinstance(update, torch.Tensor) else type(update).__name__
+        raise ValueError(f"update must be a float32 tensor, got {got}")
+    if update.shape != weight.shape:
+        raise ValueError(
+            f"update must have the weight's shape {tuple(weight.shape)}, got {tuple(update.shape)}"
+        )
     if mode == "fp32":
         weight.add_(update)
     elif mode == "bf16":
@@ -157,7 +165,11 @@ def apply_update(
     elif mode == "bf16_stochastic":
         weight.copy_(stochastic_round_bf16(weight.float() + update, generator))
     else:
-        if compensation is None or compensation.shape != weight.shape:
+        if (
+            compensation is None
+            or compensation.shape != weight.shape
+            or compensation.dtype != torch.bfloat16
+        ):
             raise ValueError(
                 "compensation must be a BF16 tensor of the weight's shape for 'bf16_kahan'"
             )

@@ -119,7 +119,14 @@ def shard_model(
     -------
     tuple of (CountingAllGather, CountingReduceScatter)
         The counters every unit's communication passes through.
+
+    Raises
+    ------
+    TypeError
+        If ``model`` is not an ``nn.Sequential``.
     """
+    if not isinstance(model, nn.Sequential):
+        raise TypeError(f"model must be an nn.Sequential, got {type(model).__name__}")
     gather, scatter = CountingAllGather(), CountingReduceScatter()
     for layer in model:
         if isinstance(layer, nn.Linear):

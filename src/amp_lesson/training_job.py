@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from amp_lesson._checks import check_choice, check_int, check_seed
+from amp_lesson._checks import check_choice, check_dtype, check_int, check_seed
 from amp_lesson.models import make_mlp
 from amp_lesson.scaler import step_skipped
 
@@ -177,6 +177,14 @@ def train_micro_batches(
         window), ``"scale"`` (the scale the step used), ``"skipped"`` (a step
         is skipped exactly when ``update()`` lowers the scale).
 
+    Raises
+    ------
+    TypeError
+        If ``start``, ``stop``, ``n_accum`` or ``window_start`` is not an integer.
+    ValueError
+        If one is out of range: ``0 <= start <= stop``, ``n_accum >= 1``,
+        ``window_start >= 0``.
+
     Examples
     --------
     >>> job = make_job()
@@ -187,6 +195,7 @@ def train_micro_batches(
     start = check_int("start", start, minimum=0)
     stop = check_int("stop", stop, minimum=start)
     n_accum = check_int("n_accum", n_accum, minimum=1)
+    window_start = check_int("window_start", window_start, minimum=0)
     model, optimizer, scaler = job.model, job.optimizer, job.scaler
     loss_fn = nn.MSELoss()
     rows = []
@@ -508,6 +517,14 @@ def dtypes_in_custom_function(
         gradient in backward, the output's dtype, and under ``"backward"``
         whether the backward pass ran or the error it raised.
 
+    Raises
+    ------
+    ValueError
+        If ``variant`` is unknown or ``dtype`` not ``torch.float16`` or
+        ``torch.bfloat16``.
+    TypeError
+        If ``dtype`` is not a ``torch.dtype``.
+
     Examples
     --------
     >>> seen = dtypes_in_custom_function("custom_fwd(cast_inputs=float32)")
@@ -515,6 +532,7 @@ def dtypes_in_custom_function(
     ('torch.float32, torch.float32', False)
     """
     check_choice("variant", variant, CUSTOM_FUNCTION_VARIANTS)
+    dtype = check_dtype("dtype", dtype, (torch.float16, torch.bfloat16))
     device = torch.device(device)
     same = lambda fn: fn  # no decoration
     if variant == "plain":
