@@ -263,6 +263,15 @@ def test_format_parameters_rejects_bad_names() -> None:
 # -- the static table -----------------------------------------------------------------------
 
 
+def test_explorer_rows_rejects_values_that_are_not_numbers() -> None:
+    with pytest.raises(TypeError, match=r"values must hold real numbers, got '0\.1'"):
+        explorer_rows(["0.1"], ["fp16"])
+    with pytest.raises(TypeError, match="values must be a sequence of numbers"):
+        explorer_rows(0.1, ["fp16"])
+    with pytest.raises(ValueError, match="names must be one of"):
+        explorer_rows([0.1], ["fp12"])
+
+
 def test_explorer_rows_are_stores_results_as_text() -> None:
     rows = explorer_rows(EXAMPLE_VALUES, EXPLORER_FORMATS)
     assert len(rows) == len(EXAMPLE_VALUES) * len(EXPLORER_FORMATS)

@@ -37,6 +37,7 @@ of facts with their Python references beside them; half of its lines are docstri
 from __future__ import annotations
 
 import math
+import numbers
 import re
 import struct
 from collections.abc import Iterable, Mapping
@@ -431,6 +432,14 @@ def explorer_rows(
     list of dict of str to str
         One row per value and format.
 
+    Raises
+    ------
+    TypeError
+        If ``values`` is not a sequence of real numbers or ``names`` not a
+        sequence of names.
+    ValueError
+        If a name is not a format of :data:`~amp_lesson.formats.FORMATS`.
+
     Examples
     --------
     >>> for row in explorer_rows([65520.0], ["fp16", "bf16"]):
@@ -445,6 +454,12 @@ def explorer_rows(
     if isinstance(names, str) or not isinstance(names, Iterable):
         raise TypeError(f"names must be a sequence of format names, got {names!r}")
     names = [check_choice("names", n, FORMATS) for n in names]
+    if isinstance(values, str) or not isinstance(values, Iterable):
+        raise TypeError(f"values must be a sequence of numbers, got {values!r}")
+    values = list(values)
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"values must hold real numbers, got {value!r}")
     rows = []
     for value in values:
         for name in names:
