@@ -110,7 +110,7 @@ def test_the_runs_store_what_their_mode_says(runs) -> None:
         ),
         (
             lambda: apply_update(torch.ones(2), torch.ones(2, dtype=torch.float64), "fp32"),
-            ValueError,
+            TypeError,
             "update must be a float32 tensor",
         ),
         (
@@ -138,6 +138,13 @@ def test_the_runs_store_what_their_mode_says(runs) -> None:
         (
             lambda: adam_direction(
                 torch.ones(1), torch.zeros(1), torch.zeros(1), 1, 1e-3, betas=(0.9, 1.0)
+            ),
+            ValueError,
+            "betas",
+        ),
+        (
+            lambda: adam_direction(
+                torch.ones(1), torch.zeros(1), torch.zeros(1), 1, 1e-3, betas=0.9
             ),
             ValueError,
             "betas",

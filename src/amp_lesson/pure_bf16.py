@@ -25,6 +25,7 @@ except where it stores the result: :func:`train_digits_bf16`.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 import torch
@@ -134,10 +135,12 @@ def apply_update(
 
     Raises
     ------
+    TypeError
+        If ``update`` is not a float32 tensor.
     ValueError
         If ``mode`` is unknown, the weight's dtype does not match it,
-        ``update`` is not a float32 tensor of the weight's shape, or
-        ``"bf16_kahan"`` has no BF16 compensation buffer of that shape.
+        ``update`` does not have the weight's shape, or ``"bf16_kahan"`` has
+        no BF16 compensation buffer of that shape.
 
     Examples
     --------
@@ -153,7 +156,7 @@ def apply_update(
         raise ValueError(f"weight must be {want} for mode {mode!r}, got {weight.dtype}")
     if not isinstance(update, torch.Tensor) or update.dtype != torch.float32:
         got = update.dtype if isinstance(update, torch.Tensor) else type(update).__name__
-        raise ValueError(f"update must be a float32 tensor, got {got}")
+        raise TypeError(f"update must be a float32 tensor, got {got}")
     if update.shape != weight.shape:
         raise ValueError(
             f"update must have the weight's shape {tuple(weight.shape)}, got {tuple(update.shape)}"
@@ -274,7 +277,11 @@ def adam_direction(
     """
     step = check_int("step", step, minimum=1)
     lr = check_positive("lr", lr)
-    if len(betas) != 2 or not all(0.0 <= float(b) < 1.0 for b in betas):
+    if (
+        not isinstance(betas, (tuple, list))
+        or len(betas) != 2
+        or not all(isinstance(b, numbers.Real) and 0.0 <= b < 1.0 for b in betas)
+    ):
         raise ValueError(f"betas must be two numbers in [0, 1), got {betas!r}")
     b1, b2 = betas
     m.mul_(b1).add_(grad.to(m.dtype), alpha=1 - b1)
