@@ -134,8 +134,10 @@ def test_ulp_distance_counts_representable_steps() -> None:
     assert ulp_distance(x, up).tolist() == [2, 2, 2]
     tiny = torch.tensor([math.ldexp(1.0, -149)])
     assert ulp_distance(-tiny, tiny).tolist() == [2]
-    with pytest.raises(TypeError, match="float32"):
+    with pytest.raises(TypeError, match=r"a must be a float32 tensor, got a torch\.float64 tensor"):
         ulp_distance(x.double(), x.double())
+    with pytest.raises(TypeError, match="b must be a float32 tensor, got list"):
+        ulp_distance(x, [1.0])
 
 
 def test_summation_order_changes_bits_but_not_accuracy() -> None:

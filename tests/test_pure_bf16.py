@@ -34,6 +34,15 @@ def test_stochastic_rounding_keeps_bf16_values_and_signs() -> None:
     assert set(neg.unique().tolist()) == {-1.0, -1.0078125}
 
 
+def test_stochastic_rounding_refuses_what_is_not_float32() -> None:
+    with pytest.raises(
+        TypeError, match=r"x must be a float32 tensor, got a torch\.bfloat16 tensor"
+    ):
+        stochastic_round_bf16(torch.ones(2, dtype=torch.bfloat16))
+    with pytest.raises(TypeError, match="x must be a float32 tensor, got float"):
+        stochastic_round_bf16(1.0)
+
+
 def test_round_to_nearest_matches_the_books_add_in() -> None:
     w = 1.0
     for _ in range(100):
@@ -111,7 +120,7 @@ def test_the_runs_store_what_their_mode_says(runs) -> None:
         (
             lambda: apply_update(torch.ones(2), torch.ones(2, dtype=torch.float64), "fp32"),
             TypeError,
-            "update must be a float32 tensor",
+            "update must be a float32 tensor, got a torch.float64 tensor",
         ),
         (
             lambda: apply_update(torch.ones(2), torch.ones(3), "fp32"),

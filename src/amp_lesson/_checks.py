@@ -45,6 +45,23 @@ def shown(value: Any) -> str:
     return repr(value)
 
 
+def described(value: Any) -> str:
+    """What an argument that should have been a tensor is, for an error message.
+
+    A tensor is named by its dtype (the usual thing wrong with it), anything
+    else by its type.
+
+    >>> import torch
+    >>> described(torch.zeros(2, dtype=torch.int64)), described([1.0])
+    ('a torch.int64 tensor', 'list')
+    """
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return f"a {value.dtype} tensor"
+    return type(value).__name__
+
+
 def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     """Return ``value`` if it is an int (not a bool) no smaller than ``minimum``.
 

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from amp_lesson._checks import check_choice, check_int, check_positive, check_seed
+from amp_lesson._checks import check_choice, check_int, check_positive, check_seed, described
 from amp_lesson.accumulation import make_toy_model, make_toy_problem
 from amp_lesson.device import resolve_device
 from amp_lesson.gradients import flat_grads
@@ -482,7 +482,7 @@ def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor) or t.dtype != torch.float32:
-            raise TypeError(f"{name} must be a float32 tensor, got {getattr(t, 'dtype', type(t))}")
+            raise TypeError(f"{name} must be a float32 tensor, got {described(t)}")
 
     def line(t: torch.Tensor) -> torch.Tensor:
         bits = t.contiguous().view(torch.int32).long()

@@ -46,7 +46,7 @@ from typing import Any
 
 import torch
 
-from amp_lesson._checks import check_choice, check_int, check_positive
+from amp_lesson._checks import check_choice, check_int, check_positive, described
 
 __all__ = [
     "BLOCK_SIZE",
@@ -120,8 +120,7 @@ def _element(element: Any) -> ElementFormat:
 
 def _check_tensor(name: str, x: Any) -> torch.Tensor:
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-        got = f"a {x.dtype} tensor" if isinstance(x, torch.Tensor) else type(x).__name__
-        raise TypeError(f"{name} must be a floating-point tensor, got {got}")
+        raise TypeError(f"{name} must be a floating-point tensor, got {described(x)}")
     if x.numel() == 0:
         raise ValueError(f"{name} must hold at least one value, got an empty tensor")
     if not bool(torch.isfinite(x).all()):
@@ -203,8 +202,7 @@ def e8m0_codes(exponents: torch.Tensor) -> torch.Tensor:
         or exponents.is_floating_point()
         or exponents.dtype == torch.bool
     ):
-        got = exponents.dtype if isinstance(exponents, torch.Tensor) else type(exponents).__name__
-        raise TypeError(f"exponents must be an integer tensor, got {got}")
+        raise TypeError(f"exponents must be an integer tensor, got {described(exponents)}")
     if exponents.numel() and (int(exponents.min()) < -127 or int(exponents.max()) > 127):
         raise ValueError("exponents must lie in [-127, 127], the range E8M0 encodes")
     return (exponents.to(torch.int16) + 127).to(torch.uint8)
@@ -529,8 +527,7 @@ def quant_report(x: torch.Tensor, stored: torch.Tensor, saturated: torch.Tensor)
     (0.3333333333333333, 0.3333333333333333, 0.2481)
     """
     if not isinstance(saturated, torch.Tensor) or saturated.dtype != torch.bool:
-        got = saturated.dtype if isinstance(saturated, torch.Tensor) else type(saturated).__name__
-        raise TypeError(f"saturated must be a boolean tensor (a mask), got {got}")
+        raise TypeError(f"saturated must be a boolean tensor (a mask), got {described(saturated)}")
     if x.shape != stored.shape or x.shape != saturated.shape:
         raise ValueError(
             f"x, stored and saturated must have one shape, got {tuple(x.shape)}, "

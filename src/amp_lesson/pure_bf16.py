@@ -31,7 +31,14 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from amp_lesson._checks import check_choice, check_finite, check_int, check_positive, check_seed
+from amp_lesson._checks import (
+    check_choice,
+    check_finite,
+    check_int,
+    check_positive,
+    check_seed,
+    described,
+)
 from amp_lesson.gradients import DIGITS_HIDDEN, DigitsData
 from amp_lesson.models import make_mlp
 
@@ -96,7 +103,7 @@ def stochastic_round_bf16(
     ([1.0, 1.0078125], 1.001)
     """
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32:
-        raise TypeError(f"x must be a float32 tensor, got {getattr(x, 'dtype', type(x).__name__)}")
+        raise TypeError(f"x must be a float32 tensor, got {described(x)}")
     noise = torch.randint(
         0, 1 << 16, x.shape, generator=generator, device=x.device, dtype=torch.int32
     )
@@ -155,8 +162,7 @@ def apply_update(
     if weight.dtype != want:
         raise ValueError(f"weight must be {want} for mode {mode!r}, got {weight.dtype}")
     if not isinstance(update, torch.Tensor) or update.dtype != torch.float32:
-        got = update.dtype if isinstance(update, torch.Tensor) else type(update).__name__
-        raise TypeError(f"update must be a float32 tensor, got {got}")
+        raise TypeError(f"update must be a float32 tensor, got {described(update)}")
     if update.shape != weight.shape:
         raise ValueError(
             f"update must have the weight's shape {tuple(weight.shape)}, got {tuple(update.shape)}"
