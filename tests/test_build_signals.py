@@ -66,15 +66,26 @@ BUILD_BOOK = [sys.executable, str(ROOT / "tools" / "build_book.py")]
 
 
 def start(cmd: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-    # A session of its own, as a terminal gives a command: Ctrl-C reaches its process group.
-    return subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    # A suite run in the background inherits SIGINT ignored (a shell's `&` does that), and under
+    # nohup SIGHUP too, and an ignored signal stays ignored across exec. A command in a terminal
+    # has both at their defaults: handled here while the command starts, they reach it so (exec
+    # resets a handled signal), and Python installs its KeyboardInterrupt in every process again.
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGHUP)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGHUP, lambda *_: None)
+    try:
+        # A session of its own, as a terminal gives a command: Ctrl-C reaches its process group.
+        return subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
 
 
 def assert_everything_ended(proc: subprocess.Popen[bytes], env: dict[str, str], tag: str) -> None:
