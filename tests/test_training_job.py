@@ -62,7 +62,7 @@ def test_without_the_scaler_state_the_scale_restarts_and_skips_again(uninterrupt
     full, trace = uninterrupted
     first = make_job()
     train_micro_batches(first, 0, 22)
-    resumed, start = load_checkpoint(save_checkpoint(first, 22, scaler=False))
+    resumed, start = load_checkpoint(save_checkpoint(first, 22, with_scaler=False))
     after = train_micro_batches(resumed, start, TOTAL)
     assert after[0]["scale"] == 2.0**16
     assert sum(r["skipped"] for r in after) > sum(

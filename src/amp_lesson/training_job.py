@@ -196,13 +196,13 @@ def train_micro_batches(
     stop = check_int("stop", stop, minimum=start)
     n_accum = check_int("n_accum", n_accum, minimum=1)
     window_start = check_int("window_start", window_start, minimum=0)
-    model, optimizer, scaler = job.model, job.optimizer, job.scaler
+    model, optimizer, scaler, device = job.model, job.optimizer, job.scaler, job.device
     loss_fn = nn.MSELoss()
     rows = []
     scale = scaler.get_scale()
     for i in range(start, stop):
-        x, y = micro_batch(i, device=job.device)
-        with torch.autocast(job.device.type, dtype=torch.float16):
+        x, y = micro_batch(i, device=device)
+        with torch.autocast(device.type, dtype=torch.float16):
             loss = loss_fn(model(x), y) / n_accum
         scaler.scale(loss).backward()
         if (i + 1 - window_start) % n_accum == 0:
@@ -214,7 +214,7 @@ def train_micro_batches(
     return rows
 
 
-def save_checkpoint(job: Job, micro_step: int, *, scaler: bool = True) -> bytes:
+def save_checkpoint(job: Job, micro_step: int, *, with_scaler: bool = True) -> bytes:
     """Save everything a resumed run needs, with ``torch.save``; return the bytes.
 
     The checkpoint holds the model's and the optimizer's ``state_dict``, the
@@ -229,7 +229,7 @@ def save_checkpoint(job: Job, micro_step: int, *, scaler: bool = True) -> bytes:
         What to save.
     micro_step : int
         The next micro-batch to train on.
-    scaler : bool, default True
+    with_scaler : bool, default True
         Save the scaler's state; ``False`` is the mistake the book shows.
 
     Returns
@@ -246,12 +246,13 @@ def save_checkpoint(job: Job, micro_step: int, *, scaler: bool = True) -> bytes:
     (['grads', 'micro_step', 'model', 'optimizer', 'scaler'], 32768.0)
     """
     micro_step = check_int("micro_step", micro_step, minimum=0)
+    model, optimizer, scaler = job.model, job.optimizer, job.scaler
     checkpoint = {
-        "model": job.model.state_dict(),
-        "optimizer": job.optimizer.state_dict(),
-        "scaler": job.scaler.state_dict() if scaler else None,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scaler": scaler.state_dict() if with_scaler else None,
         "micro_step": micro_step,
-        "grads": [p.grad for p in job.model.parameters()],
+        "grads": [p.grad for p in model.parameters()],
     }
     buffer = io.BytesIO()
     torch.save(checkpoint, buffer)
@@ -285,13 +286,14 @@ def load_checkpoint(
     >>> micro_step, resumed.scaler.get_scale()
     (6, 32768.0)
     """
-    checkpoint = torch.load(io.BytesIO(data), map_location=device)
     job = make_job(seed, device)
-    job.model.load_state_dict(checkpoint["model"])
-    job.optimizer.load_state_dict(checkpoint["optimizer"])
-    if checkpoint["scaler"] is not None:
-        job.scaler.load_state_dict(checkpoint["scaler"])
-    for p, g in zip(job.model.parameters(), checkpoint["grads"], strict=True):
+    model, optimizer, scaler = job.model, job.optimizer, job.scaler
+    checkpoint = torch.load(io.BytesIO(data), map_location=device)
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    if checkpoint["scaler"] is not None:  # saved without it: the scaler starts afresh
+        scaler.load_state_dict(checkpoint["scaler"])
+    for p, g in zip(model.parameters(), checkpoint["grads"], strict=True):
         p.grad = g
     return job, checkpoint["micro_step"]
 
@@ -342,9 +344,10 @@ def train_two_models(
     rows = []
     for step in range(steps):
         x, y = micro_batch(step, size=32, device=device)
+        y_small = y / TARGET_SIZE  # model 0's targets, of size 1
         scale, before = scaler.get_scale(), [next(m.parameters()).detach().clone() for m in models]
         with torch.autocast(device.type, dtype=torch.float16):
-            loss0 = loss_fn(models[0](x), y / TARGET_SIZE)
+            loss0 = loss_fn(models[0](x), y_small)
             loss1 = loss_fn(models[1](x), y)
         scaler.scale(loss0).backward()
         scaler.scale(loss1).backward()
