@@ -127,13 +127,16 @@ def shard_model(
     """
     if not isinstance(model, nn.Sequential):
         raise TypeError(f"model must be an nn.Sequential, got {type(model).__name__}")
-    gather, scatter = CountingAllGather(), CountingReduceScatter()
     for layer in model:
         if isinstance(layer, nn.Linear):
             fully_shard(layer, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+    # Counting is the book's, not the recipe's: each unit's communication passes through these.
+    gather, scatter = CountingAllGather(), CountingReduceScatter()
+    for layer in model:
+        if isinstance(layer, nn.Linear):
             layer.set_custom_all_gather(gather)
             layer.set_custom_reduce_scatter(scatter)
-    fully_shard(model, mp_policy=policy)
     return gather, scatter
 
 
