@@ -73,18 +73,26 @@ def quoted_keys(page: Path) -> set[str]:
     return glue_keys([page.read_text(encoding="utf-8")])
 
 
-def _titles_and_labels() -> tuple[dict[str, str], dict[str, tuple[str, str, str]]]:
+Targets = tuple[dict[str, str], dict[str, tuple[str, str, str]]]
+"""The book's page titles and section labels: what a twin's cross-references resolve to."""
+
+
+def _titles_and_labels() -> Targets:
     from amp_lesson.sphinxext.export import book_titles_and_labels
 
     return book_titles_and_labels(DOCS)
 
 
-def render(page: Path, glue: dict[str, dict[str, Any]], built_on: str) -> str:
-    """The twin of ``page`` with the glued values ``glue`` of a build on ``built_on``."""
+def render(page: Path, glue: dict[str, dict[str, Any]], built_on: str, targets: Targets) -> str:
+    """The twin of ``page`` with the glued values ``glue`` of a build on ``built_on``.
+
+    ``targets`` are the book's titles and labels (:func:`_titles_and_labels`), read once for
+    all the twins: read for each, they would make a check quadratic in the number of pages.
+    """
     from amp_lesson.sphinxext.export import export_notebook
 
     keys = quoted_keys(page)
-    titles, labels = _titles_and_labels()
+    titles, labels = targets
     data = export_notebook(
         page_notebook(page),
         glue,
@@ -137,11 +145,12 @@ def main(argv: list[str]) -> int:
     want = {twin_path(p): p for p in pages()}
     have = set(OUT.rglob("*.ipynb")) if OUT.exists() else set()
     problems: list[str] = []
+    targets = _titles_and_labels()
     if argv[0] == "write":
         texts = {}
         for twin, page in want.items():
             try:
-                texts[twin] = render(page, built_glue(page), built_device(page))
+                texts[twin] = render(page, built_glue(page), built_device(page), targets)
             except KeyError as error:
                 problems.append(f"{page.relative_to(ROOT)}: {error.args[0]}")
         if problems:
@@ -161,7 +170,7 @@ def main(argv: list[str]) -> int:
             problems.append(f"missing: {twin}")
             continue
         try:
-            text = render(page, *recorded(twin))
+            text = render(page, *recorded(twin), targets)
         except KeyError as error:
             problems.append(f"stale: {twin} ({error.args[0]})")
             continue
