@@ -148,7 +148,15 @@ def tests(session: nox.Session) -> None:
         _run(session, env, "python", "tools/install_axe.py")
     else:
         session.warn("npm not found: the accessibility audit will be skipped (it fails on CI)")
-    _run(session, env, "python", "-m", "pytest", *session.posargs)
+    _run(session, env, "python", "-m", "pytest", *_workers(session.posargs), *session.posargs)
+
+
+def _workers(args: list[str]) -> list[str]:
+    """pytest-xdist's ``-n``: one test process per core, at most four (each drives its own
+    Chromium), unless the arguments choose (``-n 0`` runs the suite in one process)."""
+    if any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist" for a in args):
+        return []
+    return ["-n", str(min(os.cpu_count() or 1, 4))]
 
 
 @nox.session

@@ -29,6 +29,16 @@ each gives the tests that use it (directly or through another fixture)."""
 SLOW_MARKERS = ("book", "browser", "notebooks", "kernels")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``pytest -n N``, each worker's torch takes its share of the cores: N workers each
+    with torch's default of one thread per core would spin against each other (the fast tier
+    on two cores: 50 s with two threads a worker, 29 s with one, 39 s in one process).
+    Processes a test starts (builds, kernels) keep torch's default."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test by the fixtures it uses; a test with no slow marker is ``fast``."""
     for item in items:
@@ -59,10 +69,24 @@ def sphinx() -> Any:
 
 
 @pytest.fixture(scope="session")
-def built_book() -> Path:
+def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The book, built (incrementally, through the execution cache) into docs/_build/html,
-    with its PDF where Chromium is at hand, as ``nox -s docs`` builds it."""
-    sphinx_build(DOCS, HTML, pdf=True)
+    with its PDF where Chromium is at hand, as ``nox -s docs`` builds it.
+
+    Built once per run: under ``pytest -n N`` the first worker to ask builds it while the
+    others wait on a lock in the run's shared temporary folder, then use it.
+    """
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        sphinx_build(DOCS, HTML, pdf=True)
+        return HTML
+    from filelock import FileLock  # a dependency of torch
+
+    shared = tmp_path_factory.getbasetemp().parent  # one folder per run, common to its workers
+    built = shared / "book-built"
+    with FileLock(shared / "book-built.lock"):
+        if not built.exists():
+            sphinx_build(DOCS, HTML, pdf=True)
+            built.touch()
     return HTML
 
 
@@ -155,14 +179,20 @@ MEASUREMENTS: list[tuple[str, str]] = []
 
 @pytest.fixture
 def report(request: pytest.FixtureRequest) -> Any:
-    """``report(what, value)``: a measurement to print in the run's summary (and to keep in
-    the test's properties), for figures a test records but does not limit."""
+    """``report(what, value)``: a measurement to print in the run's summary, for figures a
+    test records but does not limit. Kept in the test's properties, which reach the process
+    that prints the summary from wherever the test ran (``pytest -n N`` included)."""
 
     def _report(what: str, value: str) -> None:
-        MEASUREMENTS.append((f"{request.node.name}: {what}", value))
         request.node.user_properties.append((what, value))
 
     return _report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call":
+        name = report.nodeid.rpartition("::")[2]
+        MEASUREMENTS.extend((f"{name}: {what}", value) for what, value in report.user_properties)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
