@@ -245,3 +245,27 @@ def test_an_input_whose_dtype_the_model_cannot_take_is_named() -> None:
         measure_activation_memory(mlp, x.double(), autocast_dtype=torch.float16)
     half = measure_activation_memory(mlp, x.half(), autocast_dtype=torch.float16)  # autocast casts
     assert half.bytes > 0
+
+
+def test_the_memory_pages_state_cell_survives_skipped_first_steps(capsys) -> None:
+    """The page's cell reads Adam's state after a GradScaler step; at the scaler's starting
+    scale a first step is now and then skipped (2 of 200 random draws here), which leaves no
+    state. Started at 2**40, so that the first steps overflow for certain, it still prints
+    FP32 state (4 bytes per parameter each for the weights, .grad, and 8 for m and v)."""
+    from helpers import DOCS
+
+    from amp_lesson.sphinxext.pages import read_text
+
+    page = read_text((DOCS / "chapter" / "memory.md").read_text(encoding="utf-8"))
+    (cell,) = [c for c in page.code_cells if '"exp_avg_sq"' in c.source]
+    start = "torch.amp.GradScaler(device.type)"
+    assert start in cell.source
+    source = cell.source.replace(start, "torch.amp.GradScaler(device.type, init_scale=2.0**40)")
+    namespace: dict[str, object] = {}
+    exec(compile(source, "memory.md", "exec"), namespace)  # noqa: S102 - the page's own cell
+    scaler = namespace["scaler"]
+    assert scaler.get_scale() < 2.0**39, "no step was skipped: the test proves nothing"
+    printed = capsys.readouterr().out
+    assert "weights    4.0" in printed, printed
+    assert ".grad      4.0" in printed, printed
+    assert "Adam m, v  8.0" in printed, printed
