@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, TAG_ENV, mini_book, processes_tagged
+from helpers import FRONT_MATTER, ROOT, TAG_ENV, mini_book, processes_tagged
 
 from amp_lesson.sphinxext import kernels
 
@@ -163,3 +164,97 @@ def test_ctrl_c_of_the_live_preview_during_a_build_ends_every_process(
     assert wait_for(marker.exists, timeout=120), "the preview's build never reached the cell"
     os.killpg(proc.pid, signal.SIGINT)
     assert_everything_ended(proc, env, tag)
+
+
+DIES_WHEN_THE_CELL_RUNS = """\
+import pathlib, sys, time
+marker = pathlib.Path(sys.argv[1])
+while not marker.exists():
+    time.sleep(0.05)
+sys.exit(1)
+"""
+
+
+def test_a_kernel_that_dies_at_start_while_another_page_runs_fails_the_build_whole(
+    slow_book: tuple[Path, Path, dict[str, str], str], tmp_path: Path
+) -> None:
+    # As a kernel whose port another process took does: the page's reader fails, Sphinx ends the
+    # reader whose cell is running, and nothing of the build is left.
+    src, marker, env, tag = slow_book
+    spec = tmp_path / "jupyter" / "kernels" / "dies-when-the-cell-runs"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-c", DIES_WHEN_THE_CELL_RUNS, str(marker), "{connection_file}"]
+    (spec / "kernel.json").write_text(
+        json.dumps({"argv": argv, "display_name": "dies", "language": "python"})
+    )
+    env["JUPYTER_PATH"] = str(tmp_path / "jupyter")
+    (src / "index.md").write_text("# Mini\n\n```{toctree}\npage\nbad\n```\n")
+    front = FRONT_MATTER.replace("name: python3", "name: dies-when-the-cell-runs")
+    (src / "bad.md").write_text(front + "\n# Bad\n\n```{code-cell} ipython3\n1 + 1\n```\n")
+    page = src / "page.md"  # labels enough that its reader's result overfills a pipe (64 KiB)
+    page.write_text(
+        page.read_text() + "".join(f"\n({tag}-{i})=\nLabel {i}.\n" for i in range(3000))
+    )
+    proc = start([*BUILD_BOOK, "--docs", str(src), str(src.parent / "html"), "--", "-j", "2"], env)
+    assert wait_for(marker.exists, timeout=120), "the cell never started"
+    started = time.monotonic()
+    assert_everything_ended(proc, env, tag)
+    assert proc.returncode not in (0, None)
+    print(f"the failed build ended in {time.monotonic() - started:.1f} s")
+
+
+SURVIVES_SIGTERM = '''\
+"""Test extension: the reader of "page" handles SIGTERM and reads on; the reader of "bad" fails."""
+import pathlib
+import signal
+import time
+
+READING = pathlib.Path(__file__).with_name("reading-page")
+
+
+def on_read(app, docname, source):
+    if docname == "page":
+        # As nbclient does while it runs a notebook: SIGTERM shuts its kernel down, and the
+        # reader goes on to the rest of its chunk.
+        told = []
+        signal.signal(signal.SIGTERM, lambda *_: told.append(True))
+        READING.write_text("reading")
+        deadline = time.monotonic() + 60
+        while not told and time.monotonic() < deadline:
+            time.sleep(0.02)
+    elif docname == "bad":
+        while not READING.exists():
+            time.sleep(0.02)
+        raise RuntimeError("this reader fails")
+
+
+def setup(app):
+    app.connect("source-read", on_read)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+'''
+
+
+def test_a_failed_build_ends_a_reader_that_outlived_sphinxs_sigterm(
+    slow_book: tuple[Path, Path, dict[str, str], str],
+) -> None:
+    # When a reader fails, Sphinx ends the others with SIGTERM. One that handles it (nbclient
+    # does, while it executes a notebook) reads on and then blocks sending its result: each
+    # reader inherits the read end of its own pipe, so that end is never closed. The main
+    # process waits for it at exit: a failed build that never ends. Seen in a cold build whose
+    # kernel died at start while another reader's kernel was starting.
+    src, _, env, tag = slow_book
+    (src / "survives_sigterm.py").write_text(SURVIVES_SIGTERM)
+    conf = src / "conf.py"
+    conf.write_text(
+        conf.read_text()
+        + "\nimport pathlib as _pl, sys as _sys\n_sys.path.insert(0, str(_pl.Path(__file__).parent))\n"
+        + 'extensions.append("survives_sigterm")\n'
+    )
+    (src / "index.md").write_text("# Mini\n\n```{toctree}\npage\nbad\n```\n")
+    (src / "bad.md").write_text("# Bad\n\nNo code.\n")
+    page = src / "page.md"  # labels enough that its reader's result overfills a pipe (64 KiB)
+    page.write_text("# Page\n\n" + "".join(f"({tag}-{i})=\nLabel {i}.\n\n" for i in range(3000)))
+    proc = start([*BUILD_BOOK, "--docs", str(src), str(src.parent / "html"), "--", "-j", "2"], env)
+    assert wait_for((src / "reading-page").exists, timeout=120), "the page was never read"
+    assert_everything_ended(proc, env, tag)
+    assert proc.returncode not in (0, None)

@@ -412,6 +412,16 @@ def _schedule_reading(app: Sphinx, env: Any, docnames: list[str]) -> None:
         docnames[:] = balanced_order(_page_costs(app, env, docnames), app.parallel)
 
 
+def _end_workers_of_a_failed_build(app: Sphinx, exception: BaseException | None) -> None:
+    """A failed build kills the readers and writers Sphinx's SIGTERM did not end."""
+    if exception is not None:
+        ended = shutdown.end_workers()
+        if ended:
+            logger.info(
+                "amp_lesson: the build failed; killed %d process(es) still running", len(ended)
+            )
+
+
 def _write_on_every_core(app: Sphinx) -> None:
     """Write the pages in ``-j N`` processes at once, not Sphinx's N - 1.
 
@@ -883,6 +893,7 @@ def setup(app: Sphinx) -> None:
     # From here a signal, or the end of the build's parent, ends every process of the build.
     app.connect("config-inited", lambda app, config: shutdown.watch(), priority=50)
     app.connect("build-finished", lambda app, exc: shutdown.stop_watching(), priority=900)
+    app.connect("build-finished", _end_workers_of_a_failed_build, priority=100)
     app.connect("builder-inited", _write_on_every_core)
     app.connect("env-before-read-docs", _schedule_reading)
     app.connect("env-before-read-docs", _prepare_readers)

@@ -17,7 +17,10 @@ So, from the moment the build's configuration is read until it finishes:
   and end the process by the same signal;
 - the main process receives SIGTERM when its parent ends, and each reader
   and writer is killed when the main process ends (Linux's parent-death
-  signal), so no part of the build outlives the process that started it.
+  signal), so no part of the build outlives the process that started it;
+- a build that fails kills the readers and writers still running
+  (:func:`end_workers`): Sphinx sends them SIGTERM, which a reader executing
+  a notebook survives.
 
 Linux only, as the forked kernels are; elsewhere nothing changes.
 """
@@ -105,6 +108,26 @@ def watch(cleanup: Callable[[], None] | None = None) -> bool:
     if os.getppid() != parent:  # the parent ended before the line above
         os.kill(os.getpid(), signal.SIGTERM)
     return True
+
+
+def end_workers() -> list[int]:
+    """Kill the readers and writers a failed build leaves running; return their pids.
+
+    When a reader fails, Sphinx ends the others with SIGTERM and reads no more
+    from their pipes. nbclient handles SIGTERM while it executes a notebook (it
+    shuts the kernel down and returns), so such a reader reads on, then blocks
+    sending its result: it holds the read end of its own pipe (inherited at the
+    fork), so that end never closes. The main process waits for it at exit
+    (``multiprocessing`` joins its children), and the failed build never ends.
+    Only the main process has these children; elsewhere this does nothing.
+    """
+    stray = multiprocessing.active_children()
+    for child in stray:
+        with contextlib.suppress(OSError):
+            os.kill(child.pid, signal.SIGKILL)  # type: ignore[arg-type]
+    for child in stray:  # reaps them
+        child.join(timeout=5)
+    return [child.pid for child in stray if child.pid is not None]
 
 
 def stop_watching() -> None:
