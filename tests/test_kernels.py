@@ -392,7 +392,11 @@ def test_a_forked_kernel_uses_the_gpu(shared_server: dict[str, str], tmp_path: P
 
 # -- in the build ------------------------------------------------------------------------
 
-PAGE = "```{code-cell} ipython3\nimport sys\nprint('torch imported before the page:', 'torch' in sys.modules)\n```\n"
+PAGE = (
+    "```{code-cell} ipython3\nimport json, sys\nfrom ipykernel.connect import get_connection_file\n"
+    "print('torch imported before the page:', 'torch' in sys.modules)\n"
+    "print('transport:', json.loads(open(get_connection_file()).read())['transport'])\n```\n"
+)
 # A page that imports none of what the server imports first: its kernel starts the usual way.
 NUMPY_PAGE = PAGE + "\n```{code-cell} ipython3\nimport numpy\n```\n"
 
@@ -413,6 +417,9 @@ def test_the_book_forks_its_kernels_and_cleans_up(
     sphinx_build(src, out, "-D", f"amp_lesson_fork_kernels={int(fork)}", env=env)
     html = (out / "page.html").read_text(encoding="utf-8")
     assert f"torch imported before the page: {forked}" in html
+    # The book's kernels, forked or not, listen on socket files of their own (no port race);
+    # MyST-NB's stock kernels on TCP.
+    assert f"transport: {'ipc' if fork else 'tcp'}" in html
     assert set(own_kernel_folders.glob(kernels.FOLDER_PREFIX + "*")) <= folders_before
     assert all(wait_until_gone(pid) for pid in processes_tagged(tag))  # server, kernels
 

@@ -8,6 +8,7 @@ that shape, so no workaround can switch off without a word. CONTRIBUTING.md
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 from jupyter_cache.cache.main import JupyterCacheBase
 from jupyter_client.manager import KernelManager
@@ -64,3 +65,26 @@ def test_myst_nb_still_writes_each_pages_glue_data_beside_its_notebook() -> None
     source = inspect.getsource(MystNbParser.parse)
     assert '".glue.json"' in source
     assert "nb_client.glue_data" in source
+
+
+def test_sphinx_still_ends_readers_by_sigterm_and_nbclient_still_survives_it() -> None:
+    # book._end_workers_of_a_failed_build kills the reader that reads on after Sphinx's SIGTERM.
+    from nbclient import NotebookClient
+    from sphinx.util.parallel import ParallelTasks
+
+    assert ".terminate()" in inspect.getsource(ParallelTasks.terminate)
+    setup = inspect.getsource(NotebookClient.async_setup_kernel)
+    assert "add_signal_handler(signal.SIGTERM" in setup
+
+
+def test_jupyter_client_still_writes_tcp_ports_that_nothing_holds(tmp_path: Path) -> None:
+    # kernels.ForkingProvisioner.pre_launch gives the book's kernels Unix sockets instead: a port
+    # written here is free until the kernel binds it, so another process may take it first.
+    import socket
+
+    from jupyter_client.connect import write_connection_file
+
+    _, info = write_connection_file(str(tmp_path / "k.json"), ip="127.0.0.1", transport="tcp")
+    for name in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"):
+        with socket.socket() as taker:
+            taker.bind(("127.0.0.1", int(info[name])))

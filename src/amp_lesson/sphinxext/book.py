@@ -483,7 +483,7 @@ def _prepare_readers(app: Sphinx, env: Any, docnames: list[str]) -> None:
         if any(kernels.worth_a_server(source) for cells in code for source in cells):
             _kernel_server.start_soon(preload_all=with_cells > app.parallel)
         else:
-            _kernel_server.close()  # the provisioner then starts each kernel the usual way
+            _kernel_server.usual_way()
     if app.parallel > 1 and len(docnames) > 5 and any(_AUTODOC.search(t) for t in texts):
         import importlib
 
@@ -524,6 +524,7 @@ def _fork_kernels(app: Sphinx, config: Config) -> None:
     platform, and when nothing executes.
     """
     if not config.amp_lesson_fork_kernels or config.nb_execution_mode == "off":
+        kernels.forget_inherited_server()  # off means MyST-NB's stock kernels, whoever started us
         return
     if sys.platform != "linux":
         return

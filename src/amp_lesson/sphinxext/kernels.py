@@ -53,6 +53,9 @@ PROVISIONER_NAME = "amp-lesson-fork"
 SERVER_ENV = "AMP_LESSON_KERNEL_SERVER"
 """Environment variable naming the folder of the server's socket; set by the build."""
 OWNER_ENV = "AMP_LESSON_KERNEL_SERVER_OWNER"
+USUAL_WAY_ENV = "AMP_LESSON_KERNELS_USUAL_WAY"
+"""Set (to 1) where a build's kernels start the usual way, with no server (see
+:meth:`KernelServer.usual_way`); their sockets are still in the build's folder."""
 """Environment variable with the build's process id; the server exits when it does."""
 PRELOAD = ("numpy", "torch", "matplotlib.pyplot", "ipykernel.ipkernel", "ipykernel.debugger")
 """Modules the server imports before it serves the first kernel.
@@ -631,7 +634,7 @@ class KernelServer:
     and removes the folder.
     """
 
-    _ENV = (SERVER_ENV, OWNER_ENV, "JUPYTER_DEFAULT_PROVISIONER_NAME")
+    _ENV = (SERVER_ENV, OWNER_ENV, USUAL_WAY_ENV, "JUPYTER_DEFAULT_PROVISIONER_NAME")
 
     def __init__(self) -> None:
         self.folder: Path | None = None
@@ -663,6 +666,12 @@ class KernelServer:
         """
         if self.folder is not None:
             start(self.folder, os.environ[OWNER_ENV], preload_all=preload_all)
+
+    def usual_way(self) -> None:
+        """Start no server: each kernel starts the usual way, as the pages need nothing the
+        server would import for them. The folder stays, for the kernels' sockets."""
+        if self.folder is not None:
+            os.environ[USUAL_WAY_ENV] = "1"
 
     def close(self) -> None:
         import shutil
@@ -699,6 +708,18 @@ class KernelServer:
             factory.default_provisioner_name = self._saved_default
         self._saved_default = None
         self.folder = None
+
+
+def forget_inherited_server() -> None:
+    """Drop a kernel server this process inherited the variables of (from a build that
+    started it, or a test's), so that its kernels start as jupyter_client starts them."""
+    for name in (SERVER_ENV, OWNER_ENV, USUAL_WAY_ENV):
+        os.environ.pop(name, None)
+    if os.environ.get("JUPYTER_DEFAULT_PROVISIONER_NAME") == PROVISIONER_NAME:
+        del os.environ["JUPYTER_DEFAULT_PROVISIONER_NAME"]
+    factory = _provisioner_factory()
+    if factory is not None and factory.default_provisioner_name == PROVISIONER_NAME:
+        factory.default_provisioner_name = "local-provisioner"
 
 
 def _provisioner_factory() -> Any:
@@ -879,7 +900,7 @@ def fork_request(cmd: list[str], kwargs: dict[str, Any]) -> dict[str, Any] | Non
     """
     folder, owner = os.environ.get(SERVER_ENV), os.environ.get(OWNER_ENV)
     env = kwargs.get("env") or dict(os.environ)
-    if not folder or not owner or sys.platform != "linux":
+    if not folder or not owner or os.environ.get(USUAL_WAY_ENV) or sys.platform != "linux":
         return None
     if len(cmd) < 3 or cmd[1:3] != ["-m", _KERNEL_MODULE]:
         return None
@@ -938,8 +959,27 @@ class ForkingProvisioner(LocalProvisioner):  # type: ignore[misc]
     """Start ipykernel kernels by forking the build's kernel server.
 
     Any kernel :func:`fork_request` declines starts as
-    :class:`~jupyter_client.provisioning.LocalProvisioner` starts it.
+    :class:`~jupyter_client.provisioning.LocalProvisioner` starts it. Either
+    way, while the build's folder exists, the kernel listens on Unix sockets
+    in it (:meth:`pre_launch`), not on TCP ports.
     """
+
+    async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
+        """Have the kernel listen on Unix sockets of its own in the server's folder.
+
+        On TCP, jupyter_client picks each port by binding port 0 and closing it;
+        the kernel binds it later (a second or more for a kernel started the
+        usual way). Another process picking in between (the other readers of a
+        parallel build, another build on the machine) can be handed the same
+        port, and one kernel dies with "Address already in use". A socket file
+        named for this kernel alone cannot be taken so.
+        """
+        km = self.parent
+        folder = os.environ.get(SERVER_ENV)
+        if km is not None and folder and km.transport == "tcp" and Path(folder).is_dir():
+            km.transport = "ipc"
+            km.ip = str(Path(folder) / f"k{os.urandom(6).hex()}")  # sockets: <ip>-1 ... <ip>-5
+        return dict(await super().pre_launch(**kwargs))
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
         request = fork_request(cmd, kwargs)
