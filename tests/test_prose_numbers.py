@@ -272,12 +272,14 @@ Are the two runs bitwise identical? The lesson says they are bitwise identical.
 :::
 
 ```{figure} dot.png
-:alt: a dot
+:alt: a white dot
 
 FP16 is slower here than FP32.
 ```
 
 A request for this is open as pytorch/pytorch#152279.
+
+The black circle marks the first run; a red cross marks a skipped step.
 """
 
 PLANTED_MODULE = '''\
@@ -297,7 +299,8 @@ def compare():
 def test_the_build_fails_on_a_typed_outcome_in_a_self_check_a_caption_or_a_docstring(
     tmp_path: Path,
 ) -> None:
-    """Plant one of each, and an undated issue state; the build fails and names every one."""
+    """Plant one of each, an undated issue state and a grey mark; the build fails and names
+    every one."""
     src = mini_book(tmp_path, PLANTED_PAGE, front_matter="")
     (src / "index.md").write_text("# Mini\n\n```{toctree}\npage\napi\n```\n")
     (src / "api.md").write_text(
@@ -320,6 +323,8 @@ def test_the_build_fails_on_a_typed_outcome_in_a_self_check_a_caption_or_a_docst
         f"page.md:{line_of('The two runs are bitwise identical.')}": "typed_outcome",
         f"page.md:{line_of('FP16 is slower here')}": "typed_outcome",
         f"page.md:{line_of('is open as pytorch')}": "undated_issue_state",
+        f"page.md:{line_of('The black circle marks')}": "theme_bound_colour",
+        f"page.md:{line_of('{figure} dot.png')}": "theme_bound_colour",  # its alt text
         "docstring of planted_outcome.compare": "typed_outcome",
     }
     for where, subtype in expected.items():

@@ -14,7 +14,9 @@ turns it into a failed build.
 
 The same reading holds citations to a date: an issue or pull request whose
 state a sentence reports ("pytorch/pytorch#152279 is open") must say when
-that state was read, since it changes (:func:`undated_issue_states`).
+that state was read, since it changes (:func:`undated_issue_states`). And it
+refuses a mark of a figure named black, white or grey (:func:`theme_bound_colours`):
+the figures draw greys inverted in the dark theme, so the words hold in one theme only.
 """
 
 from __future__ import annotations
@@ -132,11 +134,33 @@ def undated_issue_states(text: str) -> list[str]:
     ]
 
 
+_GREY_MARK = re.compile(
+    r"\b(?:black|white|gr[ae]y)\s+(?:(?:and|or|,)\s+\w+\s+)?"
+    r"(?:line|dot|marker|circle|square|triangle|cross|bar|curve|point|arrow|star|band)(?:e?s)?\b",
+    re.IGNORECASE,
+)
+
+
+def theme_bound_colours(text: str) -> list[str]:
+    """The sentences of ``text`` that name a mark of a figure black, white or grey.
+
+    :func:`amp_lesson.plotting.dark_colour` inverts greys for the dark theme, so
+    the black markers of the light theme are white there; a hue keeps its name.
+
+    >>> theme_bound_colours("The black circle is the first row. The red crosses are skips.")
+    ['The black circle is the first row.']
+    >>> theme_bound_colours("Black-box testing; a white paper.")
+    []
+    """
+    return [sentence for sentence in sentences(text) if _GREY_MARK.search(sentence)]
+
+
 def scan_doctree(doctree: nodes.document) -> list[tuple[nodes.Element, str, str]]:
     """(block, problem, sentence) for every sentence of ``doctree`` the build refuses.
 
-    The problem is ``"typed_outcome"`` (:func:`amp_lesson.claims.typed_outcomes`)
-    or ``"undated_issue_state"`` (:func:`undated_issue_states`).
+    The problem is ``"typed_outcome"`` (:func:`amp_lesson.claims.typed_outcomes`),
+    ``"undated_issue_state"`` (:func:`undated_issue_states`) or
+    ``"theme_bound_colour"`` (:func:`theme_bound_colours`).
     """
     found = []
     for block in doctree.findall(lambda n: isinstance(n, BLOCKS)):
@@ -145,6 +169,11 @@ def scan_doctree(doctree: nodes.document) -> list[tuple[nodes.Element, str, str]
         text = readable_text(block)
         found += [(block, "typed_outcome", sentence) for sentence in typed_outcomes(text)]
         found += [(block, "undated_issue_state", s) for s in undated_issue_states(text)]
+        found += [(block, "theme_bound_colour", s) for s in theme_bound_colours(text)]
+    for image in doctree.findall(nodes.image):  # alt text is written, even for a cell's figure
+        found += [
+            (image, "theme_bound_colour", s) for s in theme_bound_colours(image.get("alt", ""))
+        ]
     return found
 
 
@@ -153,6 +182,8 @@ _MESSAGES = {
     "with amp_lesson.claims.claim and {glue:text})",
     "undated_issue_state": "an issue's state cited without the date it was read: %r "
     "(say when, e.g. 'when read on 2026-12-01', or leave the state out)",
+    "theme_bound_colour": "a figure's mark named by a grey, which the dark theme inverts: %r "
+    "(name it by its shape or line style, or draw it in a hue)",
 }
 
 
