@@ -408,6 +408,42 @@ def test_without_javascript_the_page_keeps_its_colours_and_code_its_syntax_colou
         pg.context.close()
 
 
+def test_without_javascript_a_reader_who_asks_for_dark_gets_the_dark_theme(
+    browser, site_url, built_book
+):
+    from helpers import recording_page
+
+    seen = {}
+    for scheme in ("light", "dark"):
+        pg = recording_page(browser, site_url, java_script_enabled=False, color_scheme=scheme)
+        try:
+            pg.goto(f"{site_url}/chapter/gradscaler.html", wait_until="load")
+            assert pg.evaluate("document.documentElement.dataset.theme") == "auto"
+            seen[scheme] = pg.evaluate("""() => {
+                const spans = [...document.querySelectorAll('div.cell_input div.highlight pre span')];
+                return {
+                  background: getComputedStyle(document.body).backgroundColor,
+                  text: getComputedStyle(document.querySelector('article p')).color,
+                  tokens: spans.slice(0, 40).map(s => getComputedStyle(s).color).join(' '),
+                  figure: getComputedStyle(document.querySelector('svg.amp-svg text')).fill,
+                };
+            }""")
+        finally:
+            pg.context.close()
+
+    def lightness(rgb: str) -> float:
+        r, g, b = (int(c) for c in rgb[rgb.index("(") + 1 : rgb.index(")")].split(",")[:3])
+        return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
+
+    light, dark = seen["light"], seen["dark"]
+    assert lightness(light["background"]) > 0.9, seen
+    assert lightness(dark["background"]) < 0.2, seen
+    assert lightness(dark["text"]) > 0.7, seen
+    assert lightness(light["text"]) < 0.3, seen
+    assert light["tokens"] != dark["tokens"], seen  # the code's dark syntax colours
+    assert (light["figure"], dark["figure"]) == ("rgb(0, 0, 0)", "rgb(255, 255, 255)"), seen
+
+
 def test_result_tables_align_numbers_right_and_text_left(page, site_url, built_book):
     page.goto(f"{site_url}/chapter/accumulation-equals-full-batch.html")
     cells = page.evaluate("""() => [...document.querySelectorAll('table.amp-table td')].map(td =>

@@ -73,7 +73,9 @@ def test_unary_signs_are_set_tight_and_binary_ones_are_not() -> None:
 # -- colours without JavaScript ---------------------------------------------------------
 
 
-def test_no_script_css_reaims_the_themes_fallback_and_the_light_code_colours() -> None:
+def test_no_script_css_reaims_the_themes_fallback_the_light_code_colours_and_the_dark_rules() -> (
+    None
+):
     theme_css = (
         "html[data-theme=light]{--c:#000}html:not([data-theme]){--c:#111;--d:#222}"
         "html:not([data-theme]) .only-dark{display:none!important}"
@@ -82,12 +84,17 @@ def test_no_script_css_reaims_the_themes_fallback_and_the_light_code_colours() -
         'html[data-theme="light"] .highlight .k { color: #0000ff }\n'
         'html[data-theme="dark"] .highlight .k { color: #ffff00 }\n'
     )
-    css = theme.no_script_css(theme_css, pygments)
-    assert 'html[data-theme="auto"]{--c:#111;--d:#222}' in css
-    assert 'html[data-theme="auto"] .only-dark{display:none!important}' in css
-    assert 'html[data-theme="auto"] .highlight .k { color: #0000ff }' in css
-    assert "#ffff00" not in css
+    css = theme.no_script_css(theme_css, pygments, 'html[data-theme="dark"] .amp-x{color:#eee}')
+    light, dark = css.split("@media (prefers-color-scheme: dark) {")
+    assert 'html[data-theme="auto"]{--c:#111;--d:#222}' in light
+    assert 'html[data-theme="auto"] .only-dark{display:none!important}' in light
+    assert 'html[data-theme="auto"] .highlight .k { color: #0000ff }' in light
+    assert "#ffff00" not in light
     assert "#000}" not in css
+    # a reader whose system asks for dark: the dark code colours and the book's dark rules
+    assert 'html[data-theme="auto"] .highlight .k { color: #ffff00 }' in dark
+    assert 'html[data-theme="auto"] .amp-x{color:#eee}' in dark
+    assert dark.rstrip().endswith("}")
 
 
 def test_reference_sections_match_by_glob() -> None:
