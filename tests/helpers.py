@@ -124,6 +124,18 @@ def mini_book(tmp: Path, body: str, front_matter: str = FRONT_MATTER) -> Path:
     return src
 
 
+def add_extension(src: Path, name: str, source: str) -> None:
+    """Load the Sphinx extension ``source`` in the mini book ``src``: module ``name``, written
+    beside its ``conf.py`` (which imports ``os``)."""
+    (src / f"{name}.py").write_text(source)
+    conf = src / "conf.py"
+    conf.write_text(
+        conf.read_text()
+        + "\nimport sys as _sys\n_sys.path.insert(0, os.path.dirname(__file__))\n"
+        + f"extensions.append({name!r})\n"
+    )
+
+
 def recording_page(browser: Any, site_url: str, **context_options: Any) -> Any:
     """A page in a new browser context that records what a test must not see.
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import DOCS, FRONT_MATTER, mini_book, sphinx_build
+from helpers import DOCS, FRONT_MATTER, add_extension, mini_book, sphinx_build
 
 import amp_lesson
 from amp_lesson.sphinxext.pages import code_cell_lines
@@ -317,13 +317,7 @@ def test_with_j_n_the_pages_are_written_in_n_processes_at_once(tmp_path: Path) -
     # Two writers that each see the other while waiting on their first page ran at once; a
     # writer that only starts after another has finished sees it, but is not seen back.
     src = mini_book(tmp_path, "Text.\n")
-    (src / "rendezvous.py").write_text(RENDEZVOUS)
-    conf = src / "conf.py"
-    conf.write_text(
-        conf.read_text()
-        + "\nimport sys\nsys.path.insert(0, os.path.dirname(__file__))"
-        + "\nextensions.append('rendezvous')\n"
-    )
+    add_extension(src, "rendezvous", RENDEZVOUS)
     pages = ["page"] + [f"page{i}" for i in range(5)]
     for name in pages[1:]:
         (src / f"{name}.md").write_text(f"# {name}\n\nText.\n")

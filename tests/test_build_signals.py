@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import FRONT_MATTER, ROOT, TAG_ENV, mini_book, processes_tagged
+from helpers import FRONT_MATTER, ROOT, TAG_ENV, add_extension, mini_book, processes_tagged
 
 from amp_lesson.sphinxext import kernels
 
@@ -243,13 +243,7 @@ def test_a_failed_build_ends_a_reader_that_outlived_sphinxs_sigterm(
     # process waits for it at exit: a failed build that never ends. Seen in a cold build whose
     # kernel died at start while another reader's kernel was starting.
     src, _, env, tag = slow_book
-    (src / "survives_sigterm.py").write_text(SURVIVES_SIGTERM)
-    conf = src / "conf.py"
-    conf.write_text(
-        conf.read_text()
-        + "\nimport pathlib as _pl, sys as _sys\n_sys.path.insert(0, str(_pl.Path(__file__).parent))\n"
-        + 'extensions.append("survives_sigterm")\n'
-    )
+    add_extension(src, "survives_sigterm", SURVIVES_SIGTERM)
     (src / "index.md").write_text("# Mini\n\n```{toctree}\npage\nbad\n```\n")
     (src / "bad.md").write_text("# Bad\n\nNo code.\n")
     page = src / "page.md"  # labels enough that its reader's result overfills a pipe (64 KiB)
