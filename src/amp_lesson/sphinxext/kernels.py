@@ -53,10 +53,10 @@ PROVISIONER_NAME = "amp-lesson-fork"
 SERVER_ENV = "AMP_LESSON_KERNEL_SERVER"
 """Environment variable naming the folder of the server's socket; set by the build."""
 OWNER_ENV = "AMP_LESSON_KERNEL_SERVER_OWNER"
+"""Environment variable with the build's process id; the server exits when it does."""
 USUAL_WAY_ENV = "AMP_LESSON_KERNELS_USUAL_WAY"
 """Set (to 1) where a build's kernels start the usual way, with no server (see
 :meth:`KernelServer.usual_way`); their sockets are still in the build's folder."""
-"""Environment variable with the build's process id; the server exits when it does."""
 PRELOAD = ("numpy", "torch", "matplotlib.pyplot", "ipykernel.ipkernel", "ipykernel.debugger")
 """Modules the server imports before it serves the first kernel.
 
@@ -968,8 +968,8 @@ class ForkingProvisioner(LocalProvisioner):  # type: ignore[misc]
         """Have the kernel listen on Unix sockets of its own in the server's folder.
 
         On TCP, jupyter_client picks each port by binding port 0 and closing it;
-        the kernel binds it later (a second or more for a kernel started the
-        usual way). Another process picking in between (the other readers of a
+        the kernel binds it once it is up (half a second or more for a kernel
+        started the usual way). Another process picking in between (the other readers of a
         parallel build, another build on the machine) can be handed the same
         port, and one kernel dies with "Address already in use". A socket file
         named for this kernel alone cannot be taken so.
