@@ -89,10 +89,17 @@ def start(cmd: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
             signal.signal(signum, handler)
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:300]
+    except OSError:
+        return "(ended)"
+
+
 def assert_everything_ended(proc: subprocess.Popen[bytes], env: dict[str, str], tag: str) -> None:
     proc.wait(timeout=30)
     assert wait_for(lambda: not processes_tagged(tag), timeout=10), (
-        f"still running: {processes_tagged(tag)}"
+        f"still running: {[(pid, _cmdline(pid)) for pid in processes_tagged(tag)]}"
     )
     left = list(Path(env[kernels.TMPDIR_ENV]).glob(kernels.FOLDER_PREFIX + "*"))
     assert not left, [(p, sorted(f.name for f in p.iterdir())) for p in left]

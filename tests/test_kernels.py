@@ -395,7 +395,9 @@ def test_a_forked_kernel_uses_the_gpu(shared_server: dict[str, str], tmp_path: P
 PAGE = (
     "```{code-cell} ipython3\nimport json, sys\nfrom ipykernel.connect import get_connection_file\n"
     "print('torch imported before the page:', 'torch' in sys.modules)\n"
-    "print('transport:', json.loads(open(get_connection_file()).read())['transport'])\n```\n"
+    "print('transport:', json.loads(open(get_connection_file()).read())['transport'])\n"
+    "import ctypes\nsig = ctypes.c_int()\nctypes.CDLL(None).prctl(2, ctypes.byref(sig), 0, 0, 0)\n"
+    "print('ends with its parent by signal', sig.value)\n```\n"
 )
 # A page that imports none of what the server imports first: its kernel starts the usual way.
 NUMPY_PAGE = PAGE + "\n```{code-cell} ipython3\nimport numpy\n```\n"
@@ -420,6 +422,10 @@ def test_the_book_forks_its_kernels_and_cleans_up(
     # The book's kernels, forked or not, listen on socket files of their own (no port race);
     # MyST-NB's stock kernels on TCP.
     assert f"transport: {'ipc' if fork else 'tcp'}" in html
+    # Every kernel ends with what started it (SIGKILL on its parent's death): a forked one with
+    # the server, one started the usual way with its reader, even in a build that kept its
+    # folder for the sockets.
+    assert "ends with its parent by signal 9" in html
     assert set(own_kernel_folders.glob(kernels.FOLDER_PREFIX + "*")) <= folders_before
     assert all(wait_until_gone(pid) for pid in processes_tagged(tag))  # server, kernels
 

@@ -985,7 +985,12 @@ class ForkingProvisioner(LocalProvisioner):  # type: ignore[misc]
         request = fork_request(cmd, kwargs)
         kernel = None if request is None else start_kernel(request)
         if kernel is None:
-            return await super().launch_kernel(cmd, **kwargs)
+            # Without the server's variables: the build's IPython startup then has the kernel
+            # end with this process (a forked one ends with the server instead).
+            env = dict(kwargs.get("env") or os.environ)
+            for name in (SERVER_ENV, OWNER_ENV, USUAL_WAY_ENV):
+                env.pop(name, None)
+            return await super().launch_kernel(cmd, **{**kwargs, "env": env})
         self.process = kernel
         self.pid = self.pgid = self.process.pid  # the kernel leads its own process group
         self.cwd = request["cwd"]
