@@ -603,3 +603,46 @@ def test_a_kernel_dies_with_its_server_even_when_the_server_is_killed(
         assert wait_until_gone(kernel), "a kernel outlived its server's SIGKILL"
     finally:
         km.cleanup_resources()
+
+
+SWALLOWS_A_SIGNAL = """\
+import pathlib, time
+pathlib.Path(__file__).with_name("importing").touch()
+try:  # as a module-level bare except (pydevd's, say) would
+    time.sleep(60)
+except BaseException:
+    pass
+"""
+
+SERVE_LATER = """\
+import os, sys
+from pathlib import Path
+from amp_lesson.sphinxext import kernels
+folder = Path(sys.argv[1])
+sys.path.insert(0, str(folder))
+kernels.serve(kernels.listen(folder), folder, os.getppid(), dict(os.environ), ["swallows"])
+"""
+
+
+def test_a_signal_ends_the_server_though_a_module_it_imports_swallows_it(
+    own_kernel_folders: Path,
+) -> None:
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(dir=own_kernel_folders))
+    (folder / "swallows.py").write_text(SWALLOWS_A_SIGNAL)
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVE_LATER, str(folder)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (folder / "importing").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (folder / "importing").exists(), "the server never imported the module"
+        server.send_signal(signal.SIGTERM)  # while the module sleeps under its bare except
+        assert server.wait(timeout=30) == 0
+        assert "stopped by signal 15" in server.stderr.read()  # type: ignore[union-attr]
+    finally:
+        server.kill()

@@ -335,7 +335,14 @@ class _Stopped(BaseException):
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
+_stop_asked: list[int] = []
+"""The signals that asked the server to end: :func:`serve` ends at its next turn should a
+module it imports have swallowed the :class:`_Stopped` raised inside it (a bare ``except:``
+at module level, as pydevd, which debugpy imports, has)."""
+
+
 def _stop(signum: int, frame: Any) -> None:
+    _stop_asked.append(signum)
     raise _Stopped(signum)
 
 
@@ -383,6 +390,8 @@ def serve(
     server_pid = os.getpid()
     try:
         while owner_alive:
+            if _stop_asked:
+                raise _Stopped(_stop_asked[0])
             timeout = 0 if pending else 0.2
             if reading:
                 soonest = min(r.deadline for r in reading.values()) - time.monotonic()
