@@ -8,7 +8,6 @@ that shape, so no workaround can switch off without a word. CONTRIBUTING.md
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 
 from jupyter_cache.cache.main import JupyterCacheBase
 from jupyter_client.manager import KernelManager
@@ -77,14 +76,11 @@ def test_sphinx_still_ends_readers_by_sigterm_and_nbclient_still_survives_it() -
     assert "add_signal_handler(signal.SIGTERM" in setup
 
 
-def test_jupyter_client_still_writes_tcp_ports_that_nothing_holds(tmp_path: Path) -> None:
+def test_jupyter_client_still_picks_a_tcp_port_by_binding_port_0_and_closing_it() -> None:
     # kernels.ForkingProvisioner.pre_launch gives the book's kernels Unix sockets instead: a port
-    # written here is free until the kernel binds it, so another process may take it first.
-    import socket
+    # picked so is free until the kernel binds it, and another process may take it first.
+    from jupyter_client.connect import LocalPortCache
 
-    from jupyter_client.connect import write_connection_file
-
-    _, info = write_connection_file(str(tmp_path / "k.json"), ip="127.0.0.1", transport="tcp")
-    for name in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"):
-        with socket.socket() as taker:
-            taker.bind(("127.0.0.1", int(info[name])))
+    source = inspect.getsource(LocalPortCache.find_available_port)
+    assert ".bind((ip, 0))" in source
+    assert source.index(".close()") < source.index("return port")

@@ -57,6 +57,8 @@ OWNER_ENV = "AMP_LESSON_KERNEL_SERVER_OWNER"
 USUAL_WAY_ENV = "AMP_LESSON_KERNELS_USUAL_WAY"
 """Set (to 1) where a build's kernels start the usual way, with no server (see
 :meth:`KernelServer.usual_way`); their sockets are still in the build's folder."""
+SERVER_VARIABLES = (SERVER_ENV, OWNER_ENV, USUAL_WAY_ENV)
+"""What a build sets for its kernel server; a kernel it does not fork starts without them."""
 PRELOAD = ("numpy", "torch", "matplotlib.pyplot", "ipykernel.ipkernel", "ipykernel.debugger")
 """Modules the server imports before it serves the first kernel.
 
@@ -643,7 +645,7 @@ class KernelServer:
     and removes the folder.
     """
 
-    _ENV = (SERVER_ENV, OWNER_ENV, USUAL_WAY_ENV, "JUPYTER_DEFAULT_PROVISIONER_NAME")
+    _ENV = (*SERVER_VARIABLES, "JUPYTER_DEFAULT_PROVISIONER_NAME")
 
     def __init__(self) -> None:
         self.folder: Path | None = None
@@ -722,7 +724,7 @@ class KernelServer:
 def forget_inherited_server() -> None:
     """Drop a kernel server this process inherited the variables of (from a build that
     started it, or a test's), so that its kernels start as jupyter_client starts them."""
-    for name in (SERVER_ENV, OWNER_ENV, USUAL_WAY_ENV):
+    for name in SERVER_VARIABLES:
         os.environ.pop(name, None)
     if os.environ.get("JUPYTER_DEFAULT_PROVISIONER_NAME") == PROVISIONER_NAME:
         del os.environ["JUPYTER_DEFAULT_PROVISIONER_NAME"]
@@ -997,7 +999,7 @@ class ForkingProvisioner(LocalProvisioner):  # type: ignore[misc]
             # Without the server's variables: the build's IPython startup then has the kernel
             # end with this process (a forked one ends with the server instead).
             env = dict(kwargs.get("env") or os.environ)
-            for name in (SERVER_ENV, OWNER_ENV, USUAL_WAY_ENV):
+            for name in SERVER_VARIABLES:
                 env.pop(name, None)
             return await super().launch_kernel(cmd, **{**kwargs, "env": env})
         self.process = kernel
