@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import recipe_loaders
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from amp_lesson import recipe as recipe_module
 from amp_lesson.accumulation import (
     make_toy_model,
     make_toy_optimizer,
@@ -55,6 +59,7 @@ def test_the_plain_loop_matches_its_instrumented_twin_bit_for_bit(
     twin = train_amp_accumulated(
         model, make_toy_optimizer(model), X, y, nn.BCEWithLogitsLoss(), accum_steps,
         steps=epochs, clip_norm=max_norm, dtype=dtype,
+        scaler_kwargs={"enabled": dtype == torch.float16},  # the recipe scales FP16 only
     )  # fmt: skip
     assert torch.equal(weight, twin.weight)
     assert scale == twin.final_scale
@@ -62,15 +67,16 @@ def test_the_plain_loop_matches_its_instrumented_twin_bit_for_bit(
         assert any(entry.skipped for entry in twin.log)
 
 
-@pytest.mark.parametrize("bad", [0, -1, 3, 2.0, "4", None])
+@pytest.mark.parametrize("bad", [0, -1, 2.0, "4", None, True])
 def test_the_plain_loop_names_a_bad_accum_steps(bad):
     X, y = make_toy_problem(device=CPU)
-    loader = DataLoader(TensorDataset(X, y), batch_size=32)  # 4 batches: 3 does not divide
+    loader = DataLoader(TensorDataset(X, y), batch_size=32)
     model = make_toy_model(device=CPU)
-    with pytest.raises(ValueError, match="accum_steps must be an int >= 1 dividing"):
+    with pytest.raises(ValueError, match=r"^accum_steps must be an int >= 1, got "):
         train_mixed_precision(
             model, loader, nn.BCEWithLogitsLoss(), make_toy_optimizer(model), accum_steps=bad
         )
+    assert torch.equal(model.weight, torch.zeros(1, 2))
 
 
 @pytest.mark.parametrize("bad", [0, 1.5, "2"])
@@ -78,10 +84,45 @@ def test_the_plain_loop_names_bad_epochs(bad):
     X, y = make_toy_problem(device=CPU)
     loader = DataLoader(TensorDataset(X, y), batch_size=32)
     model = make_toy_model(device=CPU)
-    with pytest.raises(ValueError, match="epochs must be an int >= 1"):
+    with pytest.raises(ValueError, match=r"^epochs must be an int >= 1, got "):
         train_mixed_precision(
             model, loader, nn.BCEWithLogitsLoss(), make_toy_optimizer(model), epochs=bad
         )
+
+
+@pytest.mark.parametrize(
+    "empty",
+    [[], DataLoader(TensorDataset(torch.zeros(0, 2), torch.zeros(0, 1)), batch_size=4)],
+    ids=["list", "DataLoader"],
+)
+def test_the_plain_loop_names_an_empty_loader(empty):
+    model = make_toy_model(device=CPU)
+    with pytest.raises(ValueError, match=r"^loader gave no batch in epoch 1$"):
+        train_mixed_precision(model, empty, nn.BCEWithLogitsLoss(), make_toy_optimizer(model))
+
+
+def test_the_plain_loop_refuses_a_generator_for_more_than_one_epoch_before_training():
+    X, y = make_toy_problem(device=CPU)
+    model = make_toy_model(device=CPU)
+    batches = (batch for batch in zip(X.split(32), y.split(32), strict=True))
+    with pytest.raises(ValueError, match=r"^loader is an iterator, used up after one epoch"):
+        train_mixed_precision(
+            model, batches, nn.BCEWithLogitsLoss(), make_toy_optimizer(model), epochs=2
+        )
+    assert torch.equal(model.weight, torch.zeros(1, 2))
+    assert len(list(batches)) == 4  # not one batch was taken from it
+
+
+def test_the_plain_loop_names_a_window_in_which_count_finds_no_sample():
+    X, y = make_toy_problem(device=CPU)
+    loader = DataLoader(TensorDataset(X, y), batch_size=32)
+    model = make_toy_model(device=CPU)
+    with pytest.raises(ValueError, match=r"^count gave no sample in a window of epoch 1$"):
+        train_mixed_precision(
+            model, loader, nn.BCEWithLogitsLoss(), make_toy_optimizer(model), accum_steps=2,
+            count=lambda y: 0,
+        )  # fmt: skip
+    assert torch.equal(model.weight, torch.zeros(1, 2))
 
 
 def test_the_plain_loop_refuses_an_optimizer_over_another_models_parameters():
@@ -104,20 +145,23 @@ def test_the_plain_loop_wants_every_trainable_parameter_and_lets_a_frozen_one_ou
     train_mixed_precision(model, loader, nn.BCEWithLogitsLoss(), weight_only)
 
 
-@pytest.mark.parametrize("bad", [torch.float32, torch.int32, "fp16"])
+@pytest.mark.parametrize("bad", [torch.float64, torch.int32, "fp16"])
 def test_the_plain_loop_names_a_dtype_autocast_would_ignore(bad):
     X, y = make_toy_problem(device=CPU)
     loader = DataLoader(TensorDataset(X, y), batch_size=32)
     model = make_toy_model(device=CPU)
     # autocast only warned "the target dtype is not supported. Disabling autocast."
-    with pytest.raises(ValueError, match=r"^dtype must be float16 or bfloat16, got "):
+    with pytest.raises(
+        ValueError, match=r"^dtype must be torch.float16, torch.bfloat16 or torch.float32, got "
+    ):
         train_mixed_precision(
             model, loader, nn.BCEWithLogitsLoss(), make_toy_optimizer(model), dtype=bad
         )
 
 
 # A reader's fresh interpreter: torch and nothing of the book. Importing amp_lesson fails,
-# and the copied code brings its own imports (none are added here).
+# and the copied code brings its own imports (none are added here). It trains the toy problem,
+# then every loader of recipe_loaders (torch alone), whose file is put beside the script.
 READER_SCRIPT = """
 import sys
 sys.modules["amp_lesson"] = None  # the copied code must not need the book's package
@@ -139,7 +183,50 @@ with torch.no_grad():
     after = loss_fn(model(X), y).item()
 print(json.dumps({{"before": before, "after": after, "scale": scaler.get_scale(),
                   "weight": [w.hex() for w in model.weight.flatten().tolist()]}}))
+sys.path.insert(0, {folder!r})
+import recipe_loaders
+print(recipe_loaders.results_as_json(train_mixed_precision))
 """
+
+START = "# The recipe, as the chapter shows it and its copy button copies it."
+END = "# End of the recipe."
+
+
+def run_alone(copied: str, folder: Path) -> tuple[dict, dict]:
+    """Run the copied recipe in a fresh interpreter that cannot import amp_lesson."""
+    shutil.copy(Path(recipe_loaders.__file__), folder / "recipe_loaders.py")
+    script = folder / "reader.py"
+    script.write_text(READER_SCRIPT.format(copied=copied, folder=str(folder)))
+    proc = subprocess.run(
+        [sys.executable, "-I", str(script)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    toy, loaders = proc.stdout.strip().splitlines()[-2:]
+    return json.loads(toy), json.loads(loaders)
+
+
+def check_against_the_package(toy: dict, loaders: dict) -> None:
+    assert toy["after"] < toy["before"]  # it trains the toy problem
+    X, y = make_toy_problem(device=CPU)
+    model = make_toy_model(device=CPU)
+    twin = train_amp_accumulated(
+        model, make_toy_optimizer(model), X, y, nn.BCEWithLogitsLoss(), 4, steps=20
+    )
+    assert toy["weight"] == [w.hex() for w in twin.weight.flatten().tolist()]
+    assert toy["scale"] == twin.final_scale
+    # Every loader, FP16 and BF16: the same bits as the package's loop, which
+    # test_recipe_loaders holds to the float64 reference.
+    package = json.loads(recipe_loaders.results_as_json(train_mixed_precision))
+    assert len(loaders) == 2 * len(recipe_loaders.CASES)
+    assert loaders == package
+
+
+def test_the_recipe_as_the_page_includes_it_runs_alone_on_every_loader(tmp_path):
+    source = Path(recipe_module.__file__).read_text()
+    copied = source[source.index(START) + len(START) : source.index(END)]
+    assert "amp_lesson" not in copied
+    check_against_the_package(*run_alone(copied, tmp_path))
+
 
 # The highlighted block on the recipe page that defines the loop, and its copy button.
 RECIPE_BLOCK = "div.highlight-python:has(pre:text('def train_mixed_precision('))"
@@ -159,25 +246,17 @@ def test_what_the_recipe_pages_copy_button_copies_runs_alone_and_matches_the_pac
     block.hover()
     block.locator("button.copybtn").click()
     copied = pg.evaluate("navigator.clipboard.readText()")
-    # The loop is the first thing after the import, before any argument check.
+    # The loop is the first thing after the imports, before any argument check.
     definition = copied[copied.index("def train_mixed_precision(") :]
-    assert copied.lstrip().startswith("import torch")
-    head = definition[: definition.index("for _ in range(epochs):")]
+    assert copied.lstrip().startswith("import contextlib")
+    head = definition[: definition.index("for epoch in range(1, epochs + 1):")]
     assert "def check_recipe_" in definition[len(head) :]
     assert "\n" not in head.split('"""')[1]  # a one-line docstring; the full one is in the API
-    script = tmp_path / "reader.py"
-    script.write_text(READER_SCRIPT.format(copied=copied))
-    proc = subprocess.run(
-        [sys.executable, "-I", str(script)], capture_output=True, text=True, check=False
-    )
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["after"] < result["before"]  # it trains the toy problem
-    X, y = make_toy_problem(device=CPU)
-    model = make_toy_model(device=CPU)
-    twin = train_amp_accumulated(
-        model, make_toy_optimizer(model), X, y, nn.BCEWithLogitsLoss(), 4, steps=20
-    )
-    assert result["weight"] == [w.hex() for w in twin.weight.flatten().tolist()]
-    assert result["scale"] == twin.final_scale
+    check_against_the_package(*run_alone(copied, tmp_path))
+    # Under DDP on two gloo processes too: one all-reduce per window, the package's weights.
+    from test_recipe_loaders import ddp_results
+
+    copied_ranks = ddp_results(tmp_path / "copied", source=copied)
+    package_ranks = ddp_results(tmp_path / "package")
+    assert copied_ranks == package_ranks
     assert pg.console_errors == []

@@ -9,6 +9,10 @@ the book is built. One module per idea:
 - :mod:`amp_lesson.scaler` -- dynamic loss scaling, exactly as
   :class:`torch.amp.GradScaler` does it.
 - :mod:`amp_lesson.accumulation` -- the training loops the book runs.
+- :mod:`amp_lesson.recipe` -- the loop a reader copies: any loader, windows
+  weighted by their samples.
+- :mod:`amp_lesson.windows` -- a loader's accumulation windows, the float64
+  reference that steps once per window, and the bound the recipe meets.
 - :mod:`amp_lesson.memory` -- where the bytes go.
 - :mod:`amp_lesson.autocast` -- the dtype autocast gives each op and each
   tensor of a step, and the ways to train in lower precision.
