@@ -117,7 +117,7 @@ def test_the_plain_loop_names_a_window_in_which_count_finds_no_sample():
     X, y = make_toy_problem(device=CPU)
     loader = DataLoader(TensorDataset(X, y), batch_size=32)
     model = make_toy_model(device=CPU)
-    with pytest.raises(ValueError, match=r"^count gave no sample in a window of epoch 1$"):
+    with pytest.raises(ValueError, match=r"^count gave 0 for a window of epoch 1$"):
         train_mixed_precision(
             model, loader, nn.BCEWithLogitsLoss(), make_toy_optimizer(model), accum_steps=2,
             count=lambda y: 0,

@@ -56,7 +56,7 @@ def train_mixed_precision(
     """Mixed-precision training, accum_steps micro-batches per step."""
     check_recipe_arguments(model, loader, optimizer, accum_steps, dtype, epochs)
     device = next(model.parameters()).device
-    half = dtype != torch.float32  # float32: the plain FP32 loop, to compare with
+    half = dtype != torch.float32  # float32: the FP32 loop, to compare with
     # FP16 needs loss scaling; BF16 has FP32's exponent range and needs none
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
     no_sync = getattr(model, "no_sync", contextlib.nullcontext)  # DDP's, if any
@@ -65,14 +65,14 @@ def train_mixed_precision(
     for epoch in range(1, epochs + 1):
         batches = iter(loader)
         window = list(itertools.islice(batches, accum_steps))
-        if not window:  # an empty loader, or an iterator that a past epoch used up
+        if not window:  # an empty loader, or an iterator used up before
             raise ValueError(f"loader gave no batch in epoch {epoch}")
         while window:  # accum_steps micro-batches, or what is left of the epoch
             total = sum(count(y) for _, y in window)  # samples in the window
             if not total > 0:
-                raise ValueError(f"count gave no sample in a window of epoch {epoch}")
+                raise ValueError(f"count gave 0 for a window of epoch {epoch}")
             for i, (x, y) in enumerate(window):
-                share = count(y) / total  # the micro-batch's share of the window
+                share = count(y) / total  # its share of the window
                 x, y = x.to(device), y.to(device)
                 # under DDP, all-reduce once per window: on its last micro-batch
                 last = i == len(window) - 1
@@ -80,7 +80,7 @@ def train_mixed_precision(
                     # autocast: the forward pass and the loss only
                     with torch.autocast(device.type, dtype=dtype, enabled=half):
                         loss = loss_fn(model(x), y) * share
-                    scaler.scale(loss).backward()  # scaled gradients add up in .grad
+                    scaler.scale(loss).backward()  # scaled gradients add up
             if max_norm is not None:
                 # clip the true gradient, not the scaled one
                 scaler.unscale_(optimizer)
@@ -105,16 +105,14 @@ def check_recipe_arguments(
         if not (type(value) is int and value >= 1):
             raise ValueError(f"{name} must be an int >= 1, got {value!r}")
     if epochs > 1 and isinstance(loader, Iterator):
-        # A generator is used up after one pass: later epochs would train nothing.
-        raise ValueError(
-            "loader is an iterator, used up after one epoch: pass a "
-            "DataLoader or a list, or epochs=1"
-        )
-    # float32 turns autocast off; any other dtype would have it switch itself off quietly
+        # A generator is used up after one pass: a second would find nothing.
+        used_up = "loader is an iterator, used up after one epoch"
+        raise ValueError(f"{used_up}: pass epochs=1")
+    # float32 turns autocast off; with any other dtype CPU autocast would switch
+    # itself off with only a warning, and CUDA's would not check it
     if dtype not in (torch.float16, torch.bfloat16, torch.float32):
-        raise ValueError(
-            f"dtype must be torch.float16, torch.bfloat16 or torch.float32, got {dtype}"
-        )
+        allowed = "torch.float16, torch.bfloat16 or torch.float32"
+        raise ValueError(f"dtype must be {allowed}, got {dtype}")
     held = {id(p) for g in optimizer.param_groups for p in g["params"]}
     if any(id(p) not in held for p in model.parameters() if p.requires_grad):
         # One built over another model's parameters would train nothing.
@@ -135,6 +133,8 @@ train_mixed_precision.__doc__ = """Train with autocast, a GradScaler and ``accum
     samples of its window whatever the micro-batch sizes: a default
     ``DataLoader``'s short last batch weighs as many samples as it holds.
     For a per-token loss, ``count`` counts the tokens the loss averages over.
+    Counting first means holding the window's micro-batches, as the loader
+    yields them, until its step: ``accum_steps`` of them at once.
 
     Parameters
     ----------
@@ -184,10 +184,11 @@ train_mixed_precision.__doc__ = """Train with autocast, a GradScaler and ``accum
         If ``accum_steps`` or ``epochs`` is not an int >= 1, ``loader`` is an
         iterator and ``epochs`` > 1 (it would be used up after one epoch) or
         gives no batch in an epoch, ``count`` finds no sample in a whole
-        window, ``dtype`` is not one of the three above (autocast would
-        quietly switch itself off), or ``optimizer`` misses a trainable
-        parameter of ``model`` (one built over another model's parameters
-        would train nothing, without a word); see
+        window, ``dtype`` is not one of the three above (CPU autocast would
+        switch itself off with only a warning, and CUDA's would not check
+        it), or ``optimizer`` misses a trainable parameter of ``model`` (one
+        built over another model's parameters would train nothing, without a
+        word); see
         :func:`check_recipe_arguments`.
 
     Examples
@@ -248,5 +249,5 @@ check_recipe_arguments.__doc__ = """Refuse the arguments :func:`train_mixed_prec
     >>> check_recipe_arguments(model, batches, optimizer, 3, torch.float16, 2)
     Traceback (most recent call last):
     ...
-    ValueError: loader is an iterator, used up after one epoch: pass a DataLoader or a list, or epochs=1
+    ValueError: loader is an iterator, used up after one epoch: pass epochs=1
     """

@@ -215,9 +215,9 @@ def _unit_roundoff(dtype: torch.dtype) -> tuple[float, float]:
 
 
 def _gamma(n: int, u: float) -> float:
-    """Higham's ``gamma_n = n u / (1 - n u)``: a sum of ``n + 1`` terms errs by at most it."""
+    """Higham's ``gamma_n = n u / (1 - n u)``: ``n`` roundings err by at most it, relatively."""
     if n * u >= 1:
-        raise ValueError(f"a sum of {n + 1} terms is beyond what unit roundoff {u} can bound")
+        raise ValueError(f"{n} roundings of unit roundoff {u} are beyond what gamma_n can bound")
     return n * u / (1 - n * u)
 
 
@@ -231,29 +231,39 @@ def recipe_bound(
     """A bound on the 2-norm distance from the recipe's weights to :func:`reference_steps`'.
 
     The run is :func:`~amp_lesson.recipe.train_mixed_precision` on the
-    lesson's logistic regression with SGD, with no skipped step. Its step
-    ``t`` differs from the exact step at its own weights ``w~`` by ``lr``
-    times the error of its gradient, plus the rounding of the update. The
-    gradient of weight ``j`` sums ``d_i X_ij`` over the window's ``B``
+    lesson's logistic regression with SGD, with no skipped step and IEEE
+    FP32 matrix products (no TF32). Its step ``t`` differs from the exact
+    step at its own weights ``w~`` by ``lr`` times the error of its gradient,
+    plus the rounding of the update.
+
+    The gradient of weight ``j`` sums ``d_i X_ij`` over the window's ``B``
     samples, with ``|d_i| = |sigma(z_i) - y_i| / B <= 1 / B``. In ``dtype``
-    (unit roundoff ``u``) three roundings reach it: ``X``, ``d`` and the
-    product's result; the matrix multiply adds the ``m`` terms of a
-    micro-batch, at most ``gamma_(m-1)`` of their magnitudes; so its error
-    is at most ``(3u + gamma_(m-1)) A_j`` with ``A_j = sum_i |X_ij| / B``.
-    The logits ``z = X w~`` are rounded in the same way, by at most
-    ``(3u + gamma_(F-1)) sum_k |X_ik| |w~_k|`` over ``F`` features, and
-    ``sigma`` changes by at most a quarter of that. Summing micro-batches
-    into ``.grad``, weighting them and the reference's own sum cost
-    ``(B + n + 8)`` roundings of ``param_dtype`` (``n`` micro-batches); the
-    update ``w - lr g`` two more.
+    (unit roundoff ``u``) ``X`` and ``d`` are rounded, and the matrix multiply
+    adds the ``m`` products of a micro-batch, rounding each product and sum
+    (a kernel that adds in FP16) or only its result (one that adds in FP32):
+    either way each term is off by at most ``gamma_(m+3)`` of its magnitude
+    (Higham's ``gamma_n = n u / (1 - n u)``), so the gradient by at most
+    ``gamma_(m+3) A_j`` with ``A_j = sum_i |X_ij| / B``. The logits
+    ``z = X w~`` are rounded the same way, by at most
+    ``gamma_(F+3) sum_k |X_ik| |w~_k|`` over ``F`` features; ``sigma`` moves
+    by at most a quarter of that, and the error it causes in ``d`` passes
+    through the same rounded product, so it is counted ``1 + gamma_(m+3)``
+    times. Values below ``dtype``'s normal range are rounded by up to half its
+    smallest subnormal, ``tiny``, absolutely: the logits allow
+    ``tiny (1 + sum_k |w~_k| + sum_k |X_ik|)``, the gradient
+    ``tiny (1 + m + sum_i |X_ij|)``. The work in ``param_dtype`` (the
+    sigmoid and the loss's gradient, the weights ``1 / n`` and ``share``,
+    adding micro-batches into ``.grad``, and the float64 reference's own sum)
+    is allowed ``(B + n + 8)`` of its roundings of ``A_j``, more than it
+    makes, on purpose; the update ``w - lr g`` two more.
 
     Errors do not grow from step to step: a gradient step on a convex loss
     whose gradient is ``L``-Lipschitz moves two points no further apart when
     ``lr <= 2 / L``, and for this loss ``L`` is the largest eigenvalue of
-    ``X^T X / (4B)``. So the distance after the last step is at most the sum
-    of every step's error, each evaluated with ``|w~_k|`` bounded by the
-    reference's ``|w_k|`` plus the distance so far. All of it holds to first
-    order in ``u``.
+    ``X^T X / (4B)``; each window's loss is checked on its own. So the
+    distance after the last step is at most the sum of every step's error,
+    each evaluated with ``|w~_k|`` bounded by the reference's ``|w_k|`` plus
+    the distance so far.
 
     Parameters
     ----------
@@ -265,8 +275,8 @@ def recipe_bound(
     lr : float
         The learning rate.
     dtype : torch.dtype, default torch.float16
-        The autocast dtype; ``torch.float32`` (no autocast) computes in
-        ``param_dtype``.
+        The autocast dtype, ``torch.float16`` or ``torch.bfloat16``;
+        ``torch.float32`` (no autocast) computes in ``param_dtype``.
     param_dtype : torch.dtype, default torch.float32
         The dtype of the model's parameters, gradients and loss.
 
@@ -279,8 +289,10 @@ def recipe_bound(
     ------
     ValueError
         If ``lr`` is not a number > 0 or above ``2 / L`` for some window
-        (errors could then grow), ``trajectory`` has no step, or its steps
-        are not a whole number of epochs.
+        (errors could then grow), ``trajectory`` has no step, its steps are
+        not a whole number of epochs, or a micro-batch is too long for
+        ``dtype``'s ``gamma`` to bound its sum (``(m + 3) u >= 1``: over 253
+        rows in BF16, over 2045 in FP16).
 
     Examples
     --------
@@ -289,9 +301,9 @@ def recipe_bound(
     >>> windows = split_windows(zip(X.split(32), y.split(32)), 3)
     >>> steps = reference_steps(torch.zeros(1, 2), windows, lr=0.1)
     >>> f"{recipe_bound(windows, steps, lr=0.1):.2e}"  # 2 steps in FP16
-    '2.22e-03'
+    '2.34e-03'
     >>> f"{recipe_bound(windows, steps, lr=0.1, dtype=torch.float32):.2e}"
-    '1.10e-06'
+    '1.12e-06'
     """
     lr = check_positive("lr", lr)
     if not windows or len(trajectory) < 2 or (len(trajectory) - 1) % len(windows):
@@ -316,9 +328,11 @@ def recipe_bound(
         w = w_ref.abs().reshape(-1) + distance  # |w~_k| can be no larger
         absX = X.abs()
         A = absX.mean(dim=0)
-        logit_err = (3 * u + _gamma(features - 1, u)) * (absX @ w) + tiny * (1 + w.sum())
-        grad_err = (3 * u + _gamma(m - 1, u)) * A + (absX * logit_err[:, None]).mean(dim=0) / 4
-        grad_err = grad_err + (B + len(window) + 8) * u_acc * A + tiny
+        grad_gamma = _gamma(m + 3, u)
+        logit_err = _gamma(features + 3, u) * (absX @ w) + tiny * (1 + w.sum() + absX.sum(dim=1))
+        from_logits = (absX * logit_err[:, None]).mean(dim=0) / 4 * (1 + grad_gamma)
+        grad_err = grad_gamma * A + from_logits + tiny * (1 + m + absX.sum(dim=0))
+        grad_err = grad_err + (B + len(window) + 8) * u_acc * A
         update_err = 2 * u_acc * (w + lr * A)
         distance += float(torch.linalg.vector_norm(lr * grad_err + update_err))
-    return distance * (1 + 1e-6)  # second-order terms in u
+    return distance
