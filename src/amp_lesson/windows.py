@@ -116,8 +116,9 @@ def window_rows(windows: Sequence[Window], accum_steps: int) -> list[dict[str, A
     -------
     list of dict
         One row per micro-batch: ``"window"``, ``"micro-batch"`` (both from
-        1), ``"samples"``, ``"weight, recipe"``, ``"weight, / accum_steps"``
-        and their ratio ``"/ accum_steps ÷ recipe"`` (1 is right).
+        1), ``"samples"``, the weight of one of its samples ``"weight (recipe)"``
+        and ``"weight (÷ accum_steps)"``, and ``"ratio"``, the second over the
+        first, rounded to 6 digits (1 is right).
 
     Raises
     ------
@@ -127,7 +128,7 @@ def window_rows(windows: Sequence[Window], accum_steps: int) -> list[dict[str, A
     Examples
     --------
     >>> ones = [(torch.ones(n, 2), torch.ones(n, 1)) for n in (32, 32, 26)]
-    >>> [r["/ accum_steps ÷ recipe"] for r in window_rows([ones], 4)]
+    >>> [r["ratio"] for r in window_rows([ones], 4)]
     [0.703125, 0.703125, 0.865385]
     """
     check_int("accum_steps", accum_steps, minimum=1)
@@ -144,9 +145,9 @@ def window_rows(windows: Sequence[Window], accum_steps: int) -> list[dict[str, A
                     "window": number,
                     "micro-batch": micro,
                     "samples": n,
-                    "weight, recipe": 1 / total,
-                    "weight, / accum_steps": naive,
-                    "/ accum_steps ÷ recipe": round(naive * total, 6),
+                    "weight (recipe)": 1 / total,
+                    "weight (÷ accum_steps)": naive,
+                    "ratio": round(naive * total, 6),
                 }
             )
     return rows
