@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -220,3 +222,21 @@ def one_step_bitwise(dtype: Any) -> bool:
     full = train_full_batch(m1, make_toy_optimizer(m1), X, y, loss_fn)
     accumulated = train_accumulated(m2, make_toy_optimizer(m2), X, y, loss_fn, 4)
     return compare_params(full, accumulated).bitwise_equal
+
+
+def build_one_page(
+    tmp_path: Path, page: str, edit: Callable[[str], str] = lambda text: text
+) -> subprocess.CompletedProcess[str]:
+    """Build a one-page book holding ``page`` (say ``"chapter/autocast"``), edited by ``edit``.
+
+    Without ``-W``: the page links to pages this one-page book does not have. A failing
+    cell or a contradicted claim still fails it.
+    """
+    src = tmp_path / "docs"
+    (src / page).parent.mkdir(parents=True)
+    shutil.copy(DOCS / "conf.py", src / "conf.py")
+    text = (DOCS / f"{page}.md").read_text(encoding="utf-8")
+    (src / f"{page}.md").write_text(edit(text), encoding="utf-8")
+    (src / "index.md").write_text(f"# Book\n\n```{{toctree}}\n{page}\n```\n", encoding="utf-8")
+    cmd = [sys.executable, "-m", "sphinx", "-q", "-b", "html", str(src), str(tmp_path / "html")]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)

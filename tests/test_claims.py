@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from bs4 import BeautifulSoup
-from helpers import DOCS, ROOT, one_step_bitwise
+from helpers import build_one_page, one_step_bitwise
 
 from amp_lesson.claims import ClaimContradicted, claim
 
@@ -75,15 +73,7 @@ PAGE = "chapter/accumulation-equals-full-batch"
 
 def _build_page(tmp_path: Path, edit=lambda text: text) -> subprocess.CompletedProcess[str]:
     """Build a one-page book holding the accumulation page, edited by ``edit``."""
-    src = tmp_path / "docs"
-    (src / "chapter").mkdir(parents=True)
-    shutil.copy(DOCS / "conf.py", src / "conf.py")
-    page = (DOCS / f"{PAGE}.md").read_text(encoding="utf-8")
-    (src / f"{PAGE}.md").write_text(edit(page), encoding="utf-8")
-    (src / "index.md").write_text(f"# Book\n\n```{{toctree}}\n{PAGE}\n```\n", encoding="utf-8")
-    # Without -W: the page links to pages this one-page book does not have.
-    cmd = [sys.executable, "-m", "sphinx", "-q", "-b", "html", str(src), str(tmp_path / "html")]
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
+    return build_one_page(tmp_path, PAGE, edit)
 
 
 def _sentence(html_dir: Path, start: str) -> str:

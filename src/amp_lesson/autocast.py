@@ -2,12 +2,13 @@
 
 :func:`torch.autocast` runs some ops in a lower-precision dtype (FP16 or
 BF16) and others in FP32, by lists that differ between CPU and CUDA. This
-module runs the ops and a training step on the build device and reports what
-it saw:
+module reports what autocast does:
 
+- :func:`cuda_autocast_dtype` / :func:`cuda_op_dtypes` -- the dtype CUDA
+  autocast gives an op, decided by torch's dispatcher on fake CUDA tensors,
+  so that any machine can say what a GPU would do;
 - :func:`op_dtypes` -- the dtype each op of :data:`OPS` produced under
-  autocast, next to the CUDA rule of the PyTorch AMP docs
-  (:data:`CUDA_RULES`);
+  autocast on the device at hand, next to CUDA's choice;
 - :func:`step_dtypes` -- the dtype of every kind of tensor in one
   mixed-precision Adam step: parameters, activations, the loss, activation
   and weight gradients, ``.grad`` and Adam's ``exp_avg``/``exp_avg_sq``;
@@ -24,11 +25,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from amp_lesson._checks import check_choice, check_int, check_seed
 from amp_lesson.device import resolve_device
@@ -38,8 +40,12 @@ from amp_lesson.models import make_mlp
 __all__ = [
     "CHOICES",
     "CUDA_RULES",
+    "NOT_KNOWN",
     "OPS",
+    "CudaChoice",
     "compare_choices",
+    "cuda_autocast_dtype",
+    "cuda_op_dtypes",
     "make_regression_problem",
     "op_dtypes",
     "step_dtypes",
@@ -62,6 +68,9 @@ def _inputs(device: torch.device) -> dict[str, torch.Tensor]:
     return {k: v.to(device) for k, v in t.items()}
 
 
+_INPUT_NAMES = ("x", "w", "image", "kernel", "classes", "labels")
+
+
 # Each op gets FP32 inputs (x, w, image, kernel) or ``h``, the output of a
 # linear layer under autocast: the activation the op would meet in a network.
 _OP_CALLS: dict[str, Callable[[dict[str, torch.Tensor], torch.Tensor], torch.Tensor]] = {
@@ -77,9 +86,11 @@ _OP_CALLS: dict[str, Callable[[dict[str, torch.Tensor], torch.Tensor], torch.Ten
     "log": lambda t, h: h.abs().log(),
     "cross_entropy": lambda t, h: F.cross_entropy(h, t["classes"]),
     "mse_loss": lambda t, h: F.mse_loss(h, torch.zeros_like(h)),
-    "binary_cross_entropy": lambda t, h: F.binary_cross_entropy(h[:, 0].sigmoid(), t["labels"]),
+    "binary_cross_entropy": lambda t, h: F.binary_cross_entropy(
+        h.select(1, 0).sigmoid(), t["labels"]
+    ),
     "binary_cross_entropy_with_logits": lambda t, h: F.binary_cross_entropy_with_logits(
-        h[:, 0], t["labels"]
+        h.select(1, 0), t["labels"]
     ),
 }
 
@@ -102,24 +113,163 @@ CUDA_RULES: Mapping[str, str] = {
     "binary_cross_entropy": "refused",
     "binary_cross_entropy_with_logits": "float32",
 }
-"""What CUDA autocast does with each op of :data:`OPS`, per the PyTorch AMP docs.
+"""What the PyTorch AMP docs list for each op of :data:`OPS` under CUDA autocast.
 
 ``"lower"``: in the "CUDA Ops that can autocast to float16" list (the
 autocast dtype); ``"float32"``: in the "autocast to float32" list;
 ``"input"``: in no list, so it runs in its input's dtype; ``"refused"``:
 raises under CUDA autocast (``binary_cross_entropy`` is "unsafe to
 autocast"). Source: https://pytorch.org/docs/stable/amp.html (CUDA Op-Specific
-Behavior). CPU autocast uses other lists; :func:`op_dtypes` shows what the
-build device did.
+Behavior), read 2026-12-03. The book does not use this list for its tables:
+:func:`cuda_op_dtypes` asks torch itself, and a test checks that the two agree.
 
 >>> CUDA_RULES["softmax"], CUDA_RULES["binary_cross_entropy"]
 ('float32', 'refused')
 """
 
+NOT_KNOWN = "not known here"
+"""What :func:`cuda_autocast_dtype` returns where torch cannot decide without a GPU."""
 
-def _cuda_dtype(rule: str, dtype: torch.dtype) -> str:
-    """The dtype name the CUDA rule gives under autocast to ``dtype``."""
-    return dtype_name(dtype) if rule in ("lower", "input") else rule
+
+class CudaChoice(NamedTuple):
+    """What CUDA autocast does with one call: ``dtype`` and torch's ``error``, if any.
+
+    ``dtype`` is the output's dtype name, ``"refused"`` when CUDA autocast
+    raises for the op (``error`` holds the first line of its message), or
+    :data:`NOT_KNOWN` when torch cannot decide without a GPU.
+    """
+
+    dtype: str
+    error: str | None
+
+
+def _fake_cuda(value: Any) -> Any:
+    """A fake CUDA tensor shaped like ``value`` (inside a ``FakeTensorMode``); others unchanged."""
+    if isinstance(value, torch.Tensor):
+        return torch.empty(value.shape, dtype=value.dtype, device="cuda")
+    return value
+
+
+def cuda_autocast_dtype(
+    fn: Callable[..., Any], *args: Any, dtype: torch.dtype | str = torch.float16
+) -> CudaChoice:
+    """The dtype CUDA autocast gives ``fn(*args)``, decided by torch's dispatcher without a GPU.
+
+    Each tensor in ``args`` is replaced by a fake CUDA tensor of the same
+    shape and dtype (``torch._subclasses.fake_tensor.FakeTensorMode``): it
+    carries CUDA's dispatch keys but no data, so nothing is computed and no
+    GPU is needed. CUDA autocast is switched on with
+    :func:`torch.set_autocast_enabled` (the ``torch.autocast`` context turns
+    itself off where no GPU is present) and restored afterwards. The answer is
+    torch's own: the op lists compiled into the installed torch.
+
+    Decide single ops or small functional calls. Ops whose CUDA kernel
+    selection needs a GPU (``batch_norm`` in training mode, whole transformer
+    layers) give :data:`NOT_KNOWN`; an error that is ``fn``'s own (a
+    ``TypeError``, an ``IndexError``) propagates. Never run a backward pass in
+    ``fn``: on fake CUDA tensors it aborts the process.
+
+    Parameters
+    ----------
+    fn : callable
+        Called once as ``fn(*args)`` under fake CUDA autocast; it returns a
+        tensor (or a tuple whose first item is one).
+    *args
+        Its arguments; tensors stand for their shape and dtype only.
+    dtype : {"fp16", "bf16"} or torch.dtype, default torch.float16
+        The autocast dtype.
+
+    Returns
+    -------
+    CudaChoice
+        ``dtype`` (a dtype name, ``"refused"`` or :data:`NOT_KNOWN`) and ``error``.
+
+    Raises
+    ------
+    ValueError
+        If ``dtype`` is not a half format.
+    TypeError
+        If ``fn`` is not callable.
+
+    Examples
+    --------
+    >>> x, w = torch.randn(8, 16), torch.randn(4, 16)
+    >>> cuda_autocast_dtype(F.linear, x, w).dtype
+    'float16'
+    >>> cuda_autocast_dtype(torch.softmax, x, -1, dtype=torch.bfloat16).dtype
+    'float32'
+    >>> choice = cuda_autocast_dtype(F.binary_cross_entropy, x.sigmoid(), x.sigmoid())
+    >>> choice.dtype, "unsafe to autocast" in choice.error
+    ('refused', True)
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    dtype = dtype_of(dtype)
+    was_enabled = torch.is_autocast_enabled("cuda")
+    was_dtype = torch.get_autocast_dtype("cuda")
+    with FakeTensorMode():
+        fake = [_fake_cuda(a) for a in args]
+        torch.set_autocast_dtype("cuda", dtype)
+        torch.set_autocast_enabled("cuda", True)
+        try:
+            out = fn(*fake)
+        except (RuntimeError, NotImplementedError) as exc:  # fake-tensor errors are both
+            message = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            if "unsafe to autocast" in message:
+                return CudaChoice("refused", message)
+            return CudaChoice(NOT_KNOWN, message)
+        finally:
+            torch.set_autocast_enabled("cuda", was_enabled)
+            torch.set_autocast_dtype("cuda", was_dtype)
+            torch.clear_autocast_cache()
+    if isinstance(out, tuple | list):
+        out = out[0]
+    return CudaChoice(dtype_name(out.dtype), None)
+
+
+def _linear_then(
+    call: Callable[[dict[str, torch.Tensor], torch.Tensor], torch.Tensor],
+) -> Callable[..., torch.Tensor]:
+    """``call`` on the inputs, with ``h`` the linear layer's output under the same autocast."""
+
+    def run(*values: torch.Tensor) -> torch.Tensor:
+        t = dict(zip(_INPUT_NAMES, values, strict=True))
+        return call(t, F.linear(t["x"], t["w"]))
+
+    return run
+
+
+def cuda_op_dtypes(dtype: torch.dtype | str = torch.float16) -> list[dict[str, Any]]:
+    """The dtype CUDA autocast gives each op of :data:`OPS`, decided by torch without a GPU.
+
+    Each op meets the inputs :func:`op_dtypes` gives it, as fake CUDA tensors
+    (see :func:`cuda_autocast_dtype`).
+
+    Parameters
+    ----------
+    dtype : {"fp16", "bf16"} or torch.dtype, default torch.float16
+        The autocast dtype.
+
+    Returns
+    -------
+    list of dict
+        One row per op: ``op``, ``cuda`` (a dtype name or ``"refused"``)
+        and ``error`` (torch's message when it refused, else ``None``).
+
+    Examples
+    --------
+    >>> rows = {r["op"]: r["cuda"] for r in cuda_op_dtypes(torch.float16)}
+    >>> rows["linear"], rows["relu"], rows["softmax"], rows["binary_cross_entropy"]
+    ('float16', 'float16', 'float32', 'refused')
+    """
+    dtype = dtype_of(dtype)
+    inputs = _inputs(torch.device("cpu"))
+    values = [inputs[name] for name in _INPUT_NAMES]
+    rows = []
+    for op, call in _OP_CALLS.items():
+        choice = cuda_autocast_dtype(_linear_then(call), *values, dtype=dtype)
+        rows.append({"op": op, "cuda": choice.dtype, "error": choice.error})
+    return rows
 
 
 def op_dtypes(
@@ -139,8 +289,9 @@ def op_dtypes(
     list of dict
         One row per op: ``op``; ``produced``, the output's dtype name, or
         ``"refused"`` if autocast raised (``error`` then holds the message,
-        else ``None``); ``cuda_rule``, the dtype CUDA autocast gives per the
-        AMP docs (:data:`CUDA_RULES`); and ``same_as_cuda``, whether the two agree.
+        else ``None``); ``cuda``, the dtype CUDA autocast gives it, as torch
+        decides it (:func:`cuda_op_dtypes`); and ``same_as_cuda``, whether the
+        two agree. On a CUDA device the two are the same run twice over.
 
     Raises
     ------
@@ -152,12 +303,13 @@ def op_dtypes(
     >>> rows = {r["op"]: r for r in op_dtypes(torch.float16, device="cpu")}
     >>> rows["matmul"]["produced"], rows["mse_loss"]["produced"]
     ('float16', 'float32')
-    >>> rows["binary_cross_entropy"]["cuda_rule"]
-    'refused'
+    >>> rows["softmax"]["produced"], rows["softmax"]["cuda"]
+    ('float16', 'float32')
     """
     dtype = dtype_of(dtype)
     device = resolve_device(device)
     inputs = _inputs(device)
+    cuda = {r["op"]: r["cuda"] for r in cuda_op_dtypes(dtype)}
     rows = []
     for op, call in _OP_CALLS.items():
         error = None
@@ -167,14 +319,13 @@ def op_dtypes(
                 produced = dtype_name(call(inputs, h).dtype)
             except RuntimeError as exc:  # CUDA refuses binary_cross_entropy
                 produced, error = "refused", str(exc).strip().splitlines()[0]
-        cuda = _cuda_dtype(CUDA_RULES[op], dtype)
         rows.append(
             {
                 "op": op,
                 "produced": produced,
                 "error": error,
-                "cuda_rule": cuda,
-                "same_as_cuda": produced == cuda,
+                "cuda": cuda[op],
+                "same_as_cuda": produced == cuda[op],
             }
         )
     return rows
