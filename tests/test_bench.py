@@ -771,18 +771,18 @@ def test_cuda_style_speedups_are_filled_from_the_medians() -> None:
     assert [r.speedup for r in measure._with_speedups(rows)] == [1.0, 4.0, None]
 
 
-def test_speed_beside_puts_the_live_column_first_and_each_recorded_model_beside_it(
+def test_speed_beside_puts_each_recorded_model_first_and_the_live_column_last(
     tmp_path: Path,
 ) -> None:
     write_recording(fake_recording(), tmp_path / "h200.json")
     recordings = load_recordings(tmp_path)
     view = bench.SpeedBeside({"fp32": 1.0, "fp16": 34.0, "bf16": 0.5}, "live", recordings)
     labels = [label for label, _ in view.columns()]
-    assert labels[0] == "live"
+    assert labels[-1] == "live"
     assert len(labels) == 1 + len({row.model for row in recordings[0].rows})
     rows = view.table().text_rows()
     assert rows[0][0] == "dtype"
-    by_dtype = {line[0]: line[1] for line in rows[1:]}
+    by_dtype = {line[0]: line[-1] for line in rows[1:]}
     assert by_dtype["FP32"] == "reference"
     assert by_dtype["FP16"] == "34× slower"
     assert by_dtype["BF16"] == "2× faster"
@@ -791,10 +791,10 @@ def test_speed_beside_puts_the_live_column_first_and_each_recorded_model_beside_
         for row in recordings[0].rows
         if row.model == recordings[0].rows[0].model and row.speedup
     }
-    column = dict(view.columns())[labels[1]]
+    column = dict(view.columns())[labels[0]]
     assert column == {regime: 1 / x for regime, x in recorded.items()}
     assert recordings[0].describe() in view._repr_html_()
-    assert {line[2] for line in rows[2:]} == {"as fast"}  # every fake regime's speedup is 1
+    assert {line[1] for line in rows[2:]} == {"as fast"}  # every fake regime's speedup is 1
 
 
 def test_speed_beside_without_a_recording_says_so() -> None:
@@ -822,4 +822,4 @@ def test_speed_beside_measures_three_dtypes_live_relative_to_fp32() -> None:
     assert set(view.live) == {"fp32", "fp16", "bf16"}
     assert view.live["fp32"] == 1.0
     assert all(x > 0 for x in view.live.values())
-    assert view.live_label == "one 16×16 product, timed on this page (cpu)"
+    assert view.live_label == "one 16×16 product, on the CPU that built this page"

@@ -349,11 +349,12 @@ def _times_fp32(ratio: float | str | None) -> str:
 
 @dataclass(frozen=True)
 class SpeedBeside:
-    """This build's time per dtype beside each recorded GPU's, all as multiples of FP32's time.
+    """Each recorded GPU's time per dtype, then this machine's, all as multiples of FP32's time.
 
-    The live column comes first: it is what this build measured. Each
-    recording adds one column per model, ``1 / speedup`` of its regimes, and
-    its provenance line under the table. Below 1 a dtype is faster than
+    The recorded GPUs come first: what mixed precision is for happens there.
+    Each recording gives one column per model, ``1 / speedup`` of its regimes,
+    and its provenance line under the table. The live column, last, is what the
+    machine running the page measured. Below 1 a dtype is faster than
     FP32, above 1 slower. Displays as HTML in the book and as text elsewhere.
 
     Parameters
@@ -437,21 +438,23 @@ class SpeedBeside:
         times = matmul_times(n, tuple(dtypes.values()), device, repeats=repeats)
         fastest = {fmt: times[dt].min for fmt, dt in dtypes.items()}
         live = {fmt: t / fastest["fp32"] for fmt, t in fastest.items()}
-        return cls(live, f"one {n}×{n} product, timed on this page ({device.type})", recordings)
+        where = "CPU" if device.type == "cpu" else device.type.upper()
+        return cls(live, f"one {n}×{n} product, on the {where} that built this page", recordings)
 
     def claim_sentences(self, key: str, device_name: str) -> tuple[str, str]:
         """Bind the two sentences a page says about these times, as ``key_live`` and ``key_recorded``.
 
-        The first says whether this build's FP16 product was faster than
-        FP32's, the second what each recording's FP16 training steps gained
-        (or that there is none); :func:`amp_lesson.claims.claim` glues each.
+        The first says whether the live FP16 product was faster than FP32's,
+        the second what each recording's FP16 training steps gained (or that
+        there is none); :func:`amp_lesson.claims.claim` glues each. A page
+        shows the recorded sentence first.
 
         Parameters
         ----------
         key : str
             The glue keys' prefix, a Python identifier.
         device_name : str
-            This build's device, as the sentence names it.
+            The machine that ran the page, as the sentence names it.
 
         Returns
         -------
@@ -462,9 +465,9 @@ class SpeedBeside:
         --------
         >>> view = SpeedBeside({"fp32": 1.0, "fp16": 34.0}, "live", [])
         >>> print(*view.claim_sentences("speed", "CPU (x86_64, 2 cores)"), sep="\\n")
-        On CPU (x86_64, 2 cores), this build's device, an FP16 matrix product took
-        34 times as long as an FP32 one: this device has no fast FP16 arithmetic,
-        so here mixed precision buys smaller activations, not time.
+        On CPU (x86_64, 2 cores), the machine that built this page, an FP16
+        matrix product took 34 times as long as an FP32 one: it has no fast FP16
+        arithmetic, so its time says nothing about a GPU's.
         No GPU recording is stored with the book's sources, so this page cannot
         show what a GPU with tensor cores does with the same switch.
         """
@@ -474,12 +477,11 @@ class SpeedBeside:
         live = claim(
             f"{key}_live",
             live16 < 1,
-            f"On {device_name}, this build's device, an FP16 matrix product ran "
-            f"{fmt_times(1 / live16)} times as fast as an FP32 one, so autocast speeds up the "
-            "matrix products here too.",
-            f"On {device_name}, this build's device, an FP16 matrix product took "
-            f"{fmt_times(live16)} times as long as an FP32 one: this device has no fast FP16 "
-            "arithmetic, so here mixed precision buys smaller activations, not time.",
+            f"On {device_name}, the machine that built this page, an FP16 matrix product "
+            f"ran {fmt_times(1 / live16)} times as fast as an FP32 one.",
+            f"On {device_name}, the machine that built this page, an FP16 matrix product "
+            f"took {fmt_times(live16)} times as long as an FP32 one: it has no fast FP16 "
+            "arithmetic, so its time says nothing about a GPU's.",
         )
         recorded = []
         for r in self.recordings:
@@ -506,14 +508,14 @@ class SpeedBeside:
         return live, steps
 
     def columns(self) -> list[tuple[str, dict[str, float]]]:
-        """The table's columns of times, the live one first.
+        """The table's columns of times: each recorded GPU's, then the live one.
 
         Returns
         -------
         list of (str, dict)
             ``(label, time relative to FP32 per regime)`` for each column.
         """
-        out = [(self.live_label, dict(self.live))]
+        out = []
         for r in self.recordings:
             for model in MODELS:
                 ratios = {
@@ -524,6 +526,7 @@ class SpeedBeside:
                 if ratios:
                     label = f"{MODEL_LABELS[model]} step, {r.gpu_name} (recorded)"
                     out.append((label, ratios))
+        out.append((self.live_label, dict(self.live)))
         return out
 
     def table(self) -> Table:
