@@ -82,7 +82,8 @@ amp_lesson_reference_pages = ["api/*", "guide/*"]
 
 # -- Copy buttons: on code, not on a cell's output; prompts and their output lines
 # (">>> ", "... ", "$ ") are left out of what is copied.
-copybutton_selector = "div:not(.output) > div.highlight pre"
+# A block of class no-copy is an excerpt that does not run alone: it gets no button.
+copybutton_selector = "div:not(.output):not(.no-copy) > div.highlight pre"
 copybutton_exclude = ".linenos, .gp, .go"
 copybutton_prompt_text = r">>> |\.\.\. |\$ "
 copybutton_prompt_is_regexp = True

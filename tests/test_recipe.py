@@ -260,3 +260,27 @@ def test_what_the_recipe_pages_copy_button_copies_runs_alone_and_matches_the_pac
     package_ranks = ddp_results(tmp_path / "package")
     assert copied_ranks == package_ranks
     assert pg.console_errors == []
+
+
+@pytest.mark.browser
+def test_the_landing_pages_copy_buttons_copy_only_code_that_runs(make_page, site_url, tmp_path):
+    """The landing page shows the loop's heart as an excerpt with no button, and the whole
+    function, which runs as copied, in a dropdown."""
+    pg = make_page(
+        viewport={"width": 1280, "height": 900},
+        permissions=["clipboard-read", "clipboard-write"],
+    )
+    pg.goto(f"{site_url}/index.html", wait_until="load")
+    excerpt = pg.locator("div.highlight-python:has(pre:text('for epoch in range(1, epochs + 1):'))")
+    assert excerpt.count() == 2  # the excerpt, and the loop inside the whole function
+    assert excerpt.first.locator("button.copybtn").count() == 0
+    pg.locator("details.sd-dropdown summary").first.click()
+    whole = pg.locator(RECIPE_BLOCK)
+    assert whole.count() == 1
+    whole.hover()
+    whole.locator("button.copybtn").click()
+    copied = pg.evaluate("navigator.clipboard.readText()")
+    check_against_the_package(*run_alone(copied, tmp_path))
+    buttons = pg.locator("article button.copybtn")
+    assert buttons.count() == 1, "every other block on the landing page is an excerpt"
+    assert pg.console_errors == []
