@@ -1,4 +1,4 @@
-"""Every box where the lesson and the run disagree is gathered on one page, linked both ways."""
+"""Every box that checks a common statement against a run is on one page, linked both ways."""
 
 from __future__ import annotations
 
@@ -9,7 +9,12 @@ import pytest
 from bs4 import BeautifulSoup
 from helpers import DOCS, built_pages, sphinx_build
 
+from amp_lesson.sphinxext.corrections import TITLE
+
 CORRECTIONS_PAGE = "corrections.html"
+# A box is read on the corrections page, away from its own: it states the claim it checks
+# itself, and points at nothing around it ("the table above").
+LEANS_ON_ITS_PAGE = re.compile(r"\bThe lesson says\b|\babove\b", re.IGNORECASE)
 
 
 def _soup(path: Path) -> BeautifulSoup:
@@ -31,7 +36,7 @@ def _boxes_on_pages(html: Path) -> dict[str, list[str]]:
 @pytest.mark.book
 def test_the_corrections_page_lists_every_box_and_links_back(built_book: Path) -> None:
     on_pages = _boxes_on_pages(built_book)
-    assert sum(map(len, on_pages.values())) >= 10, on_pages  # the lesson's corrections at least
+    assert sum(map(len, on_pages.values())) >= 10, on_pages  # the chapter's boxes at least
     listed = _soup(built_book / CORRECTIONS_PAGE).select("article div.lesson-correction")
     back_links = [box.select_one("p.lesson-correction-back a")["href"] for box in listed]
     expected = [f"{page}#{box_id}" for page, ids in on_pages.items() for box_id in ids]
@@ -39,11 +44,16 @@ def test_the_corrections_page_lists_every_box_and_links_back(built_book: Path) -
     for link in back_links:  # each back link lands on its box
         page, anchor = link.split("#")
         assert _soup(built_book / page).find(id=anchor) is not None, link
+    for box in listed:  # each box reads on its own, away from its page
+        text = " ".join(box.get_text(" ").split())
+        assert not LEANS_ON_ITS_PAGE.search(text), text
 
 
 def test_no_page_writes_a_correction_box_by_hand() -> None:
     """A hand-made admonition would be left off the corrections page; use the directive."""
-    by_hand = re.compile(r"\{admonition\}\s*Where the lesson", re.IGNORECASE)
+    by_hand = re.compile(
+        r"\{admonition\}\s*(?:Where the lesson|" + re.escape(TITLE) + ")", re.IGNORECASE
+    )
     pages = [p for p in DOCS.rglob("*.md") if "_build" not in p.parts]
     offenders = [p.name for p in pages if by_hand.search(p.read_text(encoding="utf-8"))]
     assert offenders == []
@@ -63,17 +73,15 @@ def test_a_box_added_to_any_page_appears_on_the_list(tmp_path: Path) -> None:
         (src / f"{name}.md").write_text(
             f"# Page {name}\n\n(sec-{name})=\n## Part\n\n"
             f":::{{lesson-correction}} {claim}\n"
-            f"The lesson says {claim}; see {{ref}}`sec-{name}`.\n:::\n",
+            f"A common statement: {claim}; see {{ref}}`sec-{name}`.\n:::\n",
             encoding="utf-8",
         )
     (src / "list.md").write_text("# All\n\n```{lesson-corrections}\n```\n", encoding="utf-8")
     sphinx_build(src, tmp_path / "html")
     listed = _soup(tmp_path / "html" / "list.html").select("div.lesson-correction")
     titles = [box.select_one("p.admonition-title").get_text() for box in listed]
-    assert titles == [
-        "Where the lesson and the run disagree: Beta",
-        "Where the lesson and the run disagree: Alpha",
-    ]
+    assert titles == [f"{TITLE}: Beta", f"{TITLE}: Alpha"]
+    assert "lesson" not in TITLE.lower()  # the reader never saw a lesson's slides
     ref = listed[0].select_one("a.reference.internal")
     assert ref["href"] == "b.html#sec-b"  # a {ref} in a copied box resolves from the list page
 

@@ -1,19 +1,22 @@
-"""Where the lesson and the run disagree: one kind of box, and the page that gathers them.
+"""A common statement, checked: one kind of box, and the page that gathers them.
 
-The chapter follows a lesson's slides and reruns every result they state.
-Where the run says otherwise, the page shows a box written with
+Statements about mixed precision circulate in tutorials and slides, and some
+of them do not survive a run. Where a page's run shows something other than
+such a statement, the page says so in a box written with
 ``{lesson-correction}``::
 
     :::{lesson-correction} The smallest normal
-    The lesson says ... ; the run shows ...
+    A common statement: ... . The run shows ...
     :::
 
-It renders as a warning titled "Where the lesson and the run disagree" (and
-the optional subject). ``{lesson-corrections}``, placed on one page, lists
-every such box of the book in reading order, each under a link to the page it
-stands on and a link back to the box itself, so a reader or an instructor sees
-all of them together. The list is built from the boxes themselves: a box
-cannot be left out of it.
+The box states the claim it checks in full and what the run (or PyTorch's
+documentation) shows, and points at nothing outside itself ("the table
+above"): the page that gathers the boxes shows it away from its own. It
+renders as a warning titled "A common statement, checked" (and the optional
+subject). ``{lesson-corrections}``, placed on one page, lists every such box
+of the book in reading order, each under a link to the page it stands on and
+a link back to the box itself, so a reader or an instructor sees all of them
+together. The list is built from the boxes themselves: a box cannot be left out of it.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import docname_join
 from sphinx.util.docutils import SphinxDirective
 
-TITLE = "Where the lesson and the run disagree"
+TITLE = "A common statement, checked"
 BOX_CLASS = "lesson-correction"
 
 
@@ -39,7 +42,7 @@ class correction_list(nodes.General, nodes.Element):
 
 
 class LessonCorrection(SphinxDirective):
-    """``{lesson-correction} [subject]``: a box that says where the lesson and the run disagree."""
+    """``{lesson-correction} [subject]``: a box that checks a common statement against the run."""
 
     has_content = True
     optional_arguments = 1
@@ -49,7 +52,7 @@ class LessonCorrection(SphinxDirective):
     def run(self) -> list[nodes.Node]:
         if not self.content:
             raise self.error(
-                "lesson-correction needs a body: what the lesson says and what the run showed"
+                "lesson-correction needs a body: the statement it checks and what the run showed"
             )
         subject = self.arguments[0].strip() if self.arguments else ""
         title_text = f"{TITLE}: {subject}" if subject else TITLE
