@@ -10,7 +10,7 @@ import pytest
 
 from amp_lesson.playground import explorer_rows
 from amp_lesson.sphinxext import export
-from amp_lesson.sphinxext.export import export_notebook, myst_to_markdown
+from amp_lesson.sphinxext.export import CORRECTION_TITLE, export_notebook, myst_to_markdown
 
 GLUE = {
     "fp16_max": {"text/plain": "65504.0"},
@@ -68,7 +68,7 @@ def test_admonitions_and_corrections_become_quoted_blocks() -> None:
     out = md(
         """
         :::{lesson-correction} the scale
-        The lesson says 65536; the run shows {glue:text}`fp16_max:.0f`.
+        A common statement: 65536; the run shows {glue:text}`fp16_max:.0f`.
         :::
 
         ```{admonition} Why
@@ -77,8 +77,8 @@ def test_admonitions_and_corrections_become_quoted_blocks() -> None:
         """
     )
     assert out == (
-        "> **Where the lesson and the run disagree: the scale**\n>\n"
-        "> The lesson says 65536; the run shows 65504.\n\n"
+        f"> **{CORRECTION_TITLE}: the scale**\n>\n"
+        "> A common statement: 65536; the run shows 65504.\n\n"
         "> **Why**\n>\n> Because."
     )
 
@@ -328,25 +328,28 @@ def test_a_notebook_export_keeps_hidden_code_collapsed_and_prints_the_runs_passa
     )
     sources = [c["source"] for c in out["cells"]]
     assert sources[2] == "# Page"
-    assert sources[3] == f'{export.TEXT_CELL_TITLE}\nshow_text(r"""\nn is {{glue:text}}`n`.\n""")'
+    # The printed passage and the hidden cell after it are one hidden cell, in their order.
+    assert sources[3] == (
+        f'{export.TEXT_CELL_TITLE}\n\nshow_text(r"""\nn is {{glue:text}}`n`.\n""")\n\n'
+        "from amp_lesson.notebook import glue\nsecret = 1\nglue('s', secret)"
+    )
     assert out["cells"][3]["outputs"][0]["data"]["text/markdown"] == "n is 3."
+    assert out["cells"][3]["metadata"]["jupyter"] == {"source_hidden": True}
     assert sources[4:] == [
-        "from amp_lesson.notebook import glue\nsecret = 1\nglue('s', secret)",
         "from amp_lesson.notebook import glue\nn = 3 + secret - 1\nprint(n)\nglue('n', n)",
     ]
-    assert out["cells"][4]["metadata"]["jupyter"] == {"source_hidden": True}
-    assert "jupyter" not in out["cells"][5]["metadata"]
-    assert out["cells"][5]["outputs"] == [printed]
+    assert "jupyter" not in out["cells"][4]["metadata"]
+    assert out["cells"][4]["outputs"] == [printed]
     assert "myst_nb" not in str(out)
     assert "Hidden." not in str(out)
     assert "amp-lesson[notebooks] @ git+https://github.com/o/r@v" in sources[1]
     assert "from amp_lesson.notebook import show_text" in sources[1]
     assert "Runtime → Change runtime type" in sources[0]
-    assert [c["id"] for c in out["cells"]] == [f"cell-{i}" for i in range(6)]
+    assert [c["id"] for c in out["cells"]] == [f"cell-{i}" for i in range(5)]
     bare = export_notebook(
         nb, glue, docname="chapter/x", executed=False, repository="https://github.com/o/r"
     )
-    assert bare["cells"][5]["outputs"] == []
+    assert bare["cells"][4]["outputs"] == []
     assert bare["cells"][3]["outputs"] == out["cells"][3]["outputs"]  # the build's passage
     with pytest.raises(TypeError, match="executed must be True or False"):
         export_notebook(nb, glue, docname="chapter/x", executed="yes")
@@ -529,3 +532,46 @@ def test_hidden_input_is_collapsed_and_a_solutions_introduction_follows_the_read
     assert cells[2]["source"].startswith("# Your code for \u201cMilestone 1\u201d.")
     assert cells[3]["source"] == "**Solution** (folded):"
     assert cells[4]["source"].startswith("#@title Solution to \u201cMilestone 1\u201d")
+
+
+def test_the_books_cells_between_two_code_cells_fold_into_one_hidden_cell() -> None:
+    """Hidden cells, printed passages and the prose between them become one hidden cell that
+    runs their code in order; prose before the first passage stays Markdown; a cell the reader
+    sees and a heading end the fold."""
+    nb = _page(
+        _code("x = 2"),
+        _code("glue('a', x)", "remove-cell"),
+        {"cell_type": "markdown", "metadata": {}, "source": "Plain words first."},
+        {"cell_type": "markdown", "metadata": {}, "source": "a is {glue:text}`a`."},
+        _code("glue('b', x + 1)", "remove-cell"),
+        {"cell_type": "markdown", "metadata": {}, "source": "In between.\n\nb is {glue:text}`b`."},
+        {"cell_type": "markdown", "metadata": {}, "source": "## Next\n\nc is {glue:text}`c`."},
+        _code("glue('c', 4)", "remove-cell"),
+        _code("y = x"),
+    )
+    glue = {"a": {"text/plain": "2"}, "b": {"text/plain": "3"}, "c": {"text/plain": "4"}}
+    out = export_notebook(nb, glue, docname="c/x", executed=True, repository="https://g/o/r")
+    cells = out["cells"][2:]
+    kinds = [
+        "code, seen" if c["cell_type"] == "code" and "jupyter" not in c["metadata"] else
+        "code, hidden" if c["cell_type"] == "code" else f"md: {c['source'][:11]}"
+        for c in cells
+    ]  # fmt: skip
+    assert kinds == [
+        "code, seen",
+        "md: Plain words",
+        "code, hidden",
+        "md: ## Next",
+        "code, hidden",
+        "code, seen",
+    ]
+    folded = cells[2]["source"]
+    # Its code in the page's order: glue a, print a's passage and the prose, glue b, print b's.
+    order = [folded.index(s) for s in ("glue('a'", "a is {glue", "glue('b'", "In between.")]
+    assert order == sorted(order)
+    assert folded.count("show_text(") == 2
+    printed = [o["data"]["text/markdown"] for o in cells[2]["outputs"]]
+    assert printed[:2] == ["a is 2.", "In between.\n\nb is 3."]
+    assert printed[2].startswith("<sub>As the book's build")
+    assert export.TEXT_CELL_TAG in cells[2]["metadata"]["tags"]
+    assert cells[4]["source"].count("show_text(") == 1  # after the heading, its own cell

@@ -84,3 +84,34 @@ def test_jupyter_client_still_picks_a_tcp_port_by_binding_port_0_and_closing_it(
     source = inspect.getsource(LocalPortCache.find_available_port)
     assert ".bind((ip, 0))" in source
     assert source.index(".close()") < source.index("return port")
+
+
+def test_torch_still_decides_cuda_autocast_on_fake_cuda_tensors() -> None:
+    # amp_lesson.autocast.cuda_autocast_dtype asks the dispatcher what CUDA autocast does by
+    # switching it on with set_autocast_enabled("cuda", True) over FakeTensorMode tensors on
+    # device "cuda". If torch stops dispatching autocast for fake CUDA tensors this way, every
+    # op would come back in its input dtype: linear would say float32.
+    import torch
+    import torch.nn.functional as F
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from amp_lesson.autocast import cuda_autocast_dtype
+
+    assert callable(torch.set_autocast_enabled)
+    assert callable(torch.set_autocast_dtype)
+    with FakeTensorMode():
+        assert torch.empty(2, 2, device="cuda").device.type == "cuda"
+    x = torch.ones(8, 16)
+    assert cuda_autocast_dtype(F.linear, x, torch.ones(4, 16)).dtype == "float16"
+    assert cuda_autocast_dtype(torch.exp, x.half()).dtype == "float32"
+
+
+def test_sphinx_still_makes_glossary_ids_with_make_id() -> None:
+    # export.titles_and_labels links a notebook's {term} roles to the glossary entry's anchor,
+    # computed as Sphinx's glossary computes it (sphinx.util.nodes._make_id, a private name).
+    from sphinx.domains.std import make_glossary_term
+    from sphinx.util.nodes import _make_id
+
+    assert "make_id(" in inspect.getsource(make_glossary_term)
+    assert _make_id("term-loss scale") == "term-loss-scale"
+    assert _make_id("term-FP16") == "term-FP16"

@@ -5,7 +5,7 @@ that Colab opens) must work in plain Jupyter, with no MyST-NB and no
 Sphinx:
 
 - MyST becomes plain Markdown: admonitions and
-  "Where the lesson and the run disagree" boxes become quoted blocks, a
+  correction boxes become quoted blocks, a
   dropdown becomes a ``<details>`` section, and a self-check becomes its
   question, with the answers in a collapsed ``<details>`` section and no
   option marked right in the question itself. Cross-references become links
@@ -49,6 +49,7 @@ from amp_lesson.notebook import (
     substitute,
     template_keys,
 )
+from amp_lesson.sphinxext.corrections import TITLE as CORRECTION_TITLE
 from amp_lesson.sphinxext.kickers import KICKERS
 from amp_lesson.sphinxext.kickers import kicker as kicker_of
 
@@ -189,7 +190,7 @@ ADMONITIONS = {
     "error": "Error",
     "seealso": "See also",
 }
-CORRECTION_TITLE = "Where the lesson and the run disagree"
+
 PLAYGROUNDS = {"bit-explorer": "bit explorer", "scaler-playground": "GradScaler playground"}
 """The book's JavaScript widgets: in a notebook, their no-JavaScript content and a link."""
 
@@ -402,7 +403,10 @@ def _role(name: str, content: str, ctx: _Context) -> str:
     if name.removeprefix("py:") in _PY_ROLES:
         return _py_reference(name.removeprefix("py:"), content, ctx)
     if name == "term":
-        return _split_title_target(content)[0] or content
+        title, target = _split_title_target(content)
+        doc, anchor, _ = ctx.labels.get(TERM_PREFIX + target.lower(), ("", "", ""))
+        text = title or target
+        return f"[{text}]({ctx.docs_url}/{doc}.html#{anchor})" if doc else text
     if name in ("math", "eq"):
         return f"${content}$"
     if name in ("abbr",):
@@ -756,6 +760,7 @@ _RUN_TEXT = re.compile(re.escape(GLUE_OPEN) + "(.*?)" + re.escape(GLUE_CLOSE), r
 TEXT_CELL_TAG = "amp-lesson-run-text"
 """Metadata tag of a cell that prints a passage of the page from the run's values."""
 TEXT_CELL_TITLE = "#@title Printed from this run's values (double-click for the code)"
+BOOK_CELL_TITLE = "#@title The book's checks of this run (double-click for the code)"
 INSTALL_CELL_TAG = "amp-lesson-install"
 
 
@@ -870,6 +875,7 @@ def text_cell(text: str, glue: GlueValues, built_on: str) -> dict[str, Any]:
     passage = substitute(template, plain, markdown, lambda key: bundle_markup(glue[key]))
     outputs = [_markdown_output(passage), _markdown_output(build_label(built_on))]
     return {
+        _FOLD: {"template": template, "passage": passage, "label": outputs[1]},
         "cell_type": "code",
         "execution_count": None,
         "metadata": {
@@ -879,6 +885,122 @@ def text_cell(text: str, glue: GlueValues, built_on: str) -> dict[str, Any]:
         },
         "outputs": outputs,
         "source": f"{TEXT_CELL_TITLE}\nshow_text({_python_string(template)})",
+    }
+
+
+_FOLD = "_amp_lesson_fold"
+"""Key of what :func:`fold_book_cells` needs of a printed passage; dropped once it has run."""
+
+
+def _is_book_code(cell: Mapping[str, Any]) -> bool:
+    """A code cell the page hides whole (its glue and claims): the book's work, not the lesson."""
+    return cell["cell_type"] == "code" and "remove-cell" in cell["metadata"].get("tags", [])
+
+
+def _is_printed(cell: Mapping[str, Any]) -> bool:
+    return _FOLD in cell
+
+
+def _is_plain_prose(cell: Mapping[str, Any]) -> bool:
+    """A Markdown cell with no heading and no attachment: it may be printed with its neighbours."""
+    if cell["cell_type"] != "markdown" or cell.get("attachments"):
+        return False
+    lines = _markdown_outside_literals(_as_text(cell["source"]).splitlines())
+    return not any(_HEADING.match(line) for line in lines)
+
+
+def fold_book_cells(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``cells`` with each run of the book's own cells folded into one hidden code cell.
+
+    A run starts at a hidden code cell (glue, claims) or a printed passage
+    (:func:`text_cell`) and goes on over such cells and over plain prose, up to
+    the next code cell the reader sees, a heading or a figure. Its code keeps
+    its order: the hidden cells' code, and one ``show_text`` call for each
+    stretch of passages with the prose between them, which is printed with
+    them. Prose before the run's first passage or after its last stays
+    Markdown, before or after the folded cell: no code depends on it. Nothing
+    crosses a cell the reader sees, so the notebook computes what the page
+    computed, in the same order.
+    """
+    out: list[dict[str, Any]] = []
+    i = 0
+    while i < len(cells):
+        if not (_is_book_code(cells[i]) or _is_printed(cells[i])):
+            out.append(cells[i])
+            i += 1
+            continue
+        j = i
+        while j < len(cells) and (
+            _is_book_code(cells[j]) or _is_printed(cells[j]) or _is_plain_prose(cells[j])
+        ):
+            j += 1
+        run = cells[i:j]
+        code_at = [k for k, c in enumerate(run) if c["cell_type"] == "code"]
+        printed_at = [k for k, c in enumerate(run) if _is_printed(c)]
+        first = printed_at[0] if printed_at else len(run)
+        last = printed_at[-1] if printed_at else -1
+        before = [c for k, c in enumerate(run) if c["cell_type"] == "markdown" and k < first]
+        after = [
+            c for k, c in enumerate(run) if c["cell_type"] == "markdown" and k > max(last, first)
+        ]
+        kept = {id(c) for c in before + after}
+        out.extend(before)
+        out.append(_folded([c for c in run[code_at[0] : max(code_at) + 1] if id(c) not in kept]))
+        out.extend(after)
+        i = j
+    for cell in out:
+        cell.pop(_FOLD, None)
+    return out
+
+
+PARAGRAPH = "\n\n"
+
+
+def _folded(run: list[dict[str, Any]]) -> dict[str, Any]:
+    """One hidden code cell doing what the cells of ``run`` did, in their order."""
+    sources: list[str] = []
+    outputs: list[dict[str, Any]] = []
+    tags: set[str] = set()
+    label: dict[str, Any] | None = None
+    templates: list[str] = []
+    passages: list[str] = []
+
+    def flush() -> None:
+        if templates:
+            sources.append(f"show_text({_python_string(PARAGRAPH.join(templates))})")
+            outputs.append(_markdown_output(PARAGRAPH.join(passages)))
+            templates.clear()
+            passages.clear()
+
+    for cell in run:
+        if _is_printed(cell):
+            templates.append(cell[_FOLD]["template"])
+            passages.append(cell[_FOLD]["passage"])
+            label = cell[_FOLD]["label"]
+            tags.add(TEXT_CELL_TAG)
+        elif cell["cell_type"] == "markdown":
+            text = _as_text(cell["source"])
+            templates.append(text)
+            passages.append(text)
+        else:
+            flush()
+            sources.append(_as_text(cell["source"]))
+            outputs.extend(cell.get("outputs", []))
+            tags |= set(cell["metadata"].get("tags", []))
+    flush()
+    if label is not None:
+        outputs.append(label)
+    title = TEXT_CELL_TITLE if label is not None else BOOK_CELL_TITLE
+    return {
+        "cell_type": "code",
+        "execution_count": None,
+        "metadata": {
+            "tags": sorted(tags),
+            "jupyter": {"source_hidden": True},
+            "cellView": "form",
+        },
+        "outputs": outputs,
+        "source": PARAGRAPH.join([title, *sources]),
     }
 
 
@@ -1068,7 +1190,7 @@ def export_notebook(
             "source": install_cell_source(version, repository),
         },
     ]
-    all_cells = head + cells
+    all_cells = head + fold_book_cells(cells)
     for i, cell in enumerate(all_cells):
         cell["id"] = f"cell-{i}"  # stable ids: exporting again gives the same file
     metadata = {
@@ -1118,6 +1240,25 @@ def _script_title(nb: Mapping[str, Any]) -> str:
     return "A page of the book Mixed precision in PyTorch, as a script."
 
 
+TERM_PREFIX = "term:"
+"""Key prefix of a glossary term in the labels of :func:`titles_and_labels` (lower case)."""
+
+
+def _glossary_terms(lines: list[str]) -> list[str]:
+    """The terms a ``{glossary}`` block defines: its unindented lines, less its options."""
+    terms, inside = [], False
+    for line in lines:
+        fence = _FENCE.match(line)
+        if fence and fence["name"] == "glossary":
+            inside = True
+            continue
+        if inside and re.match(r"^ {0,3}(`{3,}|:{3,})\s*$", line):
+            inside = False
+        elif inside and line.strip() and not line[0].isspace() and not line.startswith(":"):
+            terms.append(line.strip())
+    return terms
+
+
 def titles_and_labels(
     pages: Mapping[str, str],
 ) -> tuple[dict[str, str], dict[str, tuple[str, str, str]]]:
@@ -1125,11 +1266,17 @@ def titles_and_labels(
 
     Each page is read as the build reads it (:func:`.pages.read_text`): titles
     and ``(label)=`` targets come from its Markdown cells, outside literal
-    blocks, and a code cell's figure ``name`` is a label too.
+    blocks, and a code cell's figure ``name`` is a label too. Each term of a
+    ``{glossary}`` is a label under :data:`TERM_PREFIX` and its lower-case
+    text, with the anchor Sphinx gives it.
 
     >>> titles_and_labels({"a/b": "# Bee\\n\\n(sec-x)=\\n## Sec X\\n"})
     ({'a/b': 'Bee'}, {'sec-x': ('a/b', 'sec-x', 'Sec X')})
+    >>> titles_and_labels({"g": "# G\\n\\n```{glossary}\\nLoss scale\\n  The factor.\\n```\\n"})[1]
+    {'term:loss scale': ('g', 'term-Loss-scale', 'Loss scale')}
     """
+    from sphinx.util.nodes import _make_id  # the ids Sphinx gives glossary terms
+
     from amp_lesson.sphinxext.pages import read_text
 
     titles: dict[str, str] = {}
@@ -1143,6 +1290,8 @@ def titles_and_labels(
                 continue
             if cell.kind != "markdown":
                 continue
+            for term in _glossary_terms(cell.source.splitlines()):
+                labels[TERM_PREFIX + term.lower()] = (doc, _make_id(f"term-{term}"), term)
             lines = _markdown_outside_literals(cell.source.splitlines())
             for i, line in enumerate(lines):
                 heading = _HEADING.match(line)
