@@ -202,6 +202,36 @@ def test_search_ranks_the_learners_pages_above_the_reference(
     assert pg.console_errors == []
 
 
+@pytest.mark.parametrize(
+    ("query", "expected_first"),
+    [
+        # the page named for the query, above every page with "scaling" in some heading
+        ("loss scaling", "chapter/loss-scaling-by-hand.html"),
+        # the page whose section is named for both words ("Clipping before unscale_")
+        ("unscale_ clip", "beyond/gradscaler-failure-modes.html"),
+        ("GradScaler", "chapter/gradscaler.html"),
+    ],
+)
+def test_search_puts_a_page_whose_title_holds_the_query_first(
+    make_page: Any, site_url: str, query: str, expected_first: str
+) -> None:
+    pg = make_page(viewport=DESKTOP)
+    results = _search(pg, site_url, query)
+    hrefs = [href.split("#")[0] for href, _ in results]
+    assert hrefs[0] == expected_first, hrefs[:6]
+    # every page whose title holds every word of the query comes before every other page
+    titles = pg.evaluate(
+        "() => [...document.querySelectorAll('#search-results ul.search li a')].map(a => a.textContent)"
+    )
+    words = query.lower().replace("_", " ").split()
+    stems = [w[:5] for w in words]  # "scaling" and "scale", "clip" and "clipping"
+    named = [all(s in t.lower() for s in stems) for t in titles]
+    learner = [not _is_reference(h) for h in hrefs]
+    firsts = [n for n, mine in zip(named, learner, strict=True) if mine]
+    assert firsts == sorted(firsts, reverse=True), list(zip(titles, named, strict=True))[:8]
+    assert pg.console_errors == []
+
+
 @pytest.mark.parametrize("where", ["page", "dialog"])
 def test_the_search_boxs_magnifier_sits_beside_the_query(
     make_page: Any, site_url: str, where: str

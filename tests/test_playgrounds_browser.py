@@ -796,6 +796,97 @@ def test_the_plots_axis_is_labelled_above_the_highest_scale(
     _assert_clean(page)
 
 
+AXES_JS = """() => {
+  const svg = document.querySelector('.amp-sp-plot svg');
+  const width = svg.viewBox.baseVal.width;
+  const ticks = [...svg.querySelectorAll('text.amp-sp-tick')];
+  const powers = ticks.filter((t) => t.querySelector('tspan')).map((t) => t.querySelector('tspan').textContent);
+  const steps = ticks.filter((t) => !t.querySelector('tspan') && /^\\d+$/.test(t.textContent)
+    && Number(t.getAttribute('y')) > 220);  // under the axis, not the y axis's 0
+  return {
+    powers,
+    steps: steps.map((t) => t.textContent),
+    stepsInside: steps.every((t) => { const b = t.getBBox(); return b.x >= 0 && b.x + b.width <= width + 0.5; }),
+    cells: [...document.querySelectorAll('.amp-sp-live .amp-sp-table tbody tr')].map((tr) =>
+      [1, 2, 5].map((i) => tr.cells[i].textContent)),
+    exact: [...document.querySelectorAll('.amp-sp-live .amp-sp-table tbody tr')].map((tr) =>
+      [tr.dataset.scaleUsed, tr.dataset.invScale, tr.dataset.scaleAfter]),
+  };
+}"""
+
+
+def _significant(text: str) -> int:
+    """The significant digits of a number as the table writes it (2^k counts as one)."""
+    if text.startswith("2^") or text in ("0", "inf"):
+        return 1
+    mantissa = text.split("e")[0].replace("-", "").replace(".", "").lstrip("0")
+    return len(mantissa.rstrip("0")) or 1
+
+
+@pytest.mark.parametrize("width", [PHONE["width"], DESKTOP["width"]])
+def test_after_a_thousand_overflows_the_axes_and_the_table_stay_readable(
+    make_page: Any, site_url: str, width: int
+) -> None:
+    """A thousand overflows walk the scale from 2^16 down past float32's last subnormal to 0.
+    The y axis is labelled at a few round powers (2^0, 2^-50, ...), the x axis at step 1 and
+    round steps, every label inside the plot; the table writes 2^k, not 16-digit decimals,
+    and any other number to at most five significant digits; each row keeps the exact value."""
+    pg = make_page(viewport={"width": width, "height": 900})
+    _open(pg, site_url, SCALER_PAGE, ".amp-sp-ready")
+    pg.locator("textarea.amp-sp-pattern").fill("x" * 1000)
+    pg.wait_for_function("document.querySelector('.amp-sp').dataset.drawn === 'all'")
+    axes = pg.evaluate(AXES_JS)
+    powers = [int(p.replace("\u2212", "-")) for p in axes["powers"]]
+    assert 2 <= len(powers) <= 6, powers
+    assert all(p % 10 == 0 for p in powers), powers  # round powers: 2^-50, not 2^-63 or 2^-93
+    assert min(powers) <= -149, powers  # from float32's last subnormal...
+    assert max(powers) >= 16, powers  # ...to the scale it started at
+    steps = [int(s) for s in axes["steps"]]
+    assert steps[0] == 1, steps
+    assert steps[-1] <= 1000, steps
+    assert all(s % 10 == 0 for s in steps[1:]), steps  # 1, then round steps
+    assert axes["stepsInside"]  # no label runs off the plot's edge
+    cells = [cell for row in axes["cells"] for cell in row]
+    assert "2^\u2212100" in cells  # a power of two as 2^k (the caret is for reading aloud)
+    assert max(len(cell) for cell in cells) <= 8, max(cells, key=len)
+    for shown, exact in zip(axes["cells"][:150], axes["exact"][:150], strict=True):
+        for text, value in zip(shown, exact, strict=True):  # the same number, shorter
+            if text.startswith("2^"):
+                assert float(value) == 2.0 ** int(text[2:].replace("\u2212", "-"))
+            else:
+                assert float(value) == float(text)
+    # not a power of two: five significant digits at most, the row's data attribute exact
+    pg.locator("input.amp-sp-backoff_factor").fill("0.01")
+    pg.wait_for_function("document.querySelector('.amp-sp').dataset.drawn === 'all'")
+    axes = pg.evaluate(AXES_JS)
+    cells = [cell for row in axes["cells"] for cell in row]
+    assert max(_significant(cell) for cell in cells) <= 5, cells[:12]
+    assert any(len(value) > 12 for row in axes["exact"] for value in row)  # the exact ones
+    _assert_clean(pg)
+
+
+@pytest.mark.parametrize("text", ["1e400", "-1e400", "inf"])
+def test_what_reads_as_infinity_overflows_and_only_finite_values_are_exact(
+    page: Any, site_url: str, text: str
+) -> None:
+    """1e400 is past float64's range: Python reads it as inf, and FP16 stores it as inf by
+    overflowing, not exactly; "exact" is for a finite value stored as it is."""
+    _open(page, site_url, FORMATS_PAGE, ".amp-bx-ready")
+    root = page.locator(".amp-bx")
+    root.get_by_label("Your number").fill(text)
+    sign = "-" if text.startswith("-") else ""
+    headline = root.locator(".amp-bx-headline").inner_text()
+    assert headline == f"FP16 stores {sign}inf (overflow to inf)"
+    events = root.locator("li.amp-bx-fmt .amp-bx-event").all_inner_texts()
+    assert "exact" not in events, events
+    if text != "inf":
+        assert "past float64's largest value" in root.locator(".amp-bx-source").inner_text()
+    root.get_by_label("Your number").fill("65504")  # a finite value stored as it is
+    assert root.locator(".amp-bx-headline").inner_text() == "FP16 stores 65504.0 (exact)"
+    assert "past float64" not in root.locator(".amp-bx-source").inner_text()
+    _assert_clean(page)
+
+
 CUE_JS = """(selector) => {
   const box = document.querySelector(selector);
   const style = getComputedStyle(box);

@@ -387,3 +387,173 @@ def test_a_log_axis_within_one_power_keeps_its_minor_labels() -> None:
     finally:
         plt.close(fig)
     assert labels  # still labelled
+
+
+# -- legends clear of the data -------------------------------------------------------------
+
+
+def _legend_hits(ax: object) -> list[str]:
+    """The lines whose drawn points the axes' legend covers, in display coordinates.
+
+    Each line is sampled densely along what is drawn (its steps, for a step line) and at its
+    markers, grown by the marker's half size; the legend's box is the one drawn."""
+    import itertools
+
+    import numpy as np
+
+    fig = ax.figure
+    fig.canvas.draw()
+    box = ax.get_legend().get_window_extent()
+    hits = []
+    for line in ax.get_lines():
+        if not len(line.get_xydata()):
+            continue
+        points = [line.get_transform().transform(line.get_xydata())]
+        if line.get_linestyle() not in ("None", "none", ""):
+            drawn = line.get_transform().transform(line.get_path().vertices)
+            for (x0, y0), (x1, y1) in itertools.pairwise(drawn):
+                t = np.linspace(0.0, 1.0, 60)[:, None]
+                points.append(np.hstack([x0 + t * (x1 - x0), y0 + t * (y1 - y0)]))
+        xy = np.vstack(points)
+        grow = line.get_markersize() * fig.dpi / 72 / 2 if line.get_marker() != "None" else 0
+        inside = (
+            (xy[:, 0] >= box.x0 - grow) & (xy[:, 0] <= box.x1 + grow)
+            & (xy[:, 1] >= box.y0 - grow) & (xy[:, 1] <= box.y1 + grow)
+        )  # fmt: skip
+        if inside.any():
+            hits.append(line.get_label())
+    return hits
+
+
+def _gradscaler_trace_figure() -> object:
+    """The GradScaler chapter's trace, as its page draws it: a step line, crosses on the
+    overflows, the legend put in the lower right by hand."""
+    from amp_lesson.scaler import simulate
+
+    trace = simulate([s in {1, 2, 3, 14, 15, 27} for s in range(1, 41)], growth_interval=4)
+    fig, ax = plt.subplots()
+    ax.step([r.step for r in trace], [r.scale_used for r in trace], where="post",
+            label="scale used")  # fmt: skip
+    bad = [r for r in trace if r.found_inf]
+    ax.plot([r.step for r in bad], [r.scale_used for r in bad], "X", markersize=9,
+            linestyle="none", label="overflow: step skipped")  # fmt: skip
+    ax.set_yscale("log", base=2)
+    ax.legend(loc="lower right")
+    return fig
+
+
+def _memory_figure() -> object:
+    """The memory chapter's figure, as its page draws it (its numbers from one run): three
+    lines on log axes and Matplotlib's "best" legend."""
+    fig, ax = plt.subplots()
+    batches = [16, 64, 256, 1024, 4096]
+    kib = {
+        "FP32": [47.0, 189.0, 756.0, 3024.0, 12096.0],
+        "AMP (FP16): activations + copies": [281.0, 362.0, 686.0, 1982.0, 7166.0],
+        "AMP (FP16): activations only": [26.0, 104.0, 416.0, 1664.0, 6656.0],
+    }
+    for (label, values), marker in zip(kib.items(), "os^", strict=True):
+        ax.plot(batches, values, marker=marker, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.legend()
+    return fig
+
+
+@pytest.mark.parametrize("make", [_gradscaler_trace_figure, _memory_figure])
+def test_the_book_moves_a_legend_off_the_data(make) -> None:
+    with mpl.rc_context():
+        apply_book_style()
+        fig = make()
+        try:
+            ax = fig.axes[0]
+            assert _legend_hits(ax)  # as the page places it, the legend covers a line
+            figure_svg(fig)  # what the book shows
+            assert _legend_hits(ax) == []
+            entries = [t.get_text() for t in ax.get_legend().get_texts()]
+            assert entries == [line.get_label() for line in ax.get_lines()]  # nothing lost
+            # the figure still fits a phone's column with its text large enough
+            assert check_text_size(fig) >= MIN_TEXT_PX
+        finally:
+            plt.close(fig)
+
+
+def test_a_legend_with_no_clear_place_inside_goes_above_the_axes() -> None:
+    import numpy as np
+
+    from amp_lesson.plotting import place_legend
+
+    fig, ax = plt.subplots()
+    x = np.linspace(0, 1, 200)
+    for k in range(8):  # lines filling the whole box: no corner is clear
+        ax.plot(x, (x * (k + 1) * 7.3) % 1, label=f"line {k}")
+    try:
+        legend = place_legend(ax)
+        fig.canvas.draw()
+        assert _legend_hits(ax) == []
+        assert legend.get_window_extent().y0 >= ax.get_window_extent().y1  # above the axes
+        assert legend.get_window_extent().width <= ax.get_window_extent().width + 1
+    finally:
+        plt.close(fig)
+
+
+def test_a_clear_legend_stays_where_it_is_and_an_axes_without_labels_gets_none() -> None:
+    from amp_lesson.plotting import place_legend
+
+    fig, (top, bottom) = plt.subplots(2, 1)
+    top.plot([0, 1], [0, 1], label="rising")
+    top.legend(loc="upper left")
+    bottom.plot([0, 1], [1, 0])
+    try:
+        before = top.get_legend()
+        assert place_legend(top) is before
+        box, axes = before.get_window_extent(), top.get_window_extent()
+        assert box.x0 - axes.x0 < 20  # upper left, still
+        assert axes.y1 - box.y1 < 20
+        assert place_legend(bottom) is None
+        assert bottom.get_legend() is None
+    finally:
+        plt.close(fig)
+
+
+def test_plot_lines_and_plot_scale_trace_keep_their_legends_off_the_lines() -> None:
+    with mpl.rc_context():
+        apply_book_style()
+        # zigzags that cross the whole box: Matplotlib's "best" has no clear place left
+        zig = [9.0 * (i % 2) for i in range(30)]
+        ax = plot_lines({"zig": zig, "zag": [9.0 - v for v in zig], "mid": [4.5] * 30})
+        try:
+            assert _legend_hits(ax) == []
+        finally:
+            plt.close(ax.figure)
+        ax = plot_scale_trace({"run": [2.0 ** (16 - (i % 5)) for i in range(40)]},
+                              {"run": [i % 5 == 4 for i in range(40)]})  # fmt: skip
+        try:
+            assert _legend_hits(ax) == []
+        finally:
+            plt.close(ax.figure)
+
+
+def test_under_another_axes_a_crowded_legend_goes_below_never_beside() -> None:
+    import numpy as np
+
+    from amp_lesson.plotting import place_legend
+
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(5, 4.8))
+    x = np.linspace(0, 1, 200)
+    for ax in (top, bottom):
+        for k in range(6):
+            ax.plot(x, (x * (k + 1) * 7.3) % 1, label=f"line {k}")
+    bottom.set_xlabel("step")
+    try:
+        fig.canvas.draw()
+        width = fig.get_tightbbox().width
+        legend = place_legend(bottom)
+        fig.canvas.draw()
+        assert _legend_hits(bottom) == []
+        box = legend.get_window_extent()
+        assert not box.overlaps(top.get_tightbbox())  # not over the axes above
+        assert box.y1 <= bottom.xaxis.label.get_window_extent().y0  # under the x label
+        assert fig.get_tightbbox().width <= width + 0.05  # and the figure no wider
+    finally:
+        plt.close(fig)

@@ -141,6 +141,48 @@ def test_eliminate_the_wrong_options(page: Any, site_url: str) -> None:
     _assert_clean(page)
 
 
+VERDICT_COLOURS = """(widget) => [...widget.querySelectorAll('.sc-verdict')]
+  .filter((v) => v.offsetParent !== null)
+  .map((v) => [v.closest('.sc-struck-info') ? 'struck' : v.closest('.sc-feedback') ? 'feedback' : 'other',
+               v.querySelector('.sc-icon').textContent, getComputedStyle(v.querySelector('.sc-icon')).color,
+               v.className])"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_a_right_strike_reads_as_right_beside_its_feedback(
+    make_page: Any, site_url: str, scheme: str
+) -> None:
+    """Striking a wrong option is a right move: the struck option says so with the tick and
+    the colour of the feedback beside it, never a red cross."""
+    pg = make_page(viewport=DESKTOP, color_scheme=scheme)
+    _open_guide(pg, site_url)
+    widget = _widget(pg, "accumulation-backward")
+    widget.get_by_label("What rules an option out?").fill("four times the gradient")
+    widget.get_by_role("button", name="Strike B").click()
+    shown = widget.evaluate(VERDICT_COLOURS)
+    struck = [v for v in shown if v[0] == "struck"]
+    feedback = [v for v in shown if v[0] == "feedback"]
+    assert len(struck) == 1, shown
+    assert len(feedback) == 1, shown
+    assert feedback[0][1] == "\u2713"  # "Struck B." is a right move...
+    assert struck[0][1] == "\u2713", struck  # ...and the struck option agrees
+    assert "sc-verdict-ok" in struck[0][3]
+    assert struck[0][2] == feedback[0][2]  # in the same colour
+    text = widget.locator('.sc-option[data-sc-key="B"] .sc-struck-info').inner_text()
+    assert "Struck out." in text
+    assert "four times the gradient" in text
+    assert "\u2717" not in widget.locator(".sc-options").inner_text()  # no red cross anywhere
+    # a wrong move (the survivor struck) is still the red cross, in the feedback only
+    widget.get_by_label("What rules an option out?").fill("it looks too simple")
+    widget.get_by_role("button", name="Strike A").click()
+    shown = widget.evaluate(VERDICT_COLOURS)
+    assert [v[1] for v in shown if v[0] == "feedback"] == ["\u2717"]
+    assert [v[1] for v in shown if v[0] == "struck"] == ["\u2713"]
+    wrong = next(v[2] for v in shown if v[0] == "feedback")
+    assert wrong != struck[0][2]  # red for the wrong move, not for the right strike
+    _assert_clean(pg)
+
+
 # -- predict first and step-through -----------------------------------------------------
 
 
@@ -364,6 +406,143 @@ def test_refill_reveal_survives_a_reload(page: Any, site_url: str) -> None:
     page.wait_for_selector(".sc-page-bar")
     assert _widget(page, "format-bits").locator(".sc-true-value").count() == 6
     _assert_clean(page)
+
+
+YOUR_TURN = "chapter/your-turn.html"
+ACCUMULATION = "chapter/accumulation-equals-full-batch.html"
+FORMATS = "chapter/formats.html"
+
+
+def _open_page(pg: Any, site_url: str, rel: str) -> None:
+    pg.goto(f"{site_url}/{rel}")
+    pg.wait_for_selector(".sc-page-bar")
+
+
+def _cell_result(widget: Any, label: str) -> str:
+    slot = widget.locator(f'.sc-refill-slot[data-sc-label="{label}"]')
+    return slot.locator(".sc-cell-result").inner_text()
+
+
+def test_refill_reads_numbers_as_people_write_them_and_says_why_one_differs(
+    page: Any, site_url: str
+) -> None:
+    """A whole number or a power of two must be exact (65535 is not 65536), any other number
+    is within the stated tolerance; 2^16, 64k, 16k and ln2/4 are numbers; a cell that differs
+    says why, and names the true value only once the true values are shown."""
+    _open_page(page, site_url, YOUR_TURN)
+    scale = page.locator(".sc[data-sc-kind=refill]").first  # the scale a GradScaler uses
+    assert "Numbers must be exact." in scale.locator(".sc-instructions").inner_text()
+    typed = {
+        "1, expected scale": "65535",  # 65536, off by one
+        "2, expected scale": "2^16",  # 65536
+        "3, expected scale": "lots",
+        "4, expected scale": "32k",  # 32768: a k of 1024
+        "8, expected scale": "16k",  # 16384
+        "9, expected scale": "2**14",  # 16384
+        "10, expected scale": "1.6384e4",  # 16384
+    }
+    for label, value in typed.items():
+        scale.get_by_label(label, exact=True).fill(value)
+    scale.get_by_role("button", name="Check").click()
+    for label in ("2, expected scale", "4, expected scale", "8, expected scale",
+                  "9, expected scale", "10, expected scale"):  # fmt: skip
+        assert "\u2713 Match" in _cell_result(scale, label), label
+    off_by_one = _cell_result(scale, "1, expected scale")
+    assert "\u2717 Differs" in off_by_one
+    assert "Must be exact." in off_by_one
+    assert "65536" not in off_by_one  # no answer before the reader asks for it
+    assert "Could not read \u201clots\u201d as a number." in _cell_result(
+        scale, "3, expected scale"
+    )
+    scale.get_by_role("button", name="Show the true values").click()
+    assert "65535 is not 65536: this answer must be exact." in _cell_result(
+        scale, "1, expected scale"
+    )
+
+    _open_page(page, site_url, ACCUMULATION)
+    loss = page.locator(".sc[data-sc-kind=refill]").first  # ln 2 / 4 in each cell
+    assert "within 0.5 %" in loss.locator(".sc-instructions").inner_text()
+    inputs = loss.locator("input.sc-refill-input")
+    for i, value in enumerate(["ln2/4", "ln(2) / 4", "0.1733", "0.17"]):
+        inputs.nth(i).fill(value)
+    loss.get_by_role("button", name="Check").click()
+    results = loss.locator(".sc-cell-result").all_inner_texts()
+    assert all("\u2713 Match" in r for r in results[:3]), results
+    assert "\u2717 Differs" in results[3]
+    assert "Must be within 0.5 %." in results[3]
+    _assert_clean(page)
+
+
+ROOM_JS = """(widget) => {
+  const box = widget.querySelector('.sc-scroll');
+  const frame = box.closest('.sc-scroll-frame');
+  const edge = box.getBoundingClientRect();
+  return {
+    room: box.scrollWidth - box.clientWidth,
+    tabindex: box.tabIndex,
+    role: box.getAttribute('role'),
+    name: box.getAttribute('aria-label'),
+    frame: frame.className,
+    rightShadow: getComputedStyle(frame, '::after').opacity,
+    leftShadow: getComputedStyle(frame, '::before').opacity,
+    clipped: [...widget.querySelectorAll('input.sc-refill-input')]
+      .map((input) => input.getBoundingClientRect())
+      .filter((r) => r.left < edge.left - 0.5 || r.right > edge.right + 0.5).length,
+    hint: widget.querySelector('.sc-scroll-hint').hidden ? '' : widget.querySelector('.sc-scroll-hint').textContent,
+  };
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_refill_tables_at_phone_width_show_the_column_to_fill_or_say_they_scroll(
+    make_page: Any, site_url: str, scheme: str
+) -> None:
+    """At 390 px the your-turn and accumulation tables fit, every input whole, before and after
+    a check; a table that cannot fit (the formats' six columns) scrolls inside a named region a
+    keyboard can focus, with a shadow on the side that has more and a line saying which way."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    pg = make_page(viewport=PHONE, color_scheme=scheme, is_mobile=True, has_touch=True)
+    for rel in (YOUR_TURN, ACCUMULATION):
+        _open_page(pg, site_url, rel)
+        widgets = pg.locator(".sc[data-sc-kind=refill]")
+        assert widgets.count() >= 1
+        for i in range(widgets.count()):
+            widget = widgets.nth(i)
+            room = widget.evaluate(ROOM_JS)
+            assert room["role"] == "region", room
+            assert room["name"].startswith("Table to fill in: "), room
+            assert room["room"] <= 1, (rel, room)  # the columns to fill are on the screen
+            assert room["clipped"] == 0, (rel, room)  # and no input is cut at an edge
+            assert room["hint"] == ""
+            widget.locator("input.sc-refill-input").first.fill("not a number at all")
+            widget.get_by_role("button", name="Check").click()
+            after = widget.evaluate(ROOM_JS)  # the verdicts and reasons wrap in their cells
+            assert after["room"] <= 1, (rel, after)
+            assert after["clipped"] == 0, (rel, after)
+            widget.screenshot(
+                path=str(SHOTS / f"refill-{rel.split('/')[-1][:-5]}-{i}-{scheme}-phone.png")
+            )
+    _open_page(pg, site_url, FORMATS)
+    widget = _widget(pg, "formats-bits")
+    room = widget.evaluate(ROOM_JS)
+    assert room["room"] > 1, room  # six columns do not fit a phone...
+    assert room["tabindex"] == 0  # ...so the box is a tab stop
+    assert room["name"] == "Table to fill in: sign, exponent, mantissa"
+    assert "sc-more-right" in room["frame"]
+    assert "sc-more-left" not in room["frame"]
+    assert room["rightShadow"] == "1"
+    assert room["leftShadow"] == "0"
+    assert room["hint"].startswith("More columns to the right")
+    widget.locator(".sc-scroll").focus()
+    for _ in range(40):  # the arrow keys scroll the focused box, to its far edge
+        pg.keyboard.press("ArrowRight")
+        if "sc-more-right" not in widget.evaluate(ROOM_JS)["frame"]:
+            break
+    room = widget.evaluate(ROOM_JS)
+    assert "sc-more-right" not in room["frame"], room
+    assert room["leftShadow"] == "1"
+    assert room["hint"].startswith("\u2190 More columns to the left")
+    _assert_clean(pg)
 
 
 # -- an older engine ----------------------------------------------------------------------

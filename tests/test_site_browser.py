@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -654,6 +655,52 @@ def test_the_whole_book_is_one_page_whose_links_all_resolve(built_book):
         assert (built_book / target.split("?")[0]).is_file(), target  # local files exist
     assert documentation_url() in text
     assert "<script" not in text  # it needs none
+
+
+SCROLLERS_JS = """() => [...document.querySelectorAll('.amp-print-book *')].filter((el) => {
+  const style = getComputedStyle(el);
+  return (el.scrollWidth > el.clientWidth + 1 && /auto|scroll/.test(style.overflowX))
+    || (el.scrollHeight > el.clientHeight + 1 && /auto|scroll/.test(style.overflowY));
+}).map((el) => ({
+  what: el.tagName + '.' + [...el.classList].join('.'),
+  tabindex: el.tabIndex,
+  role: el.getAttribute('role'),
+  name: el.getAttribute('aria-label') || '',
+}))"""
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_the_whole_book_pages_scrolling_boxes_are_reached_by_keyboard(
+    make_page, site_url, built_book, width
+):
+    """print.html runs no script, so its boxes that scroll sideways carry their own tab stop
+    and a name (a region); its code wraps instead of scrolling. axe-core's
+    scrollable-region-focusable rule finds nothing, on a phone or a desktop."""
+    from install_axe import axe_script
+
+    axe = axe_script()
+    pg = make_page(viewport={"width": width, "height": 900})
+    pg.goto(f"{site_url}/print.html", wait_until="load")
+    pg.evaluate("document.fonts.ready.then(() => true)")
+    scrollers = pg.evaluate(SCROLLERS_JS)
+    assert not [s for s in scrollers if s["what"].startswith("PRE")]  # code wraps
+    unreachable = [s for s in scrollers if s["tabindex"] < 0 or not s["name"]]
+    assert unreachable == []
+    assert all(s["role"] == "region" for s in scrollers), scrollers[:5]
+    if width == 390:
+        assert len(scrollers) > 10  # wide tables and equations scroll on a phone
+    if axe is None:
+        if os.environ.get("CI"):
+            pytest.fail("axe-core is not installed; run `python tools/install_axe.py`")
+        return
+    pg.add_script_tag(path=str(axe))
+    found = pg.evaluate(
+        """async () => (await axe.run(document, {runOnly: {type: 'rule',
+             values: ['scrollable-region-focusable']}})).violations
+             .map((v) => v.nodes.length + ' ' + v.id)"""
+    )
+    assert found == []
+    assert pg.console_errors == []
 
 
 def test_the_pdf_is_built_linked_and_served(make_page, site_url, built_book, report):

@@ -380,9 +380,13 @@ def event_text(stored: Stored) -> str:
     --------
     >>> event_text(store(65520.0, "fp16")), event_text(store(1e6, "fp8_e4m3"))
     ('overflow to inf', 'saturated to max')
+    >>> event_text(store(float("1e400"), "fp16"))  # parses to inf: an overflow, not exact
+    'overflow to inf'
     """
     if stored.event == "overflow" and math.isnan(stored.stored):
         return "overflow to NaN"  # a format with no infinity that does not saturate
+    if stored.event == "exact" and math.isinf(stored.value):
+        return EVENT_TEXT["overflow"]  # inf, or 1e400 (past float64), is no exact value
     return EVENT_TEXT[stored.event]
 
 

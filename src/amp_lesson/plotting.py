@@ -23,6 +23,7 @@ from typing import Any
 
 __all__ = [
     "BOOK_FIGURES_ENV",
+    "LEGEND_CLEARANCE_PT",
     "LINESTYLES",
     "MARKERS",
     "MAX_WIDTH_IN",
@@ -37,6 +38,7 @@ __all__ = [
     "figure_html",
     "figure_svg",
     "label_svg",
+    "place_legend",
     "plot_lines",
     "plot_scale_trace",
     "power_label",
@@ -407,7 +409,7 @@ def plot_lines(
         ax.minorticks_off()
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.legend()
+    place_legend(ax)
     return ax
 
 
@@ -496,8 +498,163 @@ def plot_scale_trace(
     ax.set_yscale("log", base=2)
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("loss scale (log2 axis)")
-    ax.legend()
+    place_legend(ax)
     return ax
+
+
+_INSIDE = (
+    "upper left",
+    "upper right",
+    "lower right",
+    "lower left",
+    "upper center",
+    "lower center",
+    "center left",
+    "center right",
+)
+"""Where :func:`place_legend` tries a legend inside the axes, in this order."""
+
+LEGEND_CLEARANCE_PT = 3.0
+"""The least gap :func:`place_legend` leaves between a legend and the data, in points."""
+
+
+def place_legend(ax: Any, **kwargs: Any) -> Any:
+    """Give ``ax`` a legend that covers none of its data: inside where a corner is clear, else above.
+
+    The legend stays where it is (or Matplotlib's ``"best"``) when it covers
+    no line, marker or text of the axes, at least :data:`LEGEND_CLEARANCE_PT`
+    clear of them. Otherwise it moves to the first clear place of the
+    corners and edges inside the axes; where none is clear, it goes above the
+    axes, its entries side by side in as many columns as fit the axes' width,
+    or, where another axes or a title is above, below the x axis's label. It
+    never goes beside the axes: a wider figure is shrunk more on a phone, and
+    its text with it. Lines are taken as drawn: a step line by its steps, a
+    marker by its size.
+
+    :func:`figure_svg` does this for every legend of a figure the book shows,
+    so a legend placed by hand (``ax.legend(loc="lower right")``) that lands
+    on the data moves too.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The axes.
+    **kwargs
+        Passed to ``ax.legend`` (a new legend is made with them); none: the
+        axes' legend, or a new one of its labelled artists.
+
+    Returns
+    -------
+    matplotlib.legend.Legend or None
+        The legend, or ``None`` where nothing in the axes has a label.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> _ = ax.plot([0, 1, 2, 3], [0, 1, 2, 3], label="rising")
+    >>> legend = place_legend(ax)
+    >>> _legend_overlaps(ax, legend)
+    False
+    >>> plt.close(fig)
+    """
+    handles, labels = ax.get_legend_handles_labels()
+    legend = ax.get_legend()
+    if kwargs or legend is None:
+        if not labels and "handles" not in kwargs and "labels" not in kwargs:
+            return legend  # nothing to name: no legend (ax.legend() would warn)
+        legend = ax.legend(**kwargs)
+    fig = ax.figure
+    fig.draw_without_rendering()
+    if not _legend_overlaps(ax, legend):
+        return legend
+    for loc in _INSIDE:
+        legend.set_loc(loc)
+        fig.draw_without_rendering()
+        if not _legend_overlaps(ax, legend):
+            return legend
+    return _legend_outside(ax, legend, handles, labels)
+
+
+def _legend_outside(ax: Any, legend: Any, handles: list[Any], labels: list[str]) -> Any:
+    """``legend`` again, above ``ax``, or below its x label where something is above; where
+    something is in the way both times, back inside at Matplotlib's ``"best"``. Never beside
+    the axes: a wider figure is shrunk further on a phone, its text with it."""
+    texts = [text.get_text() for text in legend.get_texts()]
+    if labels != texts:  # the legend was given its own entries
+        handles, labels = list(legend.legend_handles), texts
+    title = legend.get_title().get_text() or None
+    legend.remove()
+    fig = ax.figure
+    width = ax.get_window_extent().width
+    in_the_way = [other.get_tightbbox() for other in fig.axes if other is not ax]
+    in_the_way += [t.get_window_extent() for t in (ax.title, ax._left_title, ax._right_title)
+                   if t.get_text().strip()]  # fmt: skip
+    in_the_way += [t.get_window_extent() for t in fig.texts if t.get_text().strip()]
+    in_the_way += [other.get_window_extent() for other in fig.legends]
+    below = ax.get_tightbbox()
+    pad = LEGEND_CLEARANCE_PT * fig.dpi / 72
+    below_y = ax.transAxes.inverted().transform((0.0, below.y0 - pad))[1] if below else -0.2
+    for loc, anchor in (("lower left", (0.0, 1.02)), ("upper left", (0.0, below_y))):
+        for ncols in range(len(labels), 0, -1):
+            outside = ax.legend(handles, labels, loc=loc, bbox_to_anchor=anchor,
+                                borderaxespad=0.0, ncols=ncols, title=title)  # fmt: skip
+            fig.draw_without_rendering()
+            box = outside.get_window_extent()
+            if box.width <= width + 0.5 or ncols == 1:
+                break
+            outside.remove()
+        if not any(box.overlaps(other) for other in in_the_way if other is not None):
+            return outside
+        outside.remove()
+    return ax.legend(handles, labels, loc="best", title=title)
+
+
+def _legend_overlaps(ax: Any, legend: Any) -> bool:
+    """Whether ``legend`` (drawn) covers, or comes within :data:`LEGEND_CLEARANCE_PT` of, a
+    line, a marker or a text of ``ax`` that is inside the axes."""
+    import numpy as np
+    from matplotlib.transforms import Bbox
+
+    pad = LEGEND_CLEARANCE_PT * ax.figure.dpi / 72
+    box = legend.get_window_extent()
+    inside = Bbox.intersection(box, ax.get_window_extent())
+    if inside is None or inside.width <= 0 or inside.height <= 0:
+        return False  # outside the axes, where nothing of the axes is drawn
+    near = inside.padded(pad)
+    for line in ax.get_lines():
+        if not line.get_visible() or len(line.get_xydata()) == 0:
+            continue
+        if line.get_linestyle() not in ("None", "none", "", " "):
+            path = line.get_transform().transform_path(line.get_path())
+            if path.intersects_bbox(near, filled=False):
+                return True
+        if line.get_marker() not in (None, "None", "none", "", " "):
+            points = line.get_transform().transform(line.get_xydata())
+            radius = line.get_markersize() * ax.figure.dpi / 72 / 2
+            grown = near.padded(radius)
+            x, y = points[:, 0], points[:, 1]
+            hit = (x >= grown.x0) & (x <= grown.x1) & (y >= grown.y0) & (y <= grown.y1)
+            if bool(np.any(hit & np.isfinite(x) & np.isfinite(y))):
+                return True
+    for collection in ax.collections:
+        offsets = collection.get_offsets()
+        if collection.get_visible() and len(offsets):
+            points = collection.get_offset_transform().transform(offsets)
+            x, y = points[:, 0], points[:, 1]
+            if bool(np.any((x >= near.x0) & (x <= near.x1) & (y >= near.y0) & (y <= near.y1))):
+                return True
+    return any(
+        text.get_visible() and text.get_text().strip() and text.get_window_extent().overlaps(near)
+        for text in ax.texts
+    )
+
+
+def _clear_legends(fig: Any) -> None:
+    """Move every axes legend of ``fig`` that covers its data (:func:`place_legend`)."""
+    for ax in fig.axes:
+        if ax.get_legend() is not None:
+            place_legend(ax)
 
 
 def figure_html(fig: Any, *, alt: str, caption: str) -> Any:
@@ -763,7 +920,8 @@ def figure_svg(fig: Any, alt: str | None = None) -> str:
     Saved tight around what it draws, as the notebook's inline backend does,
     after :func:`check_text_size` has checked its text (``ValueError`` if
     too small). Log axes label their ticks with Unicode exponents (2⁻¹⁴), set
-    at the size of the tick labels, not Matplotlib's 70 % maths exponents.
+    at the size of the tick labels, not Matplotlib's 70 % maths exponents. A
+    legend that covers the data moves clear of it (:func:`place_legend`).
 
     Parameters
     ----------
@@ -803,6 +961,7 @@ def figure_svg(fig: Any, alt: str | None = None) -> str:
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             _unicode_exponents(axis)
+    _clear_legends(fig)
     check_text_size(fig)
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})

@@ -127,13 +127,67 @@ def _slug(docname: str) -> str:
 
 _EDITION_SWITCH = re.compile(r'<nav class="amp-edition-switch".*?</nav>', re.DOTALL)
 
+# Boxes that scroll sideways when what they hold is wider than the page: a table (in prose or
+# in a cell's output) and a displayed equation. (Code wraps instead: amp_lesson.css.)
+_SCROLLER = re.compile(
+    r'<div class="(?P<cls>pst-scrollable-table-container|output text_html|math notranslate nohighlight)">'
+)
+_DIV_TAG = re.compile(r"<div\b|</div>")
 
-def page_section(docname: str, page_html: str, in_book: set[str], site_url: str) -> str:
+
+def _element_end(text: str, start: int) -> int:
+    """The end of the ``<div>`` element that opens at ``start`` (or the text's end)."""
+    depth = 0
+    for tag in _DIV_TAG.finditer(text, start):
+        depth += 1 if tag.group(0) != "</div>" else -1
+        if depth == 0:
+            return tag.end()
+    return len(text)
+
+
+def focusable_scrollers(body: str, title: str) -> str:
+    """``body`` with each box that may scroll sideways made a region a keyboard can reach.
+
+    print.html runs no script, so nothing gives its scrolling boxes the tab stop the
+    theme's script gives them on the book's pages: a reader with a keyboard could not
+    scroll them. Each table's box (in the prose, or a cell's output that holds one) and
+    each displayed equation gets ``tabindex="0"``, ``role="region"`` and a name: what it
+    is, its number on the page and the page's title.
+
+    >>> out = focusable_scrollers('<div class="output text_html"><table></table></div>'
+    ...                           '<div class="output text_html"><p>x</p></div>', "GradScaler")
+    >>> print(out)  # doctest: +NORMALIZE_WHITESPACE
+    <div class="output text_html" tabindex="0" role="region"
+    aria-label="Table 1 of “GradScaler”"><table></table></div><div
+    class="output text_html"><p>x</p></div>
+    """
+    counts = {"Table": 0, "Equation": 0}
+    pieces, at = [], 0
+    for match in _SCROLLER.finditer(body):
+        kind = "Equation" if match.group("cls").startswith("math") else "Table"
+        if match.group("cls") == "output text_html":
+            end = _element_end(body, match.start())
+            if "<table" not in body[match.end() : end]:
+                continue  # an output without a table (a figure, a line of text) fits the page
+        counts[kind] += 1
+        name = html.escape(f"{kind} {counts[kind]} of \u201c{title}\u201d", quote=True)
+        pieces.append(body[at : match.end() - 1])
+        pieces.append(f' tabindex="0" role="region" aria-label="{name}">')
+        at = match.end()
+    pieces.append(body[at:])
+    return "".join(pieces)
+
+
+def page_section(
+    docname: str, page_html: str, in_book: set[str], site_url: str, title: str = ""
+) -> str:
     """One page's article, made to live in ``print.html`` at the site's root.
 
     Its ids get the page's slug as a prefix; a link to a page in ``in_book``
     becomes a link within the document, any other link to the site one to
-    ``site_url``; images and downloads are found from the root.
+    ``site_url``; images and downloads are found from the root; a box that
+    scrolls sideways is a named region a keyboard reaches
+    (:func:`focusable_scrollers`, named after ``title``, by default the docname).
 
     >>> page = ('<article class="bd-article"><h1 id="t">T</h1><a href="#t">x</a>'
     ...         '<a href="../b.html#s">y</a><a href="c.html">z</a></article>')
@@ -177,6 +231,7 @@ def page_section(docname: str, page_html: str, in_book: set[str], site_url: str)
     body = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{slug}--{m.group(1)})", body)
     # A printed self-check shows its answer; a collapsed cell, its code.
     body = re.sub(r"<details\b(?![^>]*\bopen\b)", "<details open", body)
+    body = focusable_scrollers(body, title or docname)
     return f'<section class="amp-print-page" id="{slug}">{body.strip()}</section>'
 
 
@@ -225,7 +280,9 @@ def print_page(pages: list[tuple[str, str, str]], head: str, site_url: str, titl
         f'<li><a href="#{_slug(doc)}">{html.escape(page_title)}</a></li>'
         for doc, page_title, _ in pages
     )
-    sections = "\n".join(page_section(doc, text, in_book, site_url) for doc, _, text in pages)
+    sections = "\n".join(
+        page_section(doc, text, in_book, site_url, page_title) for doc, page_title, text in pages
+    )
     head = _SCRIPT.sub("", head)
     head = re.sub(
         r"<title>.*?</title>", f"<title>{html.escape(title)}</title>", head, flags=re.DOTALL
@@ -437,6 +494,7 @@ __all__ = [
     "can_print",
     "downloads_html",
     "find_chromium",
+    "focusable_scrollers",
     "page_section",
     "print_key",
     "print_page",

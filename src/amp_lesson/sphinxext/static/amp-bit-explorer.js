@@ -219,7 +219,11 @@
         return s.event === "saturated" ? "saturated" : data.class_text[s.kind];
       },
       eventText: function (s) {
-        return s.event === "overflow" && s.stored !== s.stored ? "overflow to NaN" : data.event_text[s.event];
+        if (s.event === "overflow" && s.stored !== s.stored) return "overflow to NaN";
+        // An infinity is no exact value: what parses to one (inf, or 1e400, past float64's
+        // range) and is stored as one overflowed. "exact" is for finite values only.
+        if (s.event === "exact" && Math.abs(s.value) === Infinity) return data.event_text.overflow;
+        return data.event_text[s.event];
       },
     };
 
@@ -389,7 +393,15 @@
     var self = this;
     var shown = floats.pyRepr(source.value);
     setText(this.sourceValue, shown);
-    setText(this.sourceNote, source.nan && source.sign ? " (a NaN with its sign bit set)." : ".");
+    // A decimal past float64's largest value (1e400) is read as inf, as Python reads it.
+    var decimal = /^[+-]?(?:[0-9]|\.[0-9])/.test(this.input.value.trim());
+    var note = ".";
+    if (source.nan && source.sign) note = " (a NaN with its sign bit set).";
+    else if (decimal && Math.abs(source.value) === Infinity) {
+      note = " (the decimal is past float64's largest value, about 1.8e308, so it overflows to " +
+        shown + ").";
+    }
+    setText(this.sourceNote, note);
     setAttr(this.root, "data-value", shown);
     var events = [];
     var headline = "";

@@ -19,6 +19,12 @@
  * and inv_scale is float32(1 / double(scale)), which is inf for a scale of 0
  * or one of 2**-128 (about 2.9e-39) or less. The browser tests compare every step with
  * ScalerSimulator and with a real torch.amp.GradScaler("cpu").
+ *
+ * What the reader reads stays short however far the scale runs: the plot's y axis is
+ * labelled at a few round powers of two (2^0, 2^-50, 2^-100, ...), the x axis at round
+ * steps (1, 250, 500, ...), and the table writes a power of two beyond 2^16 or below 2^-4 as 2^k and any
+ * other number to five significant digits. Each row keeps the exact values (Python's
+ * repr) in its data attributes, which the tests read.
  */
 (function () {
   "use strict";
@@ -28,7 +34,11 @@
   var STRIP_LIMIT = 200; // step toggles shown; longer schedules are edited as text
   var FIRST_ROWS = 60; // rows drawn with the plot; the rest follow in chunks
   var ROW_CHUNK = 200;
-  var TICKS_MAX = 6; // labelled powers of two on the y axis, at most about
+  var TICKS_MAX = 6; // labelled powers of two on the y axis, at most
+  // Strides between labelled powers (y) and labelled steps (x): round numbers only.
+  var NICE = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000];
+  var PLAIN_POWERS = [-4, 16]; // 2^-4 = 0.0625 ... 2^16 = 65536 are written out in the table
+  var SIGNIFICANT = 5; // digits of any other number in the table
   // The trace's columns: heading (a soft hyphen where a long word may break), and
   // the narrowest the column may be, in ch; a column is otherwise as wide as its
   // widest value, and the last one wraps its words.
@@ -379,26 +389,55 @@
     this.announce(this.describe(rows));
   };
 
-  /** The cells of one row of the trace, as text (``changeText`` words the last one). */
+  /** The exponent k of a power of two 2^k, or null for any other number. */
+  function powerOfTwo(x) {
+    if (!(x > 0) || !isFinite(x)) return null;
+    var k = floats.floorLog2(x);
+    return floats.pow2(k) === x ? k : null;
+  }
+
+  /**
+   * A number as the table writes it, {text, html}: a power of two beyond 2^16 or below
+   * 2^-4 as 2^k (a raised k; the caret is there for a screen reader and for copying),
+   * any other number to SIGNIFICANT digits, 0 as 0 and inf as inf.
+   */
+  function compact(x) {
+    if (x === 0) return { text: "0", html: "0" };
+    if (!isFinite(x)) return { text: floats.pyRepr(x), html: floats.pyRepr(x) };
+    var k = powerOfTwo(x);
+    if (k !== null && (k < PLAIN_POWERS[0] || k > PLAIN_POWERS[1])) {
+      var exponent = String(k).replace("-", "\u2212");
+      return { text: "2^" + k, html: '2<span class="amp-vh">^</span><sup>' + exponent + "</sup>" };
+    }
+    var text = k !== null ? floats.formatG(x, 17) : floats.formatG(x, SIGNIFICANT);
+    return { text: text, html: text };
+  }
+
+  /** One row of the trace: the cells as text (for the columns' widths) and as HTML (numbers
+   * and fixed words only: nothing typed by the reader), and the exact values (Python's repr). */
   function cellsOf(r, changeText) {
-    return [
-      String(r.step),
-      floats.pyRepr(r.scale_used),
-      floats.pyRepr(r.inv_scale),
-      r.found_inf ? "yes" : "no",
-      r.skipped ? "yes" : "no",
-      floats.pyRepr(r.scale_after),
-      String(r.growth_tracker_after),
-      changeText[r.change],
-    ];
+    var used = compact(r.scale_used);
+    var inv = compact(r.inv_scale);
+    var after = compact(r.scale_after);
+    return {
+      text: [
+        String(r.step), used.text, inv.text, r.found_inf ? "yes" : "no", r.skipped ? "yes" : "no",
+        after.text, String(r.growth_tracker_after), changeText[r.change],
+      ],
+      html: [
+        String(r.step), used.html, inv.html, r.found_inf ? "yes" : "no", r.skipped ? "yes" : "no",
+        after.html, String(r.growth_tracker_after), changeText[r.change],
+      ],
+      exact: [floats.pyRepr(r.scale_used), floats.pyRepr(r.inv_scale), floats.pyRepr(r.scale_after)],
+    };
   }
 
   function rowHtml(r, cells) {
     return (
       "<tr" + (r.skipped ? ' class="amp-sp-skipped"' : "") + ' data-step="' + r.step +
-      '" data-scale-used="' + cells[1] + '" data-inv-scale="' + cells[2] + '" data-found-inf="' +
-      r.found_inf + '" data-skipped="' + r.skipped + '" data-scale-after="' + cells[5] +
-      '" data-growth-tracker="' + r.growth_tracker_after + '"><td>' + cells.join("</td><td>") +
+      '" data-scale-used="' + cells.exact[0] + '" data-inv-scale="' + cells.exact[1] + '" data-found-inf="' +
+      r.found_inf + '" data-skipped="' + r.skipped + '" data-scale-after="' + cells.exact[2] +
+      '" data-growth-tracker="' + r.growth_tracker_after + '"><td>' + cells.html.join("</td><td>") +
       "</td></tr>"
     );
   }
@@ -448,7 +487,7 @@
     var widths = COLUMNS.map(function (column, c) {
       var widest = column[1];
       if (c === COLUMNS.length - 1) return widest;
-      for (var i = 0; i < cells.length; i += 1) widest = Math.max(widest, cells[i][c].length);
+      for (var i = 0; i < cells.length; i += 1) widest = Math.max(widest, cells[i].text[c].length);
       return widest;
     });
     var total = 0;
@@ -458,7 +497,6 @@
     });
     this.table.style.width = "calc(" + total + "ch + " + 0.6 * widths.length + "em)";
     window.clearTimeout(this.drawing);
-    // numbers and fixed words only: nothing typed by the reader
     var drawn = Math.min(rows.length, FIRST_ROWS);
     this.body.innerHTML = rows
       .slice(0, drawn)
@@ -484,8 +522,18 @@
     }
   };
 
+  /** The smallest round stride that labels [low, high] with at most `most` labels, each
+   * a multiple of the stride (so the labels read 2^0, 2^-50, 2^-100, not 2^-93, 2^-65). */
+  function niceStride(low, high, most) {
+    for (var i = 0; i < NICE.length; i += 1) {
+      var stride = NICE[i];
+      if (Math.ceil(high / stride) - Math.floor(low / stride) + 1 <= most) return stride;
+    }
+    return Math.ceil((high - low) / (most - 1));
+  }
+
   /** The tick label 2^k, the power raised. */
-  function powerOfTwo(x, y) {
+  function powerLabel(x, y) {
     var label = svg("text", { x: x, y: y, class: "amp-sp-tick", "text-anchor": "end" }, "2");
     label.appendChild(svg("tspan", { dy: "-5", class: "amp-sp-power" }, ""));
     return label;
@@ -514,10 +562,12 @@
       low -= 1;
       high += 1;
     }
-    // Labelled every `stride` powers from `low`: the axis ends on a label, so the
-    // highest scale is always under a labelled line.
-    var stride = Math.max(1, Math.ceil((high - low) / TICKS_MAX));
-    high = low + stride * Math.ceil((high - low) / stride);
+    // Labelled at the multiples of a round stride: the axis starts and ends on a label,
+    // so the highest scale is always under a labelled line and the lowest above one.
+    var stride = niceStride(low, high, TICKS_MAX);
+    low = stride * Math.floor(low / stride);
+    high = stride * Math.ceil(high / stride);
+    if (high === low) high = low + stride;
     var hasZero = positive.length < rows.length;
     var axisBottom = hasZero ? bottom - 22 : bottom;
     function x(step) {
@@ -532,7 +582,7 @@
     for (var k = low; k <= high; k += stride) {
       var yk = y(Math.pow(2, k));
       plot.appendChild(svg("line", { x1: left, y1: yk, x2: right, y2: yk, class: "amp-sp-grid" }));
-      var label = plot.appendChild(powerOfTwo(left - 6, yk + 4));
+      var label = plot.appendChild(powerLabel(left - 6, yk + 4));
       label.lastChild.textContent = String(k);
     }
     if (hasZero) {
@@ -554,12 +604,22 @@
         " M" + (cx - d) + " " + (cy + d) + " L" + (cx + d) + " " + (cy - d);
       plot.appendChild(svg("path", { d: cross, class: "amp-sp-cross" }));
     });
+    // Step 1, then round steps (50, 100, ...), as many as fit about 55 pixels apart.
     var labels = Math.max(2, Math.floor((right - left) / 55));
-    var labelStride = Math.max(1, Math.ceil(rows.length / labels));
-    for (var s = 1; s <= rows.length; s += labelStride) {
-      var step = svg("text", { x: x(s), y: bottom + 16, class: "amp-sp-tick", "text-anchor": "middle" }, String(s));
-      plot.appendChild(step);
+    var labelStride = niceStride(1, rows.length, labels);
+    var marks = [1];
+    for (var s = labelStride; s <= rows.length; s += labelStride) {
+      if (s - 1 >= labelStride / 2) marks.push(s); // not crowding step 1
     }
+    marks.forEach(function (mark) {
+      // a label that would run past the plot's right edge ends at it instead
+      var at = x(mark);
+      var end = at + 4 * String(mark).length > width - 2;
+      var step = svg("text", {
+        x: end ? width - 2 : at, y: bottom + 16, class: "amp-sp-tick", "text-anchor": end ? "end" : "middle",
+      }, String(mark));
+      plot.appendChild(step);
+    });
     plot.appendChild(
       svg("text", { x: (left + right) / 2, y: bottom + 34, class: "amp-sp-tick", "text-anchor": "middle" }, "step")
     );

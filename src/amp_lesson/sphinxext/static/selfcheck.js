@@ -13,7 +13,7 @@
 
   var STORE_PREFIX = "amp-lesson:selfcheck:v1:";
   var PAGE_PREFIX = STORE_PREFIX + window.location.pathname + "#";
-  var DEFAULT_TOLERANCE = 0.005; // relative, for numbers typed into a refill table
+  var DEFAULT_TOLERANCE = 0.005; // relative, for a refill cell whose number is not exact
 
   /* ---------------------------------------------------------------- storage
    * localStorage can be missing, blocked (privacy settings, sandboxed frames)
@@ -143,41 +143,186 @@
   }
 
   /* ------------------------------------------------------ comparing values
-   * A refill cell matches when the text is the same up to case, spacing and
-   * quotes, or when both hold a number and the numbers agree to a relative
-   * tolerance: "5" matches "5 bits", "65504" matches "65,504", "6.1e-5"
-   * matches "6.10e-05", "2^16" matches "65536". */
+   * A refill cell's true value is a number when its text reads as one ("65536",
+   * "0.173287", "3.4e+38", "5 bits"), else words, compared up to case, spacing and
+   * quotes. A number written as a whole number, or one that is a power of two,
+   * must be matched exactly (65535 is not 65536); any other number, rounded as the
+   * book prints it, within a relative tolerance (the directive's :tolerance:, else
+   * half a percent), which the instructions state. What a reader types is read in
+   * the forms people write numbers in: 65,504; 6.1e-5; 6.1 x 10^-5; 2^16, 2**16 and
+   * 2¹⁶; 16k, 64K, 1M (a thousand or 1024, a million or 2^20: either reading
+   * counts); and small sums such as ln2/4, ln(2)/4, 1/8 or 65536/4 (+ - * / ^,
+   * brackets, ln log log2 log10 exp sqrt, e and pi), worked out without eval. A
+   * number followed by words ("5 bits") is read as the number. When a cell
+   * differs, the reader is told why, without the true value until it is shown. */
 
-  var NUMBER_SOURCE =
-    "[-+\u2212]?(?:\\d{1,3}(?:[,\u202f\u2009 _]\\d{3})+|\\d+)(?:\\.\\d+)?(?:[eE][-+\u2212]?\\d+)?";
-  // A number starts the text or follows a character that cannot be part of a
-  // number (so "x2" and ".5" of "1.5" are not read as numbers). That character
-  // is matched, not looked behind at: lookbehind is ES2018, and one regex an
-  // older engine cannot compile would stop this whole script.
-  var NUMBER_TOKEN = new RegExp(
-    "(?:^|[^\\w.^])(" + NUMBER_SOURCE + ")" +
-      "(?:\\s*[x\u00d7*\u00b7]\\s*10\\s*(?:\\^|\\*\\*)\\s*\\(?([-+\u2212]?\\d+)\\)?" +
-      "|\\s*(?:\\^|\\*\\*)\\s*\\(?([-+\u2212]?\\d+(?:\\.\\d+)?)\\)?)?",
-    "g"
-  );
+  var SUPERSCRIPTS = "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079";
+  var SUPERSCRIPT_RUN = /[\u207b\u207a]?[\u2070\u00b9\u00b2\u00b3\u2074-\u2079]+/g;
+  var NUMBER_AT = /^(?:\d{1,3}(?:[,\u202f\u2009 _]\d{3})+(?!\d)|\d+)(?:\.\d*)?(?:[eE][-+]?\d+)?|^\.\d+(?:[eE][-+]?\d+)?/;
+  var NAME_AT = /^(?:log10|log2|sqrt|exp|log|ln|pi|\u03c0|e|x)(?![a-z])/i;
+  var SUFFIX_AT = /^([kKMG])(?![A-Za-z])/;
+  var SUFFIXES = { k: [1e3, 1024], K: [1e3, 1024], M: [1e6, 1048576], G: [1e9, 1073741824] };
+  var FUNCTIONS = {
+    ln: Math.log, log: Math.log, log2: Math.log2, log10: Math.log10, exp: Math.exp, sqrt: Math.sqrt,
+  };
 
-  function toFloat(text) {
-    return parseFloat(text.replace(/\u2212/g, "-").replace(/[,\u202f\u2009 _]/g, ""));
+  /** The text with superscript powers written out ("2¹⁶" is "2^(16)"), NFKC-normalised. */
+  function plainText(text) {
+    return String(text)
+      .replace(SUPERSCRIPT_RUN, function (run) {
+        var digits = run.replace(/[\u207b\u207a]/, "").split("").map(function (c) {
+          return SUPERSCRIPTS.indexOf(c);
+        }).join("");
+        return "^(" + (run[0] === "\u207b" ? "-" : "") + digits + ")";
+      })
+      .normalize("NFKC")
+      .replace(/[\u2212\u2013]/g, "-")
+      .replace(/[\u00d7\u00b7]/g, "*")
+      .replace(/\u00f7/g, "/")
+      .trim();
   }
 
-  /** Every number written in `text`, with powers worked out. */
-  function numbersIn(text) {
-    var found = [];
-    var match;
-    var normal = text.normalize("NFKC");
-    NUMBER_TOKEN.lastIndex = 0;
-    while ((match = NUMBER_TOKEN.exec(normal)) !== null) {
-      var base = toFloat(match[1]);
-      if (match[2] !== undefined) base *= Math.pow(10, toFloat(match[2]));
-      else if (match[3] !== undefined) base = Math.pow(base, toFloat(match[3]));
-      if (isFinite(base)) found.push(base);
+  /** Tokens of a sum, or null: numbers (with a k/M/G suffix), names, operators, brackets. */
+  function tokens(text) {
+    var out = [];
+    var rest = text;
+    while (rest.length) {
+      var space = /^\s+/.exec(rest);
+      if (space) { rest = rest.slice(space[0].length); continue; }
+      var number = NUMBER_AT.exec(rest);
+      if (number) {
+        var value = parseFloat(number[0].replace(/[,\u202f\u2009 _]/g, ""));
+        rest = rest.slice(number[0].length);
+        var suffix = SUFFIX_AT.exec(rest);
+        if (suffix) rest = rest.slice(1);
+        out.push({ type: "number", value: value, suffix: suffix ? suffix[1] : null });
+        continue;
+      }
+      var name = NAME_AT.exec(rest);
+      if (name) {
+        var word = name[0].toLowerCase();
+        rest = rest.slice(name[0].length);
+        if (word === "x") out.push({ type: "op", op: "*" });
+        else out.push({ type: "name", name: word === "\u03c0" ? "pi" : word });
+        continue;
+      }
+      if (rest.slice(0, 2) === "**") { out.push({ type: "op", op: "^" }); rest = rest.slice(2); continue; }
+      if ("+-*/^()".indexOf(rest[0]) !== -1) { out.push({ type: "op", op: rest[0] }); rest = rest.slice(1); continue; }
+      return null;
     }
-    return found;
+    return out.length ? out : null;
+  }
+
+  /** The value of a sum's tokens, a k read as `kilo` (1000 or 1024); NaN if it is not one. */
+  function evaluate(list, binary) {
+    var at = 0;
+    function peek(op) { return at < list.length && list[at].type === "op" && list[at].op === op; }
+    function sum() {
+      var value = product();
+      while (peek("+") || peek("-")) {
+        var op = list[at++].op;
+        var right = product();
+        value = op === "+" ? value + right : value - right;
+      }
+      return value;
+    }
+    function product() {
+      var value = signed();
+      while (peek("*") || peek("/")) {
+        var op = list[at++].op;
+        var right = signed();
+        value = op === "*" ? value * right : value / right;
+      }
+      return value;
+    }
+    function signed() {
+      if (peek("-")) { at += 1; return -signed(); }
+      if (peek("+")) { at += 1; return signed(); }
+      return power();
+    }
+    function power() {
+      var base = applied();
+      if (peek("^")) { at += 1; return Math.pow(base, signed()); }
+      return base;
+    }
+    function applied() {
+      var token = list[at];
+      if (token && token.type === "name" && FUNCTIONS[token.name]) {
+        at += 1;
+        return FUNCTIONS[token.name](applied());
+      }
+      return atom();
+    }
+    function atom() {
+      var token = list[at++];
+      if (!token) return NaN;
+      if (token.type === "number") {
+        return token.suffix ? token.value * SUFFIXES[token.suffix][binary ? 1 : 0] : token.value;
+      }
+      if (token.type === "name") return token.name === "pi" ? Math.PI : token.name === "e" ? Math.E : NaN;
+      if (token.type === "op" && token.op === "(") {
+        var inner = sum();
+        if (!peek(")")) return NaN;
+        at += 1;
+        return inner;
+      }
+      return NaN;
+    }
+    var value = sum();
+    return at === list.length ? value : NaN;
+  }
+
+  /** The number(s) a whole text reads as ([] if none): two for a "k" that may mean 1000 or 1024. */
+  function readSum(text) {
+    var list = tokens(text);
+    if (!list) return [];
+    var values = [evaluate(list, false)];
+    if (list.some(function (t) { return t.suffix; })) values.push(evaluate(list, true));
+    values = values.filter(function (v) { return isFinite(v); });
+    return values.length === 2 && values[0] === values[1] ? values.slice(0, 1) : values;
+  }
+
+  /**
+   * What a text reads as: {values, text} where `values` are the number(s) it may mean
+   * (none for words) and `text` the part read. The whole text first, then with words
+   * after the number dropped ("5 bits"); for a reader's answer (`loose`), then the
+   * first number written anywhere in it ("about 3.4e38").
+   */
+  function readAmount(text, loose) {
+    var plain = plainText(text);
+    var values = readSum(plain);
+    if (values.length) return { values: values, text: plain };
+    var unit = /^(.*?\d.*?)\s+[A-Za-z][A-Za-z\s.]*$/.exec(plain);
+    if (unit) {
+      values = readSum(unit[1]);
+      if (values.length) return { values: values, text: unit[1] };
+    }
+    if (loose) {
+      var first = /(?:^|[^\w.^])([-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?)/.exec(plain);
+      var value = first ? parseFloat(first[1].replace(/,/g, "")) : NaN;
+      if (isFinite(value)) return { values: [value], text: first[1] };
+    }
+    return { values: [], text: plain };
+  }
+
+  function isPowerOfTwo(value) {
+    if (!(value > 0) || !isFinite(value)) return false;
+    var k = Math.round(Math.log2(value));
+    return Math.pow(2, k) === value;
+  }
+
+  /** A refill cell's true value, as the comparison needs it. */
+  function truthOf(text, tolerance) {
+    var read = readAmount(text, false);
+    if (read.values.length !== 1) return { words: true, text: text };
+    var value = read.values[0];
+    var written = read.text.replace(/[,\u202f\u2009 _]/g, "");
+    var whole = /^[-+]?\d+$/.test(written) || /\^|\*\*/.test(written);
+    return {
+      words: false, text: text, value: value,
+      exact: whole || isPowerOfTwo(Math.abs(value)),
+      tolerance: tolerance,
+    };
   }
 
   function normalText(text) {
@@ -195,15 +340,69 @@
     return Math.abs(a - b) <= tolerance * Math.max(Math.abs(a), Math.abs(b));
   }
 
-  function cellMatches(given, truth, tolerance) {
-    if (!given.trim()) return false;
-    if (normalText(given) === normalText(truth)) return true;
-    var expected = numbersIn(truth);
-    var typed = numbersIn(given);
-    if (!expected.length || !typed.length) return false;
-    return expected.some(function (value) {
-      return close(typed[0], value, tolerance);
+  /** A number as a reason says it: at most six significant digits. */
+  function shown(value) {
+    if (value === Math.round(value) && Math.abs(value) < 1e15) return String(value);
+    return String(parseFloat(value.toPrecision(6)));
+  }
+
+  function percent(tolerance) {
+    return String(parseFloat((tolerance * 100).toPrecision(3))) + " %";
+  }
+
+  function quote(text) {
+    return "\u201c" + text + "\u201d";
+  }
+
+  /**
+   * Whether a reader's answer matches a cell's truth, and if not, why: {ok, why}.
+   * `revealed`: the true value is on show, so the reason may name it.
+   */
+  function judgeCell(given, truth, revealed) {
+    var typed = given.trim();
+    if (!typed) return { ok: false, why: "" };
+    if (normalText(typed) === normalText(truth.text)) return { ok: true, why: "" };
+    if (truth.words) {
+      if (readAmount(typed, false).values.length) return { ok: false, why: "Wants words, not a number." };
+      return {
+        ok: false,
+        why: revealed
+          ? quote(typed) + " is not " + quote(truth.text.trim()) + "."
+          : "Not the words expected (case and spacing aside).",
+      };
+    }
+    var read = readAmount(typed, true);
+    if (!read.values.length) return { ok: false, why: "Could not read " + quote(typed) + " as a number." };
+    var ok = read.values.some(function (value) {
+      return truth.exact ? value === truth.value : close(value, truth.value, truth.tolerance);
     });
+    if (ok) return { ok: true, why: "" };
+    var asRead = read.values.map(shown).join(" or ");
+    if (revealed) {
+      if (truth.exact) return { ok: false, why: asRead + " is not " + shown(truth.value) + ": this answer must be exact." };
+      var off = Math.abs(read.values[0] - truth.value) / Math.abs(truth.value);
+      return {
+        ok: false,
+        why: asRead + " is " + percent(off) + " from " + shown(truth.value) + "; within " +
+          percent(truth.tolerance) + " counts.",
+      };
+    }
+    var rule = truth.exact ? "must be exact." : "must be within " + percent(truth.tolerance) + ".";
+    var plain = read.values.length === 1 && shown(read.values[0]) === typed;
+    return { ok: false, why: plain ? "Must" + rule.slice(4) : "Read as " + asRead + "; " + rule };
+  }
+
+  /** The instructions' words on how numbers are compared, for the truths of one table. */
+  function comparingRule(truths) {
+    var numbers = truths.filter(function (t) { return !t.words; });
+    if (!numbers.length) return "";
+    var exact = numbers.filter(function (t) { return t.exact; }).length;
+    var rough = numbers.filter(function (t) { return !t.exact; });
+    var forms = " Numbers may be typed as 65536, 2^16, 64k, 6.1e-5 or ln2/4.";
+    if (!rough.length) return " Numbers must be exact." + forms;
+    var within = percent(rough[0].tolerance);
+    if (!exact) return " Numbers count within " + within + " of the true value." + forms;
+    return " Whole numbers and powers of two must be exact; other numbers count within " + within + "." + forms;
   }
 
   /* ------------------------------------------------- state, Check and Reset
@@ -464,7 +663,9 @@
         option.struck.hidden = true;
         if (given !== null) {
           option.struck.hidden = false;
-          option.struck.append(verdict("no", "Struck out.", "Your reason: \u201c" + given + "\u201d"));
+          // Only a wrong option can be struck: a strike that stands is a right move, and
+          // reads as one (the tick and colour of the feedback beside it).
+          option.struck.append(verdict("ok", "Struck out.", "Rightly: your reason was \u201c" + given + "\u201d"));
           if (option.note) option.struck.append(copyOf(option.note));
         } else if (done && option.correct) {
           option.struck.hidden = false;
@@ -737,25 +938,81 @@
     return widget;
   }
 
+  /** Let a long header break after its underscores ("scaled_loss"), so a column to fill
+   * can be narrow on a phone. */
+  function breakAfterUnderscores(cell) {
+    var walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    var texts = [];
+    while (walker.nextNode()) texts.push(walker.currentNode);
+    texts.forEach(function (node) {
+      if (node.data.indexOf("_") === -1) return;
+      var parts = node.data.split("_");
+      var pieces = document.createDocumentFragment();
+      parts.forEach(function (part, i) {
+        pieces.append(part + (i < parts.length - 1 ? "_" : ""));
+        if (i < parts.length - 1 && parts[i + 1]) pieces.append(make("wbr"));
+      });
+      node.replaceWith(pieces);
+    });
+  }
+
+  /**
+   * A table wider than its box scrolls sideways inside it. The box is a named region a
+   * keyboard can focus (and scroll with the arrow keys) while it scrolls; a shadow
+   * darkens each edge that has more table beyond it, and a line under the table says
+   * which way the rest lies. Returns the frame to put in the page.
+   */
+  function scrollCue(container, name) {
+    container.classList.add("sc-scroll");
+    container.setAttribute("role", "region");
+    container.setAttribute("aria-label", name);
+    var frame = make("div", { class: "sc-scroll-frame" });
+    var hint = make("p", { class: "sc-scroll-hint", hidden: true });
+    function update() {
+      var room = container.scrollWidth - container.clientWidth;
+      var left = container.scrollLeft > 1;
+      var right = container.scrollLeft < room - 1;
+      frame.classList.toggle("sc-more-left", room > 1 && left);
+      frame.classList.toggle("sc-more-right", room > 1 && right);
+      container.tabIndex = room > 1 ? 0 : -1;
+      hint.hidden = !(room > 1);
+      hint.textContent = right
+        ? "More columns to the right \u2192 (scroll the table sideways)"
+        : "\u2190 More columns to the left (scroll the table back)";
+    }
+    container.addEventListener("scroll", update, { passive: true });
+    window.addEventListener("resize", update);
+    if (window.ResizeObserver) new ResizeObserver(update).observe(container);
+    return { frame: frame, hint: hint, update: update };
+  }
+
   /* A refill table is checked in two steps: Check says Match or Differs for
-   * each cell and shows no answer, so a reader can try the cells that differ
-   * again; only "Show the true values", a second and deliberate action, puts
-   * the true value beside each cell. (Without JavaScript each cell's value
-   * sits in its own <details>.) */
+   * each cell, and why a cell differs, and shows no answer, so a reader can try
+   * the cells that differ again; only "Show the true values", a second and
+   * deliberate action, puts the true value beside each cell. (Without
+   * JavaScript each cell's value sits in its own <details>.) */
   function setupRefill(root, ctx) {
     var tolerance = parseFloat(root.dataset.scTolerance);
     if (!(tolerance >= 0)) tolerance = DEFAULT_TOLERANCE;
     var table = root.querySelector("table.sc-refill-table");
-    var container = table.closest(".pst-scrollable-table-container") || table;
+    var container = table.closest(".pst-scrollable-table-container");
+    if (!container) {
+      container = make("div", { class: "pst-scrollable-table-container" });
+      table.replaceWith(container);
+      container.append(table);
+    }
     var form = make("form", { class: "sc-form", novalidate: true });
     container.replaceWith(form);
     var check = button("Check", { type: "submit", class: "sc-button sc-primary" });
     var reveal = button("Show the true values", { class: "sc-button sc-reveal", hidden: true });
     var reset = resetButton("table");
     var feedback = feedbackBox();
-    form.append(
-      make("p", { class: "sc-instructions" }, "Fill in the empty cells from memory, then check."),
-      container, make("div", { class: "sc-actions" }, check, reveal, reset), feedback);
+    var filled = Array.prototype.map.call(table.querySelectorAll("thead th.sc-refill-header"), textOf);
+    table.querySelectorAll("thead th").forEach(breakAfterUnderscores);
+    var cue = scrollCue(container, "Table to fill in" + (filled.length ? ": " + filled.join(", ") : ""));
+    cue.frame.append(container);
+    var instructions = make("p", { class: "sc-instructions" }, "Fill in the empty cells from memory, then check.");
+    form.append(instructions, cue.frame, cue.hint, make("div", { class: "sc-actions" }, check, reveal, reset), feedback);
 
     var cells = Array.prototype.map.call(root.querySelectorAll(".sc-refill-slot"), function (slot, index) {
       var truth = slot.querySelector(".sc-truth");
@@ -766,8 +1023,12 @@
       });
       var result = make("div", { class: "sc-cell-result", hidden: true });
       slot.append(input, result);
-      return { index: String(index), input: input, result: result, truth: truth, slot: slot };
+      return {
+        index: String(index), input: input, result: result, truth: truth, slot: slot,
+        expected: truthOf(textOf(truth), tolerance),
+      };
     });
+    instructions.append(comparingRule(cells.map(function (cell) { return cell.expected; })));
 
     function render(state, moveFocus) {
       var right = 0;
@@ -778,12 +1039,14 @@
         cell.result.replaceChildren();
         cell.result.hidden = !state.checked;
         if (!state.checked) return;
-        var ok = cellMatches(given, textOf(cell.truth), tolerance);
-        if (ok) right += 1;
+        var judged = judgeCell(given, cell.expected, state.revealed);
+        if (judged.ok) right += 1;
         // A blank cell is not a wrong answer: it gets no tint, only the word "Blank".
-        cell.slot.classList.add(ok ? "sc-right" : given.trim() ? "sc-wrong" : "sc-blank");
+        var blank = !given.trim();
+        cell.slot.classList.add(judged.ok ? "sc-right" : blank ? "sc-blank" : "sc-wrong");
         cell.result.append(
-          verdict(ok ? "ok" : given.trim() ? "no" : "none", ok ? "Match" : given.trim() ? "Differs" : "Blank"));
+          verdict(judged.ok ? "ok" : blank ? "none" : "no", judged.ok ? "Match" : blank ? "Blank" : "Differs"));
+        if (judged.why) cell.result.append(make("span", { class: "sc-why" }, judged.why));
         if (state.revealed) {
           var truth = make("span", { class: "sc-true-value" }, "true: ");
           truth.append(copyOf(cell.truth));
@@ -793,6 +1056,7 @@
       var allRight = right === cells.length;
       reveal.hidden = !state.checked || state.revealed || allRight;
       feedback.replaceChildren();
+      cue.update();
       if (!state.checked) return;
       if (allRight) {
         feedback.append(verdict("ok", "Correct.", "All " + cells.length + " cells match."));
