@@ -381,6 +381,90 @@ def test_the_switch_leads_to_the_same_section_of_the_other_edition_on_a_phone(
         server.server_close()
 
 
+@pytest.fixture(scope="module")
+def gpu_book(tmp_path_factory: pytest.TempPathFactory, sphinx: Any) -> dict[str, Any]:
+    """The small book with a recording whose provenance says a GPU ran it; one page
+    ("other") edited since."""
+    tmp = tmp_path_factory.mktemp("gpu-edition")
+    src = tmp / "docs"
+    src.mkdir()
+    shutil.copy(DOCS / "conf.py", src / "conf.py")
+    shutil.copytree(DOCS / "_static", src / "_static")
+    (src / "_data").mkdir()
+    (src / "_data" / "value.json").write_text('{"value": 1.5}')
+    (src / "index.md").write_text("# Mini\n\n```{toctree}\npage\nother\n```\n")
+    (src / "page.md").write_text(LIVE_PAGE)
+    (src / "other.md").write_text(OTHER)
+    out = tmp / "html"
+    sphinx(src, out)
+    edition = ed.record(src, tmp / "jupyter_execute", src / "_editions",
+                        ed.record_provenance("cpu"), [])  # fmt: skip
+    manifest = edition.folder / ed.MANIFEST
+    data = json.loads(_read(manifest))
+    data["provenance"] |= {"device_type": "cuda", "device_name": "NVIDIA H200",
+                           "driver_version": "580.1", "cuda_version": "13.0",
+                           "compute_capability": "9.0"}  # fmt: skip
+    manifest.write_text(json.dumps(data))
+    (src / "other.md").write_text(OTHER + "\nA sentence added since the recording.\n")
+    sphinx(src, out)
+    return {"out": out, "slug": edition.slug}
+
+
+def test_a_page_a_gpu_has_run_opens_on_the_gpus_run_and_this_build_is_one_click_away(
+    gpu_book: dict[str, Any], browser: Any
+) -> None:
+    import functools
+    import http.server
+    import threading
+
+    out, slug = gpu_book["out"], gpu_book["slug"]
+    live = _read(out / "page.html")
+    assert f'href="editions/{slug}/page.html" data-opens' in live
+    assert "data-opens" not in _read(out / "other.html")  # changed since: opens on this build
+    assert "from an earlier version of this page" in _read(out / "other.html")
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    handler = functools.partial(Quiet, directory=str(out))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        pg = context.new_page()
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(f"{url}/page.html#page-later")
+        pg.wait_for_url(f"**/editions/{slug}/page.html#page-later")
+        assert 'data-edition-state="current"' in pg.content()
+        pg.locator('a.amp-edition-choice[data-edition="live"]').click()
+        pg.wait_for_url(f"{url}/page.html#page-later")
+        pg.wait_for_load_state("load")
+        pg.wait_for_timeout(300)  # a redirect would have started by now
+        assert pg.url == f"{url}/page.html#page-later"  # the reader's choice holds
+        pg.goto(f"{url}/page.html")
+        pg.wait_for_load_state("load")
+        assert pg.url == f"{url}/page.html"  # and is remembered
+        fresh = browser.new_context().new_page()
+        fresh.goto(f"{url}/other.html")
+        fresh.wait_for_load_state("load")
+        fresh.wait_for_timeout(300)
+        assert fresh.url == f"{url}/other.html"  # changed since the GPU ran it: this build
+        fresh.goto(f"{url}/editions/{slug}/page.html")
+        fresh.get_by_text("this page as this build ran it").click()
+        fresh.wait_for_url(f"{url}/page.html")
+        fresh.wait_for_timeout(300)
+        assert fresh.url == f"{url}/page.html"  # the banner's link is a choice too
+        fresh.context.close()
+        assert errors == []
+    finally:
+        context.close()
+        server.shutdown()
+        server.server_close()
+
+
 def test_an_edited_page_a_changed_input_and_a_new_page_are_marked_not_shown_as_current(
     book: dict[str, Any], sphinx: Any
 ) -> None:

@@ -563,6 +563,8 @@ class Choice:
     href: str
     current: bool
     key: str
+    opens: bool = False
+    """The edition this page opens on for a reader who has not chosen (see :func:`face_of`)."""
 
 
 def switch_html(choices: list[Choice]) -> str:
@@ -575,6 +577,7 @@ def switch_html(choices: list[Choice]) -> str:
     links = []
     for c in choices:
         current = ' aria-current="page"' if c.current else ""
+        current += " data-opens" if c.opens else ""
         links.append(
             f'<a class="amp-edition-choice" href="{html.escape(c.href)}"{current} '
             f'data-edition="{html.escape(c.key)}">'
@@ -605,7 +608,9 @@ def banner_html(state: PageState, edition: Mapping[str, Any], live_href: str) ->
     build ran it.
     """
     device, date = html.escape(edition["device"]), html.escape(edition["date"])
-    live = f'<a href="{html.escape(live_href)}">this page as this build ran it</a>'
+    live = (
+        f'<a href="{html.escape(live_href)}" data-edition="live">this page as this build ran it</a>'
+    )
     kind = "note"
     if state.state == CURRENT:
         text = (
@@ -753,10 +758,15 @@ def switch_entries(
 
 
 def choices_for(
-    entries: Iterable[Mapping[str, str]], pagename: str, root: str, current: str
+    entries: Iterable[Mapping[str, str]],
+    pagename: str,
+    root: str,
+    current: str,
+    opens: str | None = None,
 ) -> list[Choice]:
     """The switch's :class:`Choice` objects on ``pagename``, whose site root is ``root``
-    (``""`` in the live edition, ``"../../"`` in a stored one); ``current`` is the key shown."""
+    (``""`` in the live edition, ``"../../"`` in a stored one); ``current`` is the key shown,
+    ``opens`` the key of the edition the page opens on (:func:`face_of`)."""
     return [
         Choice(
             label=e["label"],
@@ -764,9 +774,31 @@ def choices_for(
             href=relative_url(pagename, root + e["to"]),
             current=e["key"] == current,
             key=e["key"],
+            opens=e["key"] == opens,
         )
         for e in entries
     ]
+
+
+def face_of(editions: Iterable[Edition], states: Mapping[str, PageState]) -> str | None:
+    """The stored edition a live page opens on: the first recorded on a GPU that ran the page
+    as it is now (:data:`CURRENT`), or ``None``: then the page opens on this build.
+
+    The book's face is a GPU's run whenever one has run the page. A reader who picks an
+    edition in the switch keeps it (the site script remembers the choice), and a page that
+    has changed since the recording opens on this build, its switch saying why.
+
+    >>> gpu = Edition(Path("h200"), {"device_type": "cuda"})
+    >>> face_of([gpu], {"h200": PageState("p", CURRENT)})
+    'h200'
+    >>> face_of([gpu], {"h200": PageState("p", PAGE_CHANGED)}) is None
+    True
+    """
+    for edition in editions:
+        state = states.get(edition.slug)
+        if edition.provenance.get("device_type") == "cuda" and state and state.state == CURRENT:
+            return edition.slug
+    return None
 
 
 # -- the Sphinx extension ------------------------------------------------------------------
@@ -874,8 +906,9 @@ def _add_switch(
     editions = getattr(app, "_amp_lesson_editions", [])
     if not editions or doctree is None or not _in_editions(app, pagename):
         return
-    entries = switch_entries(editions, pagename, _page_states(app, pagename), _live_device())
-    switch = switch_html(choices_for(entries, pagename, "", "live"))
+    states = _page_states(app, pagename)
+    entries = switch_entries(editions, pagename, states, _live_device())
+    switch = switch_html(choices_for(entries, pagename, "", "live", face_of(editions, states)))
     context["body"] = switch + context.get("body", "")
 
 

@@ -11,10 +11,19 @@
  *
  * Search order: the pages a learner reads (the chapter, the pages beyond it,
  * the glossary and the corrections) come before the API reference and the
- * authors' guide, each group in Sphinx's own order of relevance.
+ * authors' guide. Within each group a page whose title holds the query comes
+ * first: a title that holds the whole query ("Loss scaling by hand" for "loss
+ * scaling"), then a page title that holds every word of it, then a section
+ * title that does ("Clipping before unscale_" for "unscale_ clip"), then
+ * Sphinx's own order of relevance. (Sphinx scores a page by its best word
+ * alone: every page with "scaling" in any heading tied with the page named
+ * for the query.)
  *
  * Edition switch: a page of one edition leads to the same page of another;
- * the section the reader is at (the address's #anchor) goes with it.
+ * the section the reader is at (the address's #anchor) goes with it. A live
+ * page that a stored GPU edition ran as it stands (its switch entry marked
+ * data-opens) opens on that edition, unless the reader has chosen this
+ * build in a switch or a banner: the choice is kept in localStorage.
  *
  * Phone drawers: on a narrow screen the theme shows the navigation and the
  * page's contents in modal dialogs. A link followed inside one closes it, so
@@ -28,6 +37,10 @@
     "math, .math";
   // Sphinx's relevance scores stay under a hundred; this lifts a learner's page above all others.
   var READERS_PAGE_BONUS = 1000;
+  // Title matches, under the reader's-page bonus and above any score of Sphinx's own.
+  var TITLE_PHRASE_BONUS = 400; // a page's or section's title holds the whole query
+  var PAGE_TITLE_WORDS_BONUS = 300; // the page's title holds every word of the query
+  var SECTION_TITLE_WORDS_BONUS = 200; // one of its section titles does
   // The reference sections, as conf.py's amp_lesson_reference_pages names them (globs).
   var meta = document.querySelector('meta[name="amp-lesson-reference-pages"]');
   var REFERENCE = (meta ? meta.content.split(/\s+/) : []).filter(Boolean).map(function (glob) {
@@ -43,12 +56,69 @@
     return doc.documentElement.outerHTML;
   }
 
+  /* The words of the query being searched, stemmed as Sphinx stems them (its
+   * _parseQuery's search terms, caught on their way into _performSearch), and the
+   * stemmed words of each title, from the search index. */
+  var queryWords = [];
+  var titleWords = {};
+  var sectionsOf = null;
+
+  function stems(text) {
+    var stemmer = typeof Stemmer === "function" ? new Stemmer() : null;
+    var split = typeof splitQuery === "function" ? splitQuery : function (t) { return t.split(/\W+/); };
+    return split(String(text).toLowerCase()).filter(Boolean).map(function (word) {
+      return stemmer ? stemmer.stemWord(word) : word;
+    });
+  }
+
+  function holdsEvery(title) {
+    if (!queryWords.length || !title) return false;
+    if (!titleWords[title]) titleWords[title] = stems(title);
+    var words = titleWords[title];
+    return queryWords.every(function (word) {
+      return words.indexOf(word) !== -1;
+    });
+  }
+
+  /** The section titles of each page (by docname), from the index's alltitles. */
+  function sections() {
+    if (sectionsOf) return sectionsOf;
+    sectionsOf = {};
+    var index = typeof Search !== "undefined" ? Search._index : null;
+    if (!index || !index.alltitles) return sectionsOf;
+    Object.keys(index.alltitles).forEach(function (title) {
+      index.alltitles[title].forEach(function (found) {
+        var docname = index.docnames[found[0]];
+        (sectionsOf[docname] = sectionsOf[docname] || []).push(title);
+      });
+    });
+    return sectionsOf;
+  }
+
+  /** How much a result's titles add: its kind is "title" when Sphinx found the whole query
+   * in a page's or a section's title ([docname, title, anchor, descr, score, filename, kind]). */
+  function titleBonus(result) {
+    if (result[6] === "title") return TITLE_PHRASE_BONUS;
+    var pageTitle = String(result[1] || "").split(" > ")[0];
+    if (holdsEvery(pageTitle)) return PAGE_TITLE_WORDS_BONUS;
+    if ((sections()[result[0]] || []).some(holdsEvery)) return SECTION_TITLE_WORDS_BONUS;
+    return 0;
+  }
+
   // `Search` is the global of Sphinx's searchtools.js, loaded before this script.
+  if (typeof Search !== "undefined" && typeof Search._performSearch === "function") {
+    var performSearch = Search._performSearch;
+    Search._performSearch = function (query, searchTerms) {
+      queryWords = searchTerms ? Array.from(searchTerms) : stems(query);
+      return performSearch.apply(this, arguments);
+    };
+  }
+
   // `Scorer` is searchtools.js's global too; Sphinx applies its score() to every result.
   if (typeof Scorer !== "undefined") {
     Scorer.score = function (result) {
       var docname = result[0];
-      var score = result[4];
+      var score = result[4] + titleBonus(result);
       var reference = REFERENCE.some(function (pattern) {
         return pattern.test(docname);
       });
@@ -63,6 +133,8 @@
     };
   }
 
+  var EDITION_KEY = "amp-lesson-edition";
+
   var DRAWERS = ["pst-primary-sidebar-modal", "pst-secondary-sidebar-modal"];
   document.addEventListener("click", function (event) {
     var link = event.target.closest ? event.target.closest("a[href]") : null;
@@ -75,5 +147,24 @@
     if (choice && window.location.hash && !choice.hash) {
       choice.href = choice.href + window.location.hash;
     }
+    var chosen = event.target.closest ? event.target.closest("a[data-edition]") : null;
+    if (chosen) {
+      try {
+        window.localStorage.setItem(EDITION_KEY, chosen.getAttribute("data-edition"));
+      } catch (e) { /* storage off: the choice holds for this click only */ }
+    }
   });
+
+  // The face of the book: a page a GPU has run (and that has not changed since) opens on
+  // that run, unless the reader has picked an edition in the switch.
+  var opens = document.querySelector("a.amp-edition-choice[data-opens]");
+  if (opens && !opens.hasAttribute("aria-current")) {
+    var picked = null;
+    try {
+      picked = window.localStorage.getItem(EDITION_KEY);
+    } catch (e) { /* storage off: open on the GPU's run */ }
+    if (picked !== "live") {
+      window.location.replace(opens.href + window.location.hash);
+    }
+  }
 })();
