@@ -132,11 +132,15 @@ NOT_KNOWN = "not known here"
 
 
 class CudaChoice(NamedTuple):
-    """What CUDA autocast does with one call: ``dtype`` and torch's ``error``, if any.
+    """What CUDA autocast does with one call.
 
-    ``dtype`` is the output's dtype name, ``"refused"`` when CUDA autocast
-    raises for the op (``error`` holds the first line of its message), or
-    :data:`NOT_KNOWN` when torch cannot decide without a GPU.
+    Parameters
+    ----------
+    dtype : str
+        The output's dtype name, ``"refused"`` when CUDA autocast raises for
+        the op, or :data:`NOT_KNOWN` when torch cannot decide without a GPU.
+    error : str or None
+        The first line of torch's message when it raised, else ``None``.
     """
 
     dtype: str
