@@ -390,15 +390,17 @@ def gpu_book(tmp_path_factory: pytest.TempPathFactory, sphinx: Any) -> dict[str,
     src.mkdir()
     shutil.copy(DOCS / "conf.py", src / "conf.py")
     shutil.copytree(DOCS / "_static", src / "_static")
-    (src / "_data").mkdir()
+    for folder in ("_data", "guide"):
+        (src / folder).mkdir()
     (src / "_data" / "value.json").write_text('{"value": 1.5}')
-    (src / "index.md").write_text("# Mini\n\n```{toctree}\npage\nother\n```\n")
+    (src / "index.md").write_text("# Mini\n\n```{toctree}\npage\nother\nguide/notes\n```\n")
+    (src / "guide" / "notes.md").write_text("# Notes\n\nFor authors.\n")
     (src / "page.md").write_text(LIVE_PAGE)
     (src / "other.md").write_text(OTHER)
     out = tmp / "html"
     sphinx(src, out)
     edition = ed.record(src, tmp / "jupyter_execute", src / "_editions",
-                        ed.record_provenance("cpu"), [])  # fmt: skip
+                        ed.record_provenance("cpu"), ["guide/*"])  # fmt: skip
     manifest = edition.folder / ed.MANIFEST
     data = json.loads(_read(manifest))
     data["provenance"] |= {"device_type": "cuda", "device_name": "NVIDIA H200",

@@ -237,7 +237,11 @@ def _text_cells(nb: dict) -> list[dict]:
 
 
 def _printed(cell: dict) -> list[str]:
-    return ["".join(o["data"]["text/markdown"]) for o in cell["outputs"] if "data" in o]
+    return [
+        "".join(o["data"]["text/markdown"])
+        for o in cell["outputs"]
+        if "text/markdown" in o.get("data", {})
+    ]
 
 
 def _passage(nb: dict, start: str) -> tuple[str, list[str]]:
@@ -410,7 +414,7 @@ def test_self_checks_carry_the_sites_labels(built_book: Path) -> None:
             c for c in nb["cells"][1:] if c["cell_type"] == "markdown" or c in _text_cells(nb)
         ]
         texts = [
-            "".join(c["source"]) if c["cell_type"] == "markdown" else " ".join(_printed(c))
+            "".join(c["source"]) if c["cell_type"] == "markdown" else "\n\n".join(_printed(c))
             for c in ordered
         ]
         assert [k for k in _bold_leads(texts) if k in known] == site, doc

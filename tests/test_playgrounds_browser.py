@@ -1082,5 +1082,13 @@ def test_the_live_summary_says_what_the_worked_example_says(
     shown = page.locator(".amp-sp-live .amp-sp-table tbody tr").evaluate_all(
         "rows => rows.map(r => [...r.cells].map(c => c.textContent))"
     )
-    assert shown == [list(r.values()) for r in scaler_trace(settings, read_steps(case["steps"]))]
+    exact = page.locator(".amp-sp-live .amp-sp-table tbody tr").evaluate_all(
+        "rows => rows.map(r => [r.dataset.scaleUsed, r.dataset.invScale, r.dataset.scaleAfter])"
+    )
+    expected_rows = [list(r.values()) for r in scaler_trace(settings, read_steps(case["steps"]))]
+    # The cells print numbers compactly (2^k, five digits); the rows keep the exact values.
+    numeric = (1, 2, 5)
+    assert exact == [[row[i] for i in numeric] for row in expected_rows]
+    words = [[c for i, c in enumerate(row) if i not in numeric] for row in shown]
+    assert words == [[c for i, c in enumerate(row) if i not in numeric] for row in expected_rows]
     _assert_clean(page)

@@ -380,7 +380,7 @@ def event_text(stored: Stored) -> str:
     --------
     >>> event_text(store(65520.0, "fp16")), event_text(store(1e6, "fp8_e4m3"))
     ('overflow to inf', 'saturated to max')
-    >>> event_text(store(float("1e400"), "fp16"))  # parses to inf: an overflow, not exact
+    >>> event_text(store(float("1e400"), "fp16"))  # inf: an overflow, not exact
     'overflow to inf'
     """
     if stored.event == "overflow" and math.isnan(stored.stored):

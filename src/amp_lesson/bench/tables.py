@@ -438,7 +438,7 @@ class SpeedBeside:
         times = matmul_times(n, tuple(dtypes.values()), device, repeats=repeats)
         fastest = {fmt: times[dt].min for fmt, dt in dtypes.items()}
         live = {fmt: t / fastest["fp32"] for fmt, t in fastest.items()}
-        where = "CPU" if device.type == "cpu" else device.type.upper()
+        where = "CPU" if device.type == "cpu" else "GPU"
         return cls(live, f"one {n}×{n} product, on the {where} that built this page", recordings)
 
     def claim_sentences(self, key: str, device_name: str) -> tuple[str, str]:
@@ -466,8 +466,9 @@ class SpeedBeside:
         >>> view = SpeedBeside({"fp32": 1.0, "fp16": 34.0}, "live", [])
         >>> print(*view.claim_sentences("speed", "CPU (x86_64, 2 cores)"), sep="\\n")
         On CPU (x86_64, 2 cores), the machine that built this page, an FP16
-        matrix product took 34 times as long as an FP32 one: it has no fast FP16
-        arithmetic, so its time says nothing about a GPU's.
+        matrix product took 34 times as long as an FP32 one. How fast a processor
+        multiplies in FP16 depends on its arithmetic units, so this time says nothing
+        about another machine's.
         No GPU recording is stored with the book's sources, so this page cannot
         show what a GPU with tensor cores does with the same switch.
         """
@@ -480,8 +481,9 @@ class SpeedBeside:
             f"On {device_name}, the machine that built this page, an FP16 matrix product "
             f"ran {fmt_times(1 / live16)} times as fast as an FP32 one.",
             f"On {device_name}, the machine that built this page, an FP16 matrix product "
-            f"took {fmt_times(live16)} times as long as an FP32 one: it has no fast FP16 "
-            "arithmetic, so its time says nothing about a GPU's.",
+            f"took {fmt_times(live16)} times as long as an FP32 one. How fast a processor "
+            "multiplies in FP16 depends on its arithmetic units, so this time says nothing "
+            "about another machine's.",
         )
         recorded = []
         for r in self.recordings:
@@ -498,8 +500,7 @@ class SpeedBeside:
         steps = claim(
             f"{key}_recorded",
             bool(recorded),
-            " ".join(recorded) + " Its tensor cores multiply FP16 matrices many times faster "
-            "than FP32 ones."
+            " ".join(recorded)
             if recorded
             else "A GPU recording would give this sentence its numbers.",
             "No GPU recording is stored with the book's sources, so this page cannot show what "
