@@ -261,10 +261,8 @@ The first version of this page.
 )
 
 
-@pytest.fixture(scope="module")
-def book(tmp_path_factory: pytest.TempPathFactory, sphinx: Any) -> dict[str, Any]:
-    """A small book, built and recorded here, then built again with the recording."""
-    tmp = tmp_path_factory.mktemp("edition")
+def _small_book(tmp: Path) -> tuple[Path, Path]:
+    """The small book's sources under ``tmp/docs``, and where it is built (``tmp/html``)."""
     src = tmp / "docs"
     src.mkdir()
     shutil.copy(DOCS / "conf.py", src / "conf.py")
@@ -279,6 +277,14 @@ def book(tmp_path_factory: pytest.TempPathFactory, sphinx: Any) -> dict[str, Any
     (src / "plain.md").write_text("# Plain\n\nNo code here.\n")
     (src / "guide" / "notes.md").write_text("# Notes\n\nFor authors.\n")
     out = tmp / "html"
+    return src, out
+
+
+@pytest.fixture(scope="module")
+def book(tmp_path_factory: pytest.TempPathFactory, sphinx: Any) -> dict[str, Any]:
+    """A small book, built and recorded here, then built again with the recording."""
+    tmp = tmp_path_factory.mktemp("edition")
+    src, out = _small_book(tmp)
     sphinx(src, out)
     edition = ed.record(src, tmp / "jupyter_execute", src / "_editions",
                         ed.record_provenance("cpu"), ["guide/*"])  # fmt: skip
@@ -386,18 +392,7 @@ def gpu_book(tmp_path_factory: pytest.TempPathFactory, sphinx: Any) -> dict[str,
     """The small book with a recording whose provenance says a GPU ran it; one page
     ("other") edited since."""
     tmp = tmp_path_factory.mktemp("gpu-edition")
-    src = tmp / "docs"
-    src.mkdir()
-    shutil.copy(DOCS / "conf.py", src / "conf.py")
-    shutil.copytree(DOCS / "_static", src / "_static")
-    for folder in ("_data", "guide"):
-        (src / folder).mkdir()
-    (src / "_data" / "value.json").write_text('{"value": 1.5}')
-    (src / "index.md").write_text("# Mini\n\n```{toctree}\npage\nother\nguide/notes\n```\n")
-    (src / "guide" / "notes.md").write_text("# Notes\n\nFor authors.\n")
-    (src / "page.md").write_text(LIVE_PAGE)
-    (src / "other.md").write_text(OTHER)
-    out = tmp / "html"
+    src, out = _small_book(tmp)
     sphinx(src, out)
     edition = ed.record(src, tmp / "jupyter_execute", src / "_editions",
                         ed.record_provenance("cpu"), ["guide/*"])  # fmt: skip
