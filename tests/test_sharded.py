@@ -9,6 +9,7 @@ from torch import nn
 from amp_lesson.accumulation import compare_params
 from amp_lesson.distributed import reference_full_batch
 from amp_lesson.sharded import (
+    BF16_REDUCTION,
     POLICIES,
     FSDPRun,
     run_fsdp,
@@ -52,6 +53,34 @@ def test_results_against_the_unsharded_run(fsdp_run: FSDPRun) -> None:
     assert 1e-5 < gap["param BF16, reduce FP32"] < 1e-2
     for name in fsdp_run.accumulation:
         assert compare_params(ref, fsdp_run.params(name)).max_abs_diff < 1e-6
+
+
+def test_bf16_accumulation_and_bf16_reduction_are_measured_apart(fsdp_run: FSDPRun) -> None:
+    runs = fsdp_run.bf16_reduction
+    assert list(runs) == list(BF16_REDUCTION)
+    counts = {name: r["reductions per step"] for name, r in runs.items()}
+    # with the sync on at every micro-batch, one reduce-scatter per unit and micro-batch
+    assert counts == {
+        "accumulated FP32, reduced FP32": 2,
+        "accumulated BF16, reduced BF16": 2,
+        "accumulated FP32, reduced BF16": 2 * N_ACCUM,
+    }
+    exact = fsdp_run.first_gradient("accumulated FP32, reduced FP32")
+    assert {k: (g.dtype, tuple(g.shape)) for k, g in exact.items()} == {
+        "0.weight": (torch.float32, (4, 2)),
+        "0.bias": (torch.float32, (4,)),
+        "2.weight": (torch.float32, (1, 8)),  # a single row: rank 0 holds it, rank 1 none
+        "2.bias": (torch.float32, (1,)),
+    }
+
+    def error(name: str) -> float:
+        g = fsdp_run.first_gradient(name)
+        return max(((g[k] - exact[k]).abs().max() / exact[k].abs().max()).item() for k in exact)
+
+    reduce_only, both = error("accumulated FP32, reduced BF16"), error("accumulated BF16, reduced BF16")
+    assert 0 < reduce_only < both < 2**-7  # within a few BF16 roundings, and the accumulation adds
+    with pytest.raises(ValueError, match="name must be one of"):
+        fsdp_run.first_gradient("no policy (FP32)")
 
 
 def test_unknown_names_and_bad_settings_are_refused(fsdp_run: FSDPRun) -> None:

@@ -58,6 +58,7 @@ from amp_lesson.distributed import (
 )
 
 __all__ = [
+    "BF16_REDUCTION",
     "POLICIES",
     "CountingAllGather",
     "CountingReduceScatter",
@@ -73,6 +74,20 @@ POLICIES: dict[str, tuple[str | None, str | None]] = {
     "param BF16, reduce BF16": ("bfloat16", "bfloat16"),
 }
 """The mixed-precision policies :func:`run_fsdp` trains with: ``(param_dtype, reduce_dtype)``."""
+
+BF16_REDUCTION: dict[str, tuple[str, bool]] = {
+    "accumulated FP32, reduced FP32": ("float32", True),
+    "accumulated BF16, reduced BF16": ("bfloat16", True),
+    "accumulated FP32, reduced BF16": ("bfloat16", False),
+}
+"""The BF16-parameter runs that tell accumulation from reduction: ``(reduce_dtype, skip_sync)``.
+
+With the sync off, FSDP2 (torch 2.13.0) accumulates the unsharded gradients
+of the micro-batches in ``reduce_dtype``; with the sync on at every
+micro-batch, each micro-batch's gradient is reduce-scattered in
+``reduce_dtype`` and then added to the FP32 gradient shard. So the third run
+reduces in BF16 but accumulates in FP32.
+"""
 
 
 class CountingAllGather(DefaultAllGather):
@@ -219,6 +234,11 @@ class FSDPRun:
         ``"FSDP2, set_requires_gradient_sync"``, ``"FSDP2, sync every
         micro-batch"`` and ``"DDP, no_sync"``: the reductions per step and
         the final weights.
+    bf16_reduction : dict of str to dict
+        Per run of :data:`BF16_REDUCTION` (parameters gathered in BF16):
+        ``"first gradient"`` (every parameter's gradient shard on rank 0 at
+        the first optimizer step, as lists), ``"reductions per step"`` and
+        ``"params"``.
     """
 
     world_size: int
@@ -226,6 +246,7 @@ class FSDPRun:
     steps: int
     policies: dict[str, dict[str, Any]]
     accumulation: dict[str, dict[str, Any]]
+    bf16_reduction: dict[str, dict[str, Any]]
 
     def params(self, name: str) -> dict[str, torch.Tensor]:
         """Return the final weights of a policy or accumulation run, as tensors.
@@ -245,12 +266,33 @@ class FSDPRun:
         ValueError
             If ``name`` is neither.
         """
-        found = self.policies.get(name) or self.accumulation.get(name)
-        if found is None:
-            raise ValueError(
-                f"name must be one of {[*self.policies, *self.accumulation]}, got {name!r}"
-            )
-        return {k: torch.tensor(v) for k, v in found["params"].items()}
+        runs = {**self.policies, **self.accumulation, **self.bf16_reduction}
+        if name not in runs:
+            raise ValueError(f"name must be one of {list(runs)}, got {name!r}")
+        return {k: torch.tensor(v) for k, v in runs[name]["params"].items()}
+
+    def first_gradient(self, name: str) -> dict[str, torch.Tensor]:
+        """Return rank 0's gradient shards at the first step of a :data:`BF16_REDUCTION` run.
+
+        Parameters
+        ----------
+        name : str
+            A key of ``bf16_reduction``.
+
+        Returns
+        -------
+        dict of str to torch.Tensor
+            Each parameter's gradient shard (FP32, the shards' dtype) by name.
+
+        Raises
+        ------
+        ValueError
+            If ``name`` is not a key of ``bf16_reduction``.
+        """
+        if name not in self.bf16_reduction:
+            raise ValueError(f"name must be one of {list(self.bf16_reduction)}, got {name!r}")
+        grads = self.bf16_reduction[name]["first gradient"]
+        return {k: torch.tensor(v) for k, v in grads.items()}
 
 
 def _full_params(model: nn.Module) -> dict[str, Any]:
@@ -319,6 +361,29 @@ def _fsdp_worker(
                 "reductions per step": len(scatter.dtypes) // steps,
                 "params": _full_params(model),
             }
+        bf16_reduction = {}
+        for name, (reduce_dtype, skip) in BF16_REDUCTION.items():
+            policy = MixedPrecisionPolicy(
+                param_dtype=torch.bfloat16, reduce_dtype=getattr(torch, reduce_dtype)
+            )
+            model = _model(config["seed"])
+            _, scatter = shard_model(model, policy)
+            optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+            first: dict[str, Any] = {}
+
+            def keep_first(opt: Any, args: Any, kwargs: Any, model=model, first=first) -> None:
+                if not first:  # the gradients the first step is about to apply
+                    for pname, param in model.named_parameters():
+                        first[pname] = param.grad.to_local().tolist()
+
+            optimizer.register_step_pre_hook(keep_first)
+            for _ in range(steps):
+                train_fsdp_accumulated(model, optimizer, X, y, loss_fn, n_accum, skip_sync=skip)
+            bf16_reduction[name] = {
+                "first gradient": first,
+                "reductions per step": len(scatter.dtypes) // steps,
+                "params": _full_params(model),
+            }
         ddp = nn.parallel.DistributedDataParallel(_model(config["seed"]))
         counter = CallCounter()
         ddp.register_comm_hook(counter, counting_allreduce_hook)
@@ -336,7 +401,13 @@ def _fsdp_worker(
         }
         if rank == 0:
             Path(out_dir, "rank0.json").write_text(
-                json.dumps({"policies": policies, "accumulation": accumulation})
+                json.dumps(
+                    {
+                        "policies": policies,
+                        "accumulation": accumulation,
+                        "bf16_reduction": bf16_reduction,
+                    }
+                )
             )
     finally:
         dist.destroy_process_group()
@@ -355,8 +426,9 @@ def run_fsdp(
 
     One launch runs every policy of :data:`POLICIES` (accumulating
     ``n_accum`` micro-batches per step with ``set_requires_gradient_sync``),
-    then FSDP2 without a policy with and without skipping the sync, and DDP
-    with ``no_sync()``, counting the reductions of each.
+    then FSDP2 without a policy with and without skipping the sync, the runs
+    of :data:`BF16_REDUCTION`, and DDP with ``no_sync()``, counting the
+    reductions of each.
 
     Parameters
     ----------
@@ -401,4 +473,6 @@ def run_fsdp(
             _fsdp_worker, (world_size, free_port(), out_dir, config), world_size, start_method
         )
         raw = json.loads(Path(out_dir, "rank0.json").read_text())
-    return FSDPRun(world_size, n_accum, steps, raw["policies"], raw["accumulation"])
+    return FSDPRun(
+        world_size, n_accum, steps, raw["policies"], raw["accumulation"], raw["bf16_reduction"]
+    )
