@@ -25,7 +25,8 @@ if __name__ == "__main__":
     namespace: dict[str, object] = {"__name__": "__main__"}
     for cell in page.code_cells:
         try:
-            exec(compile(cell.source, f"{sys.argv[1]}:{cell.line}", "exec"), namespace)
+            code = compile(cell.source, f"{sys.argv[1]}:{cell.line}", "exec")
+            exec(code, namespace)  # noqa: S102 - running the page is the point
         except BaseException as error:  # noqa: BLE001 - report the cell, whatever failed
             traceback.print_exc()
             print(f"FAILED at the cell on line {cell.line}: {type(error).__name__}: {error}")

@@ -27,11 +27,17 @@ pytestmark = pytest.mark.pages
 # page -> (text in the page, what the changed run has instead); each text occurs exactly once
 FLIPS: dict[str, list[tuple[str, str]]] = {
     "beyond/fsdp-mixed-precision": [
-        ("run_fsdp(world_size=2, n_accum=4, steps=2)", "run_fsdp(world_size=2, n_accum=2, steps=3, seed=1)"),
+        (
+            "run_fsdp(world_size=2, n_accum=4, steps=2)",
+            "run_fsdp(world_size=2, n_accum=2, steps=3, seed=1)",
+        ),
         ("reference_full_batch(steps=2)", "reference_full_batch(steps=3, seed=1)"),
     ],
     "beyond/mx-block-scaling": [
-        ("train_digits(data, epochs=1, record_grads_at", "train_digits(data, epochs=1, seed=1, record_grads_at"),
+        (
+            "train_digits(data, epochs=1, record_grads_at",
+            "train_digits(data, epochs=1, seed=1, record_grads_at",
+        ),
         ('run.params["0.weight"].flatten()[:32]', 'run.params["0.weight"].flatten()[32:64]'),
         ("data.X_test[:64]", "data.X_test[:128]"),
     ],
@@ -61,7 +67,11 @@ def run_page(page: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[st
     }
     done = subprocess.run(
         [sys.executable, str(RUN_PAGE), str(page)],
-        capture_output=True, text=True, cwd=tmp_path, env=env, check=False,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        check=False,
     )
     return done, {key: words for key, _, words in CLAIM.findall(done.stdout)}
 

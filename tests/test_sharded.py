@@ -77,7 +77,10 @@ def test_bf16_accumulation_and_bf16_reduction_are_measured_apart(fsdp_run: FSDPR
         g = fsdp_run.first_gradient(name)
         return max(((g[k] - exact[k]).abs().max() / exact[k].abs().max()).item() for k in exact)
 
-    reduce_only, both = error("accumulated FP32, reduced BF16"), error("accumulated BF16, reduced BF16")
+    reduce_only, both = (
+        error("accumulated FP32, reduced BF16"),
+        error("accumulated BF16, reduced BF16"),
+    )
     assert 0 < reduce_only < both < 2**-7  # within a few BF16 roundings, and the accumulation adds
     with pytest.raises(ValueError, match="name must be one of"):
         fsdp_run.first_gradient("no policy (FP32)")

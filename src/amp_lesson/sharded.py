@@ -80,7 +80,7 @@ BF16_REDUCTION: dict[str, tuple[str, bool]] = {
     "accumulated BF16, reduced BF16": ("bfloat16", True),
     "accumulated FP32, reduced BF16": ("bfloat16", False),
 }
-"""The BF16-parameter runs that tell accumulation from reduction: ``(reduce_dtype, skip_sync)``.
+"""The BF16-parameter runs that tell accumulation from reduction, as ``(reduce_dtype, skip_sync)``.
 
 With the sync off, FSDP2 (torch 2.13.0) accumulates the unsharded gradients
 of the micro-batches in ``reduce_dtype``; with the sync on at every

@@ -504,7 +504,11 @@ class SpeedBeside:
             if recorded
             else "A GPU recording would give this sentence its numbers.",
             "No GPU recording is stored with the book's sources, so this page cannot show what "
-            "a GPU with tensor cores does with the same switch.",
+            "a GPU with tensor cores does with the same switch."
+            if not self.recordings
+            else "No GPU recording stored with the book's sources has FP16 training-step times "
+            "for both models, so this page cannot show what a GPU with tensor cores does with "
+            "the same switch.",
         )
         return live, steps
 
