@@ -35,6 +35,8 @@ BIN = ENV / ("Scripts" if os.name == "nt" else "bin")
 DOCS = ROOT / "docs"
 HTML = DOCS / "_build" / "html"
 LOCK = ROOT / "requirements" / "constraints.txt"
+# The lesson (the package a reader installs) and the book's build, its own distribution.
+PROJECTS = (ROOT / "pyproject.toml", ROOT / "book" / "pyproject.toml")
 LOCK_INPUT = ROOT / "requirements" / "constraints.in"
 # A torch other than the locked one (e.g. a CUDA build's local version) can be asked for here.
 TORCH = os.environ.get("AMP_LESSON_TORCH", "torch")
@@ -49,7 +51,7 @@ def _env(session: nox.Session) -> dict[str, str]:
     if sys.version_info < (3, 11):
         session.error("the locked toolchain needs Python 3.11 or newer to run nox with")
     stamp = ENV / ".amp-lesson-stamp"
-    inputs = (ROOT / "pyproject.toml").read_bytes() + LOCK.read_bytes() + TORCH.encode()
+    inputs = b"".join(p.read_bytes() for p in (*PROJECTS, LOCK)) + TORCH.encode()
     inputs += INSTALLER.encode() + b" compiled"  # an environment from before is made again
     want = hashlib.sha256(inputs).hexdigest()
     if not (stamp.is_file() and stamp.read_text() == want):
@@ -76,11 +78,11 @@ def _env(session: nox.Session) -> dict[str, str]:
             # wheels, such as a CPU torch) are passed on, so both find the same torch.
             links = uv_find_links()
             session.run(*uv, TORCH, *lock, *links, *torch_from, external=True)
-            session.run(*uv, "-e", ".[dev]", *lock, *links, external=True)
+            session.run(*uv, "-e", ".[dev]", "-e", "./book[pdf]", *lock, *links, external=True)
         else:
             # pip also finds a wheel on local disk (pip.conf's find-links)
             session.run(*pip, TORCH, *lock, *torch_from, external=True)
-            session.run(*pip, "-e", ".[dev]", *lock, external=True)
+            session.run(*pip, "-e", ".[dev]", "-e", "./book[pdf]", *lock, external=True)
         stamp.write_text(want)
     return {
         "VIRTUAL_ENV": str(ENV),
@@ -114,6 +116,8 @@ def docs(session: nox.Session) -> None:
             str(HTML),
             "--watch",
             "src/amp_lesson",
+            "--watch",
+            "book/src/amp_book",
             # Executed notebooks and the cache are written during the build:
             # watching them would rebuild for ever.
             "--ignore",
@@ -214,6 +218,7 @@ def lock(session: nox.Session) -> None:
         "pip",
         "compile",
         "pyproject.toml",
+        "book/pyproject.toml",
         str(LOCK_INPUT.relative_to(ROOT)),
         "--all-extras",
         # One file for every Python the toolchain runs on (3.11 here and on CI, 3.12 on
@@ -223,6 +228,9 @@ def lock(session: nox.Session) -> None:
         "3.11",
         "--fork-strategy",
         "fewest",
+        # the lesson itself (constraints.in names it, for the book's build) is not pinned
+        "--no-emit-package",
+        "amp-lesson",
         "--custom-compile-command",
         "nox -s lock",
         "--quiet",

@@ -2,7 +2,7 @@
 
 The book must not lie: a failing cell or any warning fails the build, every
 page executes, and the execution cache is keyed on the package's source (see
-``amp_lesson.sphinxext.book``), so it never serves output older than
+``amp_book.cache``), so it never serves output older than
 ``amp_lesson``.
 """
 
@@ -23,7 +23,7 @@ extensions = [
     "sphinx_copybutton",
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
-    "amp_lesson.sphinxext",
+    "amp_book",
 ]
 
 root_doc = "index"
@@ -35,11 +35,11 @@ myst_heading_anchors = 3
 
 # "cache" executes a page when its cells or amp_lesson's source change and
 # otherwise reuses the stored outputs. The cache folder is chosen per source
-# hash by amp_lesson.sphinxext.book, so a change to the package re-executes.
+# hash by amp_book.cache, so a change to the package re-executes.
 nb_execution_mode = os.environ.get("AMP_LESSON_EXECUTION_MODE", "cache")
 # A failing cell fails the build and prints its traceback. MyST-NB's own
 # nb_execution_raise_on_error would raise in a -j worker whose log Sphinx drops
-# (the traceback would be lost), so amp_lesson.sphinxext.book raises instead,
+# (the traceback would be lost), so amp_book.errors raises instead,
 # in the main process, with every failing cell's traceback.
 nb_execution_raise_on_error = False
 nb_execution_show_tb = True
@@ -94,7 +94,7 @@ copybutton_prompt_is_regexp = True
 amp_lesson_repository = os.environ.get("AMP_LESSON_REPOSITORY", "")
 amp_lesson_branch = os.environ.get("AMP_LESSON_BRANCH", "main")
 # The whole book as one PDF, printed by Chromium from print.html when the build has one
-# (amp_lesson.sphinxext.printbook): "auto", "yes" (fail without it) or "no".
+# (amp_book.printbook): "auto", "yes" (fail without it) or "no".
 amp_lesson_pdf = os.environ.get("AMP_LESSON_PDF", "auto")
 # The book as another device ran it (docs/_editions/<device>/, written there by
 # `nox -s gpu-edition`), rendered beside this build under editions/<device>/.

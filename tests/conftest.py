@@ -33,7 +33,12 @@ def pytest_configure(config: pytest.Config) -> None:
     """Under ``pytest -n N``, each worker's torch takes its share of the cores: N workers each
     with torch's default of one thread per core would spin against each other (the fast tier
     on two cores: 50 s with two threads a worker, 29 s with one, 39 s in one process).
-    Processes a test starts (builds, kernels) keep torch's default."""
+    Processes a test starts (builds, kernels) keep torch's default. The fast tier tries a tenth
+    of each property test's examples (``helpers.examples``)."""
+    import helpers
+
+    if (config.getoption("markexpr", "") or "").strip() == "fast":
+        helpers.EXAMPLE_SHARE = 0.1  # the fast tier: a tenth of each property test's examples
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if workers:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))

@@ -1,12 +1,13 @@
-"""Helpers shared by tests: paths and a sphinx-build runner."""
+"""Helpers shared by tests: paths, a sphinx-build runner and an in-process Sphinx app."""
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,13 +20,31 @@ __all__ = [
     "ROOT",
     "BadPagesBuild",
     "build_bad_pages",
+    "build_in_process",
     "built_pages",
+    "examples",
     "mini_book",
     "one_step_bitwise",
     "processes_tagged",
     "recording_page",
     "sphinx_build",
 ]
+
+
+EXAMPLE_SHARE = 1.0
+"""Share of each property test's examples this run tries (:func:`examples`): all of them in
+the whole suite; ``conftest.py`` sets a tenth for the fast tier (``-m fast``)."""
+
+
+def examples(budget: int) -> Any:
+    """Hypothesis settings for a property test whose whole-suite budget is ``budget`` examples.
+
+    The fast tier tries a tenth of them (at least ten): a quick pass an author runs on every
+    edit, where the whole suite, on CI, tries them all.
+    """
+    from hypothesis import settings
+
+    return settings(max_examples=max(10, round(budget * EXAMPLE_SHARE)), deadline=None)
 
 
 IN_FAST_TEST = False
@@ -65,10 +84,77 @@ def sphinx_build(
 
 
 @dataclass
+class InProcessBuild:
+    """What :func:`build_in_process` gives back: as a finished ``sphinx-build -W``, and its folder."""
+
+    returncode: int  # 0: built with no warning; 1: warnings (-W fails); 2: an error stopped it
+    stdout: str
+    stderr: str
+    outdir: Path
+
+
+def build_in_process(
+    src: Path,
+    out: Path,
+    extensions: Sequence[str],
+    *,
+    parallel: int = 0,
+    check: bool = True,
+    **conf: Any,
+) -> InProcessBuild:
+    """Build the book in ``src`` in this process (``sphinx.testing``), loading only ``extensions``.
+
+    The extensions loaded alone are the point: each directive extension of the book registers
+    on its app and changes nothing else, so a test runs it in a few hundred milliseconds with
+    the least configuration (``conf`` adds settings; ``myst_enable_extensions`` is
+    ``["colon_fence"]`` unless given). ``src`` needs a ``conf.py`` (an empty one will do).
+    Writes to ``out`` (HTML in ``out/html``). Warnings are collected, every one (as
+    ``sphinx-build -W`` reports them when it keeps going); with ``check`` any warning or error fails the test.
+    """
+    from sphinx.errors import SphinxError
+    from sphinx.testing.util import SphinxTestApp
+    from sphinx.util.console import strip_colors
+
+    status, warning = io.StringIO(), io.StringIO()
+    overrides = {
+        "extensions": list(extensions),
+        "myst_enable_extensions": ["colon_fence"],
+        # A dict of its own: Sphinx 9.0's default is one dict shared by every app of the
+        # process, into which each app merges its extensions' suffixes (MyST-NB's ".md" after
+        # myst-parser's would find "markdown" there and fail: "Source parser ... not registered").
+        "source_suffix": {".rst": "restructuredtext"},
+    }
+    app = SphinxTestApp(
+        "html",
+        srcdir=src,
+        builddir=out,
+        confoverrides={**overrides, **conf},
+        status=status,
+        warning=warning,
+        parallel=parallel,
+    )
+    code = 0
+    try:
+        app.build()
+    except SphinxError as error:
+        warning.write(f"{type(error).__name__}: {error}\n")
+        code = 2
+    finally:
+        app.cleanup()
+    warnings = strip_colors(warning.getvalue())
+    if code == 0 and warnings.strip():
+        code = 1
+    build = InProcessBuild(code, strip_colors(status.getvalue()), warnings, Path(app.outdir))
+    if check and code != 0:
+        raise AssertionError(f"the in-process build failed ({code}):\n{warnings[-6000:]}")
+    return build
+
+
+@dataclass
 class BadPagesBuild:
     """One sphinx-build of a book with a bad page per case (see :func:`build_bad_pages`)."""
 
-    proc: subprocess.CompletedProcess[str]
+    proc: subprocess.CompletedProcess[str] | InProcessBuild
     lines: dict[str, list[str]]  # per case, the log lines that name its page
 
     def assert_warned(self, case: str, *texts: str) -> None:
@@ -79,11 +165,14 @@ class BadPagesBuild:
         assert any(all(t in line for t in texts) for line in found), found or log[-3000:]
 
 
-def build_bad_pages(src: Path, out: Path, bodies: dict[str, str]) -> BadPagesBuild:
+def build_bad_pages(
+    src: Path, out: Path, bodies: dict[str, str], extensions: Sequence[str] | None = None
+) -> BadPagesBuild:
     """Add one page ``bad-<key>.md`` per body to the book in ``src`` and build it once.
 
     One build reports every page's problems (the options keep going past the
-    first), where a build per case would start Sphinx as many times.
+    first), where a build per case would start Sphinx as many times. With
+    ``extensions``, in this process with those alone (:func:`build_in_process`).
     """
     for key, body in bodies.items():
         (src / f"bad-{key}.md").write_text("# Bad\n\n" + body, encoding="utf-8")
@@ -93,7 +182,12 @@ def build_bad_pages(src: Path, out: Path, bodies: dict[str, str]) -> BadPagesBui
         "```{toctree}\n", "```{toctree}\n" + entries
     )
     index.write_text(toctree, encoding="utf-8")
-    proc = sphinx_build(src, out, check=False)
+    if extensions is None:
+        proc: subprocess.CompletedProcess[str] | InProcessBuild = sphinx_build(
+            src, out, check=False
+        )
+    else:
+        proc = build_in_process(src, out, extensions, check=False)
     lines = (proc.stdout + proc.stderr).splitlines()
     return BadPagesBuild(
         proc, {key: [ln for ln in lines if f"bad-{key}.md:" in ln] for key in bodies}

@@ -17,7 +17,7 @@ if __name__ == "__main__":
     import matplotlib
 
     matplotlib.use("Agg")
-    from amp_lesson.sphinxext.pages import read_page
+    from amp_book.pages import read_page
 
     page = read_page(sys.argv[1])
     if not page.code_cells:

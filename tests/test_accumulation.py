@@ -7,7 +7,8 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, settings
+from helpers import examples
+from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
@@ -161,7 +162,7 @@ def test_several_steps_stay_close() -> None:
     assert max_abs_diff(full, accum) <= 5 * fp32_sum_bound(X, full.weight, 4, LR)
 
 
-@settings(max_examples=30, deadline=None)
+@examples(30)
 @given(
     n_accum=st.integers(1, 8),
     micro=st.integers(1, 12),
@@ -666,7 +667,7 @@ def test_compare_params_rejects_mismatches() -> None:
 # --------------------------------------------------------------------------- the first-step bound
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(
     seed=st.integers(0, 2**31 - 1),
     log2_batch=st.integers(3, 8),

@@ -16,7 +16,7 @@ import pytest
 from helpers import DOCS, FRONT_MATTER, add_extension, mini_book, sphinx_build
 
 import amp_lesson
-from amp_lesson.sphinxext.pages import code_cell_lines
+from amp_book.pages import code_cell_lines
 
 pytestmark = pytest.mark.book
 
@@ -246,7 +246,7 @@ def test_execution_timeout_is_raised_from_the_default() -> None:
 def test_the_api_pages_and_only_they_are_known_to_need_amp_lesson_imported() -> None:
     # Before the parallel readers fork, the extension imports amp_lesson once if an API page
     # is to be read (autodoc imports it); it recognises those pages by their directives.
-    from amp_lesson.sphinxext.book import _AUTODOC
+    from amp_book.scheduling import AUTODOC as _AUTODOC
 
     pages = {
         p.relative_to(DOCS).as_posix(): p.read_text(encoding="utf-8")

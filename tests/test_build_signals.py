@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from helpers import FRONT_MATTER, ROOT, TAG_ENV, add_extension, mini_book, processes_tagged
 
-from amp_lesson.sphinxext import kernels
+from amp_book import kernels
 
 pytestmark = [
     pytest.mark.book,

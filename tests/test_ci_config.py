@@ -259,8 +259,8 @@ def test_ci_builds_the_book_as_read_the_docs_does() -> None:
     installs = [c for c in commands if "pip install" in c]
     assert all("-c requirements/constraints.txt" in c for c in installs)
     assert any("download.pytorch.org/whl/cpu" in c and "torch" in c for c in installs)
-    assert any('".[docs]"' in c for c in installs)
-    assert not any("[dev]" in c or "[test]" in c for c in installs)  # docs extra only
+    assert any('".[notebooks]" ./book' in c for c in installs)
+    assert not any("[dev]" in c or "[test]" in c for c in installs)  # the book's build only
     assert commands[-1] == "python tools/build_book.py $READTHEDOCS_OUTPUT/html"
 
 
@@ -337,7 +337,7 @@ def test_chromium_path_chooses_the_browser(monkeypatch, tmp_path: Path) -> None:
     assert ensure_chromium.find() is None
     assert ensure_chromium.main() == 1  # a wrong path is an error, not a silent skip
     monkeypatch.delenv("CHROMIUM_PATH")
-    from amp_lesson.sphinxext.printbook import CHROMIUM_NAMES
+    from amp_book.printbook import CHROMIUM_NAMES
 
     system = next((shutil.which(n) for n in CHROMIUM_NAMES if shutil.which(n)), None)
     assert ensure_chromium.find() == system

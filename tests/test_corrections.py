@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
-from helpers import DOCS, built_pages, sphinx_build
+from helpers import DOCS, build_in_process, built_pages
 
-from amp_lesson.sphinxext.corrections import TITLE
+from amp_book.corrections import TITLE
 
 CORRECTIONS_PAGE = "corrections.html"
 # A box is read on the corrections page, away from its own: it states the claim it checks
@@ -59,15 +59,14 @@ def test_no_page_writes_a_correction_box_by_hand() -> None:
     assert offenders == []
 
 
-@pytest.mark.usefixtures("sphinx")
+EXTENSIONS = ["myst_parser", "amp_book.corrections"]
+
+
 def test_a_box_added_to_any_page_appears_on_the_list(tmp_path: Path) -> None:
     """In a small book built in parallel, boxes from two pages are listed in reading order."""
     src = tmp_path / "src"
     src.mkdir()
-    (src / "conf.py").write_text(
-        'extensions = ["myst_parser", "amp_lesson.sphinxext.corrections"]\n'
-        'myst_enable_extensions = ["colon_fence"]\n'
-    )
+    (src / "conf.py").write_text("")
     (src / "index.md").write_text("# Book\n\n```{toctree}\nb\na\nlist\n```\n", encoding="utf-8")
     for name, claim in (("a", "Alpha"), ("b", "Beta")):
         (src / f"{name}.md").write_text(
@@ -77,24 +76,24 @@ def test_a_box_added_to_any_page_appears_on_the_list(tmp_path: Path) -> None:
             encoding="utf-8",
         )
     (src / "list.md").write_text("# All\n\n```{lesson-corrections}\n```\n", encoding="utf-8")
-    sphinx_build(src, tmp_path / "html")
-    listed = _soup(tmp_path / "html" / "list.html").select("div.lesson-correction")
+    html = build_in_process(src, tmp_path / "out", EXTENSIONS, parallel=2).outdir
+    listed = _soup(html / "list.html").select("div.lesson-correction")
     titles = [box.select_one("p.admonition-title").get_text() for box in listed]
     assert titles == [f"{TITLE}: Beta", f"{TITLE}: Alpha"]
     assert "lesson" not in TITLE.lower()  # the reader never saw a lesson's slides
     ref = listed[0].select_one("a.reference.internal")
     assert ref["href"] == "b.html#sec-b"  # a {ref} in a copied box resolves from the list page
+    back = listed[0].select_one("p.lesson-correction-back a")["href"]
+    page, anchor = back.split("#")
+    assert page == "b.html"
+    assert _soup(html / page).find(id=anchor).select_one("p.admonition-title") is not None
 
 
-@pytest.mark.usefixtures("sphinx")
 def test_a_box_without_a_body_fails_the_build(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
-    (src / "conf.py").write_text(
-        'extensions = ["myst_parser", "amp_lesson.sphinxext.corrections"]\n'
-        'myst_enable_extensions = ["colon_fence"]\n'
-    )
+    (src / "conf.py").write_text("")
     (src / "index.md").write_text("# Book\n\n:::{lesson-correction}\n:::\n", encoding="utf-8")
-    proc = sphinx_build(src, tmp_path / "html", check=False)
+    proc = build_in_process(src, tmp_path / "out", EXTENSIONS, check=False)
     assert proc.returncode != 0
     assert "lesson-correction needs a body" in proc.stdout + proc.stderr

@@ -1,4 +1,4 @@
-"""amp_lesson.sphinxext.edition: the book as another device ran it, recorded and rendered.
+"""amp_book.edition: the book as another device ran it, recorded and rendered.
 
 The mechanism runs on this machine end to end: a small book is built (its cells
 executed here), recorded as an edition of this CPU (labelled with this device,
@@ -21,8 +21,8 @@ import pytest
 from helpers import DOCS, FRONT_MATTER, HTML
 from test_selfcheck_browser import _axe_path
 
-from amp_lesson.sphinxext import edition as ed
-from amp_lesson.sphinxext.edition import EditionError
+from amp_book import edition as ed
+from amp_book.edition import EditionError
 
 CPU_PROVENANCE = {
     "device_type": "cpu",

@@ -11,18 +11,19 @@ from typing import Any
 import pytest
 from helpers import mini_book, sphinx_build
 
-from amp_lesson.sphinxext import book
-from amp_lesson.sphinxext.book import (
+import amp_lesson
+from amp_book import cache as book
+from amp_book import patches
+from amp_book.cache import (
     CACHE_MARKER,
     KEEP_CACHES,
-    encrypt_kernel_transport,
     execution_key,
     extension_key,
     gpu_models,
     is_book_cache,
-    lock_cache_writes,
     prune_caches,
 )
+from amp_book.patches import encrypt_kernel_transport, lock_cache_writes
 
 
 def _fake_gpu(proc: Path, slot: str, model: str) -> None:
@@ -147,14 +148,20 @@ def test_unrelated_files_beside_the_caches_survive_builds_with_new_keys(tmp_path
 def test_kernels_encrypt_their_transport() -> None:
     from jupyter_client.manager import KernelManager
 
-    assert encrypt_kernel_transport() is True
-    assert KernelManager(kernel_name="python3").transport_encryption == "auto"
+    before = KernelManager(kernel_name="python3").transport_encryption
+    undo = encrypt_kernel_transport()
+    assert undo is not None
+    try:
+        assert KernelManager(kernel_name="python3").transport_encryption == "auto"
+    finally:
+        undo()
+    assert KernelManager(kernel_name="python3").transport_encryption == before != "auto"
 
 
 def test_a_page_with_a_playground_depends_on_the_module_that_computes_it() -> None:
-    from amp_lesson.sphinxext import execution, pages
+    from amp_book import execution, pages
 
-    graph = execution.PackageGraph(Path(execution.__file__).parents[1])
+    graph = execution.PackageGraph(Path(amp_lesson.__file__).parent)
     front = "---\nfile_format: mystnb\nkernelspec: {name: python3, display_name: P}\n---\n"
     explorer = pages.read_text(front + "# P\n\n:::{bit-explorer}\n:value: 1\n:::\n")
     playground = pages.read_text(front + "````{scaler-playground}\n````\n")
@@ -171,15 +178,17 @@ def test_a_page_is_keyed_on_the_modules_it_imports_and_not_on_the_extension(
 ) -> None:
     """A module edit changes the keys of the pages that import it (directly or not) only;
     an extension edit changes no page's key, only the key that has Sphinx read them again."""
-    from amp_lesson.sphinxext import execution, pages
+    from amp_book import execution, pages
 
     package = tmp_path / "amp_lesson"
-    (package / "sphinxext").mkdir(parents=True)
+    package.mkdir()
+    extension = tmp_path / "amp_book"
+    extension.mkdir()
     (package / "__init__.py").write_text("")
     (package / "formats.py").write_text("X = 1\n")
     (package / "display.py").write_text("from .formats import X\n")
     (package / "scaler.py").write_text("Y = 1\n")
-    (package / "sphinxext" / "book.py").write_text("Z = 1\n")
+    (extension / "book.py").write_text("Z = 1\n")
     data = tmp_path / "_data"
     data.mkdir()
     (data / "gpu.json").write_text("{}")
@@ -210,22 +219,22 @@ def test_a_page_is_keyed_on_the_modules_it_imports_and_not_on_the_extension(
     (data / "gpu.json").write_text('{"x": 1}')
     assert keys()["data"] != after["data"]
     assert keys()["scaler"] == after["scaler"]
-    extension_before = extension_key_of(package)
-    (package / "sphinxext" / "book.py").write_text("Z = 2\n")
+    extension_before = extension_key_of(extension)
+    (extension / "book.py").write_text("Z = 2\n")
     assert keys()["scaler"] == after["scaler"]
-    assert extension_key_of(package) != extension_before
+    assert extension_key_of(extension) != extension_before
 
 
-def extension_key_of(package: Path) -> str:
+def extension_key_of(extension: Path) -> str:
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(book, "PACKAGE_DIR", package)
+        mp.setattr(book, "EXTENSION_DIR", extension)
         return extension_key()
 
 
 def test_the_cache_folder_is_keyed_on_the_installed_distributions_and_python(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from amp_lesson.sphinxext import execution
+    from amp_book import execution
 
     first = execution_key(gpus=[])
     real = execution.installed_distributions()
@@ -284,16 +293,26 @@ def test_parallel_readers_adding_to_one_cache_lose_nothing(tmp_path: Path) -> No
 
     from jupyter_cache import get_cache
     from jupyter_cache.cache.db import create_db
+    from jupyter_cache.cache.main import JupyterCacheBase
 
-    assert lock_cache_writes()
-    assert lock_cache_writes()  # a second call wraps nothing twice
-    create_db(tmp_path).dispose()
-    fork = multiprocessing.get_context("fork")  # as Sphinx makes its parallel readers
-    writers = [fork.Process(target=_add_notebooks, args=(str(tmp_path), w, 30)) for w in range(3)]
-    for w in writers:
-        w.start()
-    for w in writers:
-        w.join()
+    unpatched = JupyterCacheBase.cache_notebook_bundle
+    undo = lock_cache_writes()
+    assert undo is not None
+    try:
+        lock_cache_writes()  # a second call wraps nothing twice
+        assert JupyterCacheBase.cache_notebook_bundle.__wrapped__ is unpatched
+        create_db(tmp_path).dispose()
+        fork = multiprocessing.get_context("fork")  # as Sphinx makes its parallel readers
+        writers = [
+            fork.Process(target=_add_notebooks, args=(str(tmp_path), w, 30)) for w in range(3)
+        ]
+        for w in writers:
+            w.start()
+        for w in writers:
+            w.join()
+    finally:
+        undo()
+    assert JupyterCacheBase.cache_notebook_bundle is unpatched
     assert [w.exitcode for w in writers] == [0, 0, 0]
     assert len(get_cache(str(tmp_path)).list_cache_records()) == 90
-    assert (tmp_path / book.CACHE_LOCK).is_file()
+    assert (tmp_path / patches.CACHE_LOCK).is_file()

@@ -8,9 +8,9 @@ import textwrap
 
 import pytest
 
+from amp_book import export
+from amp_book.export import CORRECTION_TITLE, export_notebook, myst_to_markdown
 from amp_lesson.playground import explorer_rows
-from amp_lesson.sphinxext import export
-from amp_lesson.sphinxext.export import CORRECTION_TITLE, export_notebook, myst_to_markdown
 
 GLUE = {
     "fp16_max": {"text/plain": "65504.0"},

@@ -11,7 +11,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
-from hypothesis import example, given, settings
+from helpers import examples
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from amp_lesson.formats import (
@@ -38,7 +39,7 @@ LAYOUT = {
 DTYPE_NAMES = [name for name, spec in FORMATS.items() if spec.dtype is not None]
 SMALL_NAMES = ["fp16", "bf16", "fp8_e4m3", "fp8_e5m2"]  # few enough bit patterns to list
 UINT = {8: torch.uint8, 16: torch.int16, 32: torch.int32}
-EXAMPLES = settings(max_examples=300, deadline=None)
+EXAMPLES = examples(300)
 
 
 def same_float(a: float, b: float) -> bool:
@@ -220,7 +221,7 @@ def test_stored_matches_torch_cast_of_float32(name: str, data: st.DataObject) ->
 
 
 @pytest.mark.parametrize("name", list(LAYOUT))
-@settings(max_examples=200, deadline=None)
+@examples(200)
 @given(value=st.floats())
 @example(value=1 + 2**-11 + 2**-40)  # just above an FP16 tie; float32 rounds it onto the tie
 @example(value=1 + 2**-8 + 2**-40)  # the same for BF16

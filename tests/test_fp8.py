@@ -7,7 +7,8 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, settings
+from helpers import examples
+from hypothesis import given
 from hypothesis import strategies as st
 
 from amp_lesson.formats import FORMATS
@@ -21,7 +22,7 @@ from amp_lesson.fp8 import (
     sweep_single_scale,
 )
 
-EXAMPLES = settings(max_examples=100, deadline=None)
+EXAMPLES = examples(100)
 
 
 def te_delayed_scales(amaxes: list[float], fp8_max: float, length: int, margin: int) -> list[float]:

@@ -9,7 +9,8 @@ import math
 import matplotlib
 import pytest
 import torch
-from hypothesis import given, settings
+from helpers import examples
+from hypothesis import given
 from hypothesis import strategies as st
 
 from amp_lesson.formats import FORMATS
@@ -56,7 +57,7 @@ def test_flat_grads_order_and_errors() -> None:
     assert torch.equal(flat, torch.cat([p.grad.flatten() for p in model.parameters()]))
 
 
-@settings(max_examples=50, deadline=None)
+@examples(50)
 @given(st.integers(min_value=0, max_value=2**16), st.integers(min_value=0, max_value=20))
 def test_cast_shares_match_fp16_thresholds(seed: int, k: int) -> None:
     g = torch.Generator().manual_seed(seed)

@@ -18,7 +18,7 @@ import pytest
 from helpers import TAG_ENV, mini_book, processes_tagged, sphinx_build
 from jupyter_client.manager import KernelManager
 
-from amp_lesson.sphinxext import kernels
+from amp_book import kernels
 
 pytestmark = [
     pytest.mark.kernels,  # every test here starts a kernel server: not the fast tier
@@ -368,7 +368,7 @@ def test_a_server_that_fails_is_an_error_that_shows_its_log(
 @pytest.mark.cuda
 def test_no_cuda_device_file_is_open_after_the_imports() -> None:
     code = (
-        "from amp_lesson.sphinxext import kernels\n"
+        "from amp_book import kernels\n"
         "kernels.preload([*kernels.PRELOAD, *kernels.later_modules()])\n"
         "print(kernels._cuda_driver_open())"
     )
@@ -572,7 +572,7 @@ def test_a_server_whose_owner_is_killed_ends_its_kernels_and_removes_its_folder(
     script = (
         "import os, sys, time\n"
         "from jupyter_client.manager import KernelManager\n"
-        "from amp_lesson.sphinxext import kernels\n"
+        "from amp_book import kernels\n"
         "server = kernels.KernelServer()\n"
         "folder = server.open()\n"
         "km = KernelManager(kernel_name='python3')\n"
@@ -617,7 +617,7 @@ except BaseException:
 SERVE_LATER = """\
 import os, sys
 from pathlib import Path
-from amp_lesson.sphinxext import kernels
+from amp_book import kernels
 folder = Path(sys.argv[1])
 sys.path.insert(0, str(folder))
 kernels.serve(kernels.listen(folder), folder, os.getppid(), dict(os.environ), ["swallows"])

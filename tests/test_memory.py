@@ -254,7 +254,7 @@ def test_the_memory_pages_state_cell_survives_skipped_first_steps(capsys) -> Non
     FP32 state (4 bytes per parameter each for the weights, .grad, and 8 for m and v)."""
     from helpers import DOCS
 
-    from amp_lesson.sphinxext.pages import read_text
+    from amp_book.pages import read_text
 
     page = read_text((DOCS / "chapter" / "memory.md").read_text(encoding="utf-8"))
     (cell,) = [c for c in page.code_cells if '"exp_avg_sq"' in c.source]

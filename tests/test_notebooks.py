@@ -18,10 +18,10 @@ from helpers import ROOT, one_step_bitwise
 from pip_config import uv_find_links
 
 import amp_lesson
+from amp_book import export
+from amp_book.kickers import KICKERS
 from amp_lesson.claims import CLAIM_RECORD_PREFIX
 from amp_lesson.notebook import WAITING_NOTE, split_role
-from amp_lesson.sphinxext import export
-from amp_lesson.sphinxext.kickers import KICKERS
 
 TWINS = sorted(notebooks.OUT.rglob("*.ipynb"))
 # Notebooks known not to run outside the book, each with why; the test fails when one of
@@ -189,11 +189,16 @@ def test_exported_notebooks_run_in_a_fresh_environment(tmp_path: Path) -> None:
     runner = [py, ROOT / "tools" / "run_notebooks.py"]
     installed = subprocess.run([*runner, "install.ipynb"], capture_output=True, text=True, cwd=work, env=env, check=False)  # fmt: skip
     assert installed.returncode == 0, installed.stdout[-6000:] + installed.stderr[-4000:]
-    where = run(py, "-c", "import amp_lesson, importlib.util as u; print(amp_lesson.__file__); "
-                "print(amp_lesson.__version__, u.find_spec('myst_nb'), u.find_spec('sphinx'))", cwd=work).stdout.split()  # fmt: skip
+    where = run(py, "-c", "import amp_lesson, importlib.util as u, importlib.metadata as m; "
+                "print(amp_lesson.__file__); print(amp_lesson.__version__, u.find_spec('myst_nb'), "
+                "u.find_spec('sphinx'), u.find_spec('amp_book'), "
+                "[e.name for e in m.entry_points(group='jupyter_client.kernel_provisioners')])",
+                cwd=work).stdout.split(maxsplit=5)  # fmt: skip
     assert Path(where[0]).is_relative_to(venv), f"amp_lesson came from {where[0]}"
     assert where[1] == amp_lesson.__version__
-    assert where[2:] == ["None", "None"], "MyST-NB or Sphinx is in the reader's environment"
+    # the lesson alone: no MyST-NB, no Sphinx, no book's build, no kernel provisioner of ours
+    assert where[2:5] == ["None", "None", "None"], where
+    assert "amp-lesson-fork" not in where[5], where[5]
     direct = json.loads(run(py, "-m", "pip", "inspect", "--local").stdout)
     (record,) = [d for d in direct["installed"] if d["metadata"]["name"] == "amp-lesson"]
     assert record["direct_url"]["url"] == repo.as_uri(), record["direct_url"]
@@ -431,7 +436,7 @@ def test_the_site_offers_every_notebook_in_one_zip_and_each_page_as_a_script(
 ) -> None:
     import zipfile
 
-    from amp_lesson.sphinxext.book import NOTEBOOKS_ZIP
+    from amp_book.buttons import NOTEBOOKS_ZIP
 
     docs = {t.relative_to(notebooks.OUT).with_suffix("").as_posix() for t in TWINS}
     with zipfile.ZipFile(built_book / NOTEBOOKS_ZIP) as archive:

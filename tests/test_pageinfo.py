@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
-from helpers import DOCS, FRONT_MATTER, sphinx_build
+from helpers import DOCS, FRONT_MATTER, build_in_process
 
-from amp_lesson.sphinxext.pageinfo import (
+from amp_book.pageinfo import (
     CODE_CELL_MINUTES,
     ROUND_TO_MINUTES,
     SELF_CHECK_MINUTES,
@@ -148,13 +148,13 @@ def test_each_chapter_page_assumes_only_pages_that_come_before_it() -> None:
 # -- the directive, in a small book ---------------------------------------------------------
 
 
-def _book(tmp_path: Path, pages: dict[str, str], *extensions: str) -> Path:
+EXTENSIONS = ["myst_parser", "amp_book.pageinfo"]
+
+
+def _book(tmp_path: Path, pages: dict[str, str]) -> Path:
     src = tmp_path / "src"
     src.mkdir()
-    names = ["myst_parser", "amp_lesson.sphinxext.pageinfo", *extensions]
-    (src / "conf.py").write_text(
-        f"extensions = {names!r}\nmyst_enable_extensions = ['colon_fence']\n", encoding="utf-8"
-    )
+    (src / "conf.py").write_text("", encoding="utf-8")
     toctree = "".join(f"{name}\n" for name in pages)
     (src / "index.md").write_text(f"# Book\n\n```{{toctree}}\n{toctree}```\n", encoding="utf-8")
     for name, body in pages.items():
@@ -162,7 +162,6 @@ def _book(tmp_path: Path, pages: dict[str, str], *extensions: str) -> Path:
     return src
 
 
-@pytest.mark.usefixtures("sphinx")
 def test_the_directive_renders_the_computed_time_and_links_the_assumed_pages(
     tmp_path: Path,
 ) -> None:
@@ -173,10 +172,8 @@ def test_the_directive_renders_the_computed_time_and_links_the_assumed_pages(
         + ":::{note}\nNothing.\n:::\n"
     )
     src = _book(tmp_path, {"first": "# First steps\n\nText.\n", "later": later})
-    sphinx_build(src, tmp_path / "html")
-    soup = BeautifulSoup(
-        (tmp_path / "html" / "later.html").read_text(encoding="utf-8"), "html.parser"
-    )
+    html = build_in_process(src, tmp_path / "out", EXTENSIONS).outdir
+    soup = BeautifulSoup((html / "later.html").read_text(encoding="utf-8"), "html.parser")
     (line,) = soup.select("p.amp-page-info")
     expected = reading_minutes(later)
     assert expected == 10  # 1500 words and a few, no self-check
@@ -186,20 +183,18 @@ def test_the_directive_renders_the_computed_time_and_links_the_assumed_pages(
     assert assumes.select_one("a")["href"] == "first.html"
 
 
-@pytest.mark.usefixtures("sphinx")
 def test_a_page_with_exercises_says_so_and_one_that_assumes_nothing_says_nothing(
     tmp_path: Path,
 ) -> None:
     page = "# P\n\n```{page-info}\n```\n\nSome text.\n\n:::{selfcheck-discuss} Why?\n:::\n"
-    src = _book(tmp_path, {"p": page}, "amp_lesson.sphinxext.selfcheck")
-    sphinx_build(src, tmp_path / "html")
-    soup = BeautifulSoup((tmp_path / "html" / "p.html").read_text(encoding="utf-8"), "html.parser")
+    src = _book(tmp_path, {"p": page})
+    html = build_in_process(src, tmp_path / "out", [*EXTENSIONS, "amp_book.selfcheck"]).outdir
+    soup = BeautifulSoup((html / "p.html").read_text(encoding="utf-8"), "html.parser")
     (line,) = soup.select("p.amp-page-info")
     assert line.get_text() == "About 5 minutes with the exercises"
     assert line.select_one(".amp-page-info-assumes") is None
 
 
-@pytest.mark.usefixtures("sphinx")
 def test_a_page_that_is_not_in_the_book_fails_the_build_and_says_which(tmp_path: Path) -> None:
     src = _book(
         tmp_path,
@@ -208,7 +203,7 @@ def test_a_page_that_is_not_in_the_book_fails_the_build_and_says_which(tmp_path:
             "b": "# B\n\n```{page-info}\n:assumes: {doc}`b`\n```\n\nText.\n",
         },
     )
-    proc = sphinx_build(src, tmp_path / "html", check=False)
+    proc = build_in_process(src, tmp_path / "out", EXTENSIONS, check=False)
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "page-info: :assumes: names 'formtas', which is no page of the book" in log

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import DOCS, FRONT_MATTER
 
-from amp_lesson.sphinxext.pages import read_text
+from amp_book.pages import read_text
 
 HIDDEN = {"remove-cell", "remove-input"}
 # Gluing values into the prose and binding claims is the book's bookkeeping; printing a

@@ -1,4 +1,4 @@
-"""The shared page reader (:mod:`amp_lesson.sphinxext.pages`) reads a page as the build does.
+"""The shared page reader (:mod:`amp_book.pages`) reads a page as the build does.
 
 Where the hand-written scanners disagreed (a fence of four backticks, a
 ``:::`` fence, a ``---`` option block, a page without notebook front matter),
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from helpers import DOCS
 
-from amp_lesson.sphinxext.pages import (
+from amp_book.pages import (
     Cell,
     code_cell_lines,
     has_code_cells,
@@ -198,7 +198,7 @@ def test_a_code_cell_inside_a_colon_directive_is_read_as_the_build_reads_it() ->
 
 
 def test_the_reader_enables_the_extensions_the_book_enables() -> None:
-    from amp_lesson.sphinxext.pages import BOOK_EXTENSIONS
+    from amp_book.pages import BOOK_EXTENSIONS
 
     conf = runpy.run_path(str(DOCS / "conf.py"))
     assert sorted(conf["myst_enable_extensions"]) == sorted(BOOK_EXTENSIONS)

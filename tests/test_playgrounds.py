@@ -3,7 +3,8 @@
 The bit explorer's arithmetic runs in the browser; what it must agree with is
 fixed here: the float64 a typed text stands for, what torch stores for a NaN
 in each format, and the static table a reader without JavaScript sees. The
-directives are built in a small book with the book's own conf.py; bad options
+directives are built in a small book, in this process, with MyST-NB and the
+playgrounds' extension alone; bad options
 fail the build with the same messages the widgets show.
 """
 
@@ -13,7 +14,6 @@ import inspect
 import json
 import math
 import random
-import shutil
 import struct
 from decimal import Decimal
 from pathlib import Path
@@ -23,8 +23,9 @@ import numpy as np
 import pytest
 import torch
 from bs4 import BeautifulSoup
-from helpers import DOCS, BadPagesBuild, build_bad_pages, sphinx_build
+from helpers import BadPagesBuild, build_bad_pages, build_in_process
 
+import amp_book
 from amp_lesson import playground
 from amp_lesson.formats import FORMATS, store
 from amp_lesson.playground import (
@@ -47,7 +48,7 @@ from amp_lesson.playground import (
 )
 from amp_lesson.scaler import ScalerSimulator
 
-STATIC = Path(inspect.getfile(read_number)).parent / "sphinxext" / "static"
+STATIC = Path(inspect.getfile(amp_book)).parent / "static"
 
 
 def _error_message(func: Any, *args: Any) -> str:
@@ -181,7 +182,7 @@ def test_a_long_text_within_the_limit_is_read_or_refused_as_a_short_one_is() -> 
 
 
 def test_the_scripts_read_decimals_with_the_same_pattern_and_length_limit() -> None:
-    static = Path(inspect.getfile(read_number)).parent / "sphinxext" / "static"
+    static = STATIC
     floats, scaler = (
         (static / name).read_text(encoding="utf-8")
         for name in ("amp-floats.js", "amp-scaler-playground.js")
@@ -417,12 +418,18 @@ Text.
 """
 
 
+EXTENSIONS = ["myst_nb", "amp_book.playgrounds"]
+
+
+def _conf(root: Path) -> dict[str, Any]:
+    """The playgrounds store what they compute beside the execution cache, as in the book."""
+    return {"nb_execution_cache_path": str(root / ".jupyter_cache")}
+
+
 def _book(root: Path, page: str) -> Path:
     src = root / "docs"
     src.mkdir(parents=True)
-    shutil.copy(DOCS / "conf.py", src / "conf.py")
-    for folder in ("_data", "_static", "_templates"):
-        (src / folder).mkdir()
+    (src / "conf.py").write_text("")
     (src / "index.md").write_text("# Book\n\n```{toctree}\npage\nplain\n```\n", encoding="utf-8")
     (src / "page.md").write_text(page, encoding="utf-8")
     (src / "plain.md").write_text("# Plain\n\nNo playground here.\n", encoding="utf-8")
@@ -430,11 +437,9 @@ def _book(root: Path, page: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def built(sphinx: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("playgrounds")
-    out = root / "html"
-    sphinx_build(_book(root, PAGE), out)
-    return out
+    return build_in_process(_book(root, PAGE), root / "out", EXTENSIONS, **_conf(root)).outdir
 
 
 @pytest.fixture(scope="module")
@@ -548,11 +553,11 @@ BAD_OPTIONS = {
 
 
 @pytest.fixture(scope="module")
-def bad_options_build(sphinx: Any, tmp_path_factory: pytest.TempPathFactory) -> BadPagesBuild:
+def bad_options_build(tmp_path_factory: pytest.TempPathFactory) -> BadPagesBuild:
     """One build of a book with a page per bad option, not a build per case."""
     root = tmp_path_factory.mktemp("bad")
     bodies = {key: body for key, (body, _) in BAD_OPTIONS.items()}
-    return build_bad_pages(_book(root, "# Fine\n"), root / "html", bodies)
+    return build_bad_pages(_book(root, "# Fine\n"), root / "out", bodies, EXTENSIONS)
 
 
 @pytest.mark.parametrize("case", list(BAD_OPTIONS))
@@ -563,12 +568,11 @@ def test_bad_options_fail_the_build_naming_the_problem(
     bad_options_build.assert_warned(case, BAD_OPTIONS[case][1])
 
 
-@pytest.mark.usefixtures("sphinx")
 def test_a_playgrounds_data_is_computed_once_per_execution_key(built: Path) -> None:
     # Stored beside the execution cache, one file a playground: a later read of the page
     # takes it from there (no torch in the Sphinx process), as this marked copy shows.
-    root = built.parent
-    stored = sorted((root / ".jupyter_cache").glob("*/playgrounds/*.json"))
+    root = built.parents[1]
+    stored = sorted((root / ".jupyter_cache").glob("playgrounds/*.json"))
     assert len(stored) == 2
     explorer = next(p for p in stored if "table" in json.loads(p.read_text(encoding="utf-8")))
     original = explorer.read_text(encoding="utf-8")
@@ -576,8 +580,7 @@ def test_a_playgrounds_data_is_computed_once_per_execution_key(built: Path) -> N
     marked["table"] = "<p>read from the stored copy</p>"
     explorer.write_text(json.dumps(marked), encoding="utf-8")
     try:
-        again = root / "html-again"
-        sphinx_build(root / "docs", again)
+        again = build_in_process(root / "docs", root / "again", EXTENSIONS, **_conf(root)).outdir
         assert "read from the stored copy" in (again / "page.html").read_text(encoding="utf-8")
     finally:
         explorer.write_text(original, encoding="utf-8")

@@ -1,4 +1,4 @@
-"""amp_lesson.sphinxext.printbook: the whole book on one page, and the choice to print it."""
+"""amp_book.printbook: the whole book on one page, and the choice to print it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from amp_lesson.sphinxext import printbook
+from amp_book import printbook
 
 
 def _page(body: str) -> str:

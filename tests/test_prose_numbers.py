@@ -7,7 +7,7 @@ Code, outputs, inline literals, glue and other roles, and directive options are
 not prose; math, self-check texts and figure captions are.
 
 Outcome words ("bitwise identical", "slower here") are refused by the build
-itself, wherever a reader sees them (:mod:`amp_lesson.sphinxext.prose`); the
+itself, wherever a reader sees them (:mod:`amp_book.prose`); the
 last part of this file tests its rules and plants one in a self-check, a
 caption and a docstring to see the build fail.
 """
@@ -15,15 +15,14 @@ caption and a docstring to see the build fail.
 from __future__ import annotations
 
 import base64
-import os
 import re
 from pathlib import Path
 
 import pytest
-from helpers import DOCS, FRONT_MATTER, mini_book, sphinx_build
+from helpers import DOCS, FRONT_MATTER, build_in_process, mini_book
 
+from amp_book.pages import read_text
 from amp_lesson.claims import typed_outcomes
-from amp_lesson.sphinxext.pages import read_text
 
 FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,}|:{3,})(?P<info>.*)$")
 STRIP = [
@@ -53,7 +52,7 @@ NOT_PROSE = {"code-cell", "code-block", "code", "math", "glue:figure", "raw", "m
 def prose_lines(text: str) -> list[tuple[int, str]]:
     """(line number, text) of the lines of a MyST page that are prose.
 
-    The page is read as the build reads it (:mod:`amp_lesson.sphinxext.pages`):
+    The page is read as the build reads it (:mod:`amp_book.pages`):
     its code cells are not prose, and each Markdown cell is scanned here for the
     directives and blocks in it that are not prose either.
     """
@@ -227,7 +226,7 @@ def test_a_page_that_is_no_notebook_has_no_cells_to_skip() -> None:
 
 
 # --------------------------------------------------------------------------- outcomes
-# The build itself refuses a typed outcome (amp_lesson.sphinxext.prose), in everything a reader
+# The build itself refuses a typed outcome (amp_book.prose), in everything a reader
 # sees; these tests hold the rules of amp_lesson.claims.typed_outcomes and the build to them.
 
 
@@ -294,22 +293,22 @@ def compare():
 '''
 
 
-@pytest.mark.usefixtures("sphinx")
-@pytest.mark.book
 def test_the_build_fails_on_a_typed_outcome_in_a_self_check_a_caption_or_a_docstring(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Plant one of each, an undated issue state and a grey mark; the build fails and names
     every one."""
     src = mini_book(tmp_path, PLANTED_PAGE, front_matter="")
+    (src / "conf.py").write_text("")  # the prose check alone, with what the page uses
     (src / "index.md").write_text("# Mini\n\n```{toctree}\npage\napi\n```\n")
     (src / "api.md").write_text(
         "# API\n\n```{eval-rst}\n.. automodule:: planted_outcome\n   :members:\n```\n"
     )
     (src / "dot.png").write_bytes(base64.b64decode(PNG_1X1))
     (tmp_path / "planted_outcome.py").write_text(PLANTED_MODULE)
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    proc = sphinx_build(src, tmp_path / "html", env=env, check=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    extensions = ["myst_nb", "sphinx.ext.autodoc", "amp_book.selfcheck", "amp_book.prose"]
+    proc = build_in_process(src, tmp_path / "out", extensions, check=False)
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0, log[-3000:]
     warnings = [line for line in log.splitlines() if "WARNING" in line]

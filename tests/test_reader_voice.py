@@ -13,7 +13,7 @@ import pytest
 from bs4 import BeautifulSoup
 from helpers import DOCS
 
-from amp_lesson.sphinxext.pages import read_page
+from amp_book.pages import read_page
 
 LEARNER_PAGES = sorted(
     p.relative_to(DOCS).with_suffix("").as_posix()

@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from helpers import examples
+from hypothesis import given
 from hypothesis import strategies as st
 
 from amp_lesson.scaler import (
@@ -88,7 +89,7 @@ schedules = st.lists(st.booleans(), max_size=60)
 # --- simulator vs torch -----------------------------------------------------------
 
 
-@settings(max_examples=250, deadline=None)
+@examples(250)
 @given(schedule=schedules, params=params_strategy)
 def test_simulator_matches_torch_step_by_step(schedule, params):
     assert sim_trace(schedule, **params) == torch_trace(schedule, **params)
@@ -106,7 +107,7 @@ def test_products_are_rounded_from_double_like_torch():
     assert float(naive) != sim_trace(schedule, **params)[-1][1]
 
 
-@settings(max_examples=40, deadline=None)
+@examples(40)
 @given(
     interval=st.integers(min_value=1, max_value=12),
     k=st.integers(min_value=-20, max_value=20),
@@ -123,7 +124,7 @@ def test_growth_exactly_at_the_interval(interval, k):
     assert sim == torch_trace(schedule, init_scale=init, growth_interval=interval)
 
 
-@settings(max_examples=40, deadline=None)
+@examples(40)
 @given(interval=st.integers(min_value=2, max_value=8), data=st.data())
 def test_tracker_resets_on_skip(interval, data):
     good = data.draw(st.integers(min_value=1, max_value=interval - 1))
@@ -176,7 +177,7 @@ def test_real_scaler_skips_the_step_and_keeps_the_parameter():
 # --- simulate / run_torch_scaler ---------------------------------------------------
 
 
-@settings(max_examples=200, deadline=None)
+@examples(200)
 @given(schedule=schedules, params=params_strategy)
 def test_simulate_trace_is_consistent(schedule, params):
     trace = simulate(schedule, **params)
@@ -192,7 +193,7 @@ def test_simulate_trace_is_consistent(schedule, params):
         assert nxt.scale_used == prev.scale_after
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60)
 @given(schedule=schedules, params=params_strategy)
 def test_run_torch_scaler_equals_simulate(schedule, params):
     trace = run_torch_scaler(schedule, "cpu", **params)
@@ -231,7 +232,7 @@ scales = st.one_of(
 )
 
 
-@settings(max_examples=250, deadline=None)
+@examples(250)
 @given(grad=grads, scale=scales)
 def test_follow_gradient_rows_are_what_torch_and_numpy_store(grad, scale):
     rows = follow_gradient(grad, scale)
@@ -300,7 +301,7 @@ def test_follow_gradient_accepts_torch_dtypes():
 # --- max_safe_scale ----------------------------------------------------------------
 
 
-@settings(max_examples=250, deadline=None)
+@examples(250)
 @given(
     m=st.floats(min_value=1e-30, max_value=1e30),
     dtype=st.sampled_from(["fp16", "bf16"]),

@@ -1,6 +1,7 @@
 """The self-check directives' static HTML, and the build errors bad input causes.
 
-A small book is built in a temporary folder with the book's own conf.py. The
+A small book is built in a temporary folder, in this process, with MyST-NB and
+the self-check extension alone (``helpers.build_in_process``). The
 page without JavaScript must be complete: every question, every option, the
 right answer and every note, with the answers inside native ``<details>``.
 Input a directive cannot make sense of must fail the (``-W``) build with a
@@ -10,13 +11,11 @@ message that names the problem.
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 from bs4 import BeautifulSoup, Tag
-from helpers import DOCS, FRONT_MATTER, BadPagesBuild, build_bad_pages, sphinx_build
+from helpers import FRONT_MATTER, BadPagesBuild, build_bad_pages, build_in_process
 
 WIDGETS_PAGE = (
     FRONT_MATTER
@@ -139,25 +138,26 @@ FP32 spends its extra bits mostly on the mantissa.
 )
 
 
+EXTENSIONS = ["myst_nb", "amp_book.selfcheck"]
+CONF = {"myst_enable_extensions": ["colon_fence", "deflist", "dollarmath"]}
+
+
 def _book(root: Path, page: str) -> Path:
-    """A book in ``root/docs`` with the book's conf.py and ``page`` as its one page."""
+    """A book in ``root/docs`` with ``page`` as its one page (an empty conf.py)."""
     src = root / "docs"
     src.mkdir(parents=True)
-    shutil.copy(DOCS / "conf.py", src / "conf.py")
-    for folder in ("_data", "_static", "_templates"):
-        (src / folder).mkdir()
+    (src / "conf.py").write_text("")
     (src / "index.md").write_text("# Book\n\n```{toctree}\npage\n```\n", encoding="utf-8")
     (src / "page.md").write_text(page, encoding="utf-8")
     return src
 
 
 @pytest.fixture(scope="module")
-def widgets_html(sphinx: Any, tmp_path_factory: pytest.TempPathFactory) -> BeautifulSoup:
-    """The widgets page, built by the book's own configuration."""
+def widgets_html(tmp_path_factory: pytest.TempPathFactory) -> BeautifulSoup:
+    """The widgets page, its cell executed by MyST-NB's own kernel."""
     root = tmp_path_factory.mktemp("selfcheck")
-    out = root / "html"
-    sphinx_build(_book(root, WIDGETS_PAGE), out)
-    return BeautifulSoup((out / "page.html").read_text(encoding="utf-8"), "html.parser")
+    html = build_in_process(_book(root, WIDGETS_PAGE), root / "out", EXTENSIONS, **CONF).outdir
+    return BeautifulSoup((html / "page.html").read_text(encoding="utf-8"), "html.parser")
 
 
 def _widget(soup: BeautifulSoup, widget_id: str) -> Tag:
@@ -351,7 +351,7 @@ def test_the_script_needs_no_syntax_newer_than_es5_and_no_lookbehind() -> None:
     regexes avoid ES2018 lookbehind. A browser test runs it with a RegExp that
     refuses lookbehind.
     """
-    from amp_lesson.sphinxext.selfcheck import SCRIPT, STATIC_DIR
+    from amp_book.selfcheck import SCRIPT, STATIC_DIR
 
     code = (STATIC_DIR / SCRIPT).read_text(encoding="utf-8")
     without_comments = re.sub(r"/\*.*?\*/|(?<![:\\])//[^\n]*", "", code, flags=re.DOTALL)
@@ -361,10 +361,9 @@ def test_the_script_needs_no_syntax_newer_than_es5_and_no_lookbehind() -> None:
         assert newer not in without_comments, newer
 
 
-@pytest.mark.usefixtures("sphinx")
 def test_pages_without_a_self_check_do_not_load_its_assets(tmp_path: Path) -> None:
-    out = tmp_path / "html"
-    sphinx_build(_book(tmp_path, "# Plain\n\nNo exercises here.\n"), out)
+    src = _book(tmp_path, "# Plain\n\nNo exercises here.\n")
+    out = build_in_process(src, tmp_path / "out", EXTENSIONS, **CONF).outdir
     html = (out / "page.html").read_text(encoding="utf-8")
     assert "selfcheck.js" not in html
     assert "selfcheck.css" not in html
@@ -452,11 +451,11 @@ BAD_INPUT = {
 
 
 @pytest.fixture(scope="module")
-def bad_input_build(sphinx: Any, tmp_path_factory: pytest.TempPathFactory) -> BadPagesBuild:
+def bad_input_build(tmp_path_factory: pytest.TempPathFactory) -> BadPagesBuild:
     """One build of a book with a page per bad input, not a build per case."""
     root = tmp_path_factory.mktemp("bad")
     bodies = {key: body for key, (body, _) in BAD_INPUT.items()}
-    return build_bad_pages(_book(root, "# Fine\n"), root / "html", bodies)
+    return build_bad_pages(_book(root, "# Fine\n"), root / "out", bodies, EXTENSIONS)
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUT))

@@ -580,7 +580,7 @@ def test_a_figures_text_changes_colour_with_the_theme(make_page, site_url, built
 def test_every_page_offers_its_repository_source_and_an_issue(make_page, site_url, built_book):
     import os
 
-    from amp_lesson.sphinxext.export import repository_url
+    from amp_book.export import repository_url
 
     repo = repository_url()  # as the test's build found it: no AMP_LESSON_REPOSITORY
     branch = os.environ.get("AMP_LESSON_BRANCH", "main")
@@ -624,7 +624,7 @@ def test_the_whole_book_is_one_page_whose_links_all_resolve(built_book):
     every other link absolute to the hosted book, nothing loaded from elsewhere."""
     import re
 
-    from amp_lesson.sphinxext.export import documentation_url
+    from amp_book.export import documentation_url
 
     text = (built_book / "print.html").read_text(encoding="utf-8")
     sections = re.findall(r'<section class="amp-print-page" id="([^"]+)"', text)
@@ -706,7 +706,7 @@ def test_the_whole_book_pages_scrolling_boxes_are_reached_by_keyboard(
 def test_the_pdf_is_built_linked_and_served(make_page, site_url, built_book, report):
     import re
 
-    from amp_lesson.sphinxext import printbook
+    from amp_book import printbook
 
     index = (built_book / "index.html").read_text(encoding="utf-8")
     assert 'href="print.html"' in index  # the one-page book is linked by every build

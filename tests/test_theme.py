@@ -1,4 +1,4 @@
-"""amp_lesson.sphinxext.theme: the maths font, colours without JavaScript, signs in MathML,
+"""amp_book.theme: the maths font, colours without JavaScript, signs in MathML,
 and what the built book's HTML must (not) hold: one wired set of sidebar buttons, no
 FontAwesome script, no "Next" into the pages for authors, named toggles."""
 
@@ -13,7 +13,7 @@ from bs4 import BeautifulSoup
 from fontTools.ttLib import TTFont
 from helpers import built_pages
 
-from amp_lesson.sphinxext import theme
+from amp_book import theme
 
 # -- the maths font ---------------------------------------------------------------------
 
@@ -183,7 +183,7 @@ def test_the_compiled_templates_are_kept_for_the_next_build(built_book: Path) ->
 
 
 def test_no_script_css_takes_the_fallback_rules_of_the_built_theme(built_book: Path) -> None:
-    from amp_lesson.sphinxext.theme import NO_SCRIPT_CSS
+    from amp_book.theme import NO_SCRIPT_CSS
 
     static = built_book / "_static"
     theme_css = (static / "styles" / "pydata-sphinx-theme.css").read_text(encoding="utf-8")

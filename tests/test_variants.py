@@ -1,4 +1,4 @@
-"""The authors' page that lists every wording of every claim (``amp_lesson.sphinxext.variants``)."""
+"""The authors' page that lists every wording of every claim (``amp_book.variants``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import pytest
 from bs4 import BeautifulSoup
 
+from amp_book.variants import VARIANT_CLASS, glued_text, in_context, read_claims
 from amp_lesson.claims import CLAIM_RECORD_PREFIX
-from amp_lesson.sphinxext.variants import VARIANT_CLASS, glued_text, in_context, read_claims
 
 
 def _entry(value: object) -> dict[str, object]:
@@ -98,7 +98,7 @@ def test_the_claims_page_lists_every_wording_of_every_claim_of_the_book(built_bo
 @pytest.mark.book
 def test_a_glued_whole_sentence_reads_as_prose_and_a_glued_value_stays_marked(built_book):
     """MyST-NB bolds glued text; a sentence the run chose is set like the prose around it."""
-    from amp_lesson.sphinxext.prose import RUN_SENTENCE_CLASS, is_whole_sentence
+    from amp_book.prose import RUN_SENTENCE_CLASS, is_whole_sentence
 
     soup = BeautifulSoup((built_book / "chapter" / "recipe.html").read_text("utf-8"), "html.parser")
     glued = soup.select("article span.pasted-text")
@@ -108,3 +108,26 @@ def test_a_glued_whole_sentence_reads_as_prose_and_a_glued_value_stays_marked(bu
     assert all(is_whole_sentence(s.get_text()) for s in sentences)
     assert values, "the page's glued numbers keep MyST-NB's mark"
     assert not any(is_whole_sentence(s.get_text()) for s in values)
+
+
+def test_the_directive_alone_lists_both_wordings_and_marks_the_run_s(tmp_path):
+    """In a two-page book built in this process with MyST-NB and this extension alone."""
+    from helpers import build_in_process
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text("")
+    (src / "index.md").write_text("# Book\n\n```{toctree}\nrun\nlist\n```\n")
+    (src / "run.md").write_text(
+        "---\nfile_format: mystnb\nkernelspec: {name: python3, display_name: Python 3}\n---\n"
+        "# Run\n\n```{code-cell} ipython3\nfrom amp_lesson.claims import claim\n\n"
+        'value = 3\nclaim("big", value > 1, "The value is big.", "The value is small.")\n```\n\n'
+        "{glue:text}`big`\n"
+    )
+    (src / "list.md").write_text("# Claims\n\n```{claim-variants}\n```\n")
+    html = build_in_process(src, tmp_path / "out", ["myst_nb", "amp_book.variants"]).outdir
+    soup = BeautifulSoup((html / "list.html").read_text("utf-8"), "html.parser")
+    shown = [" ".join(s.get_text().split()) for s in soup.select(f"span.{VARIANT_CLASS}")]
+    assert shown == ["The value is big.", "The value is small."]
+    (chosen,) = [p for p in soup.find_all("p") if "(this build)" in p.get_text()]
+    assert "The value is big." in chosen.get_text()

@@ -137,7 +137,7 @@ def build(src: Path, out: Path, jobs: str, env: dict[str, str], *extra: str) -> 
 
 def time_pdf(out: Path) -> dict[str, object]:
     """Print the built book's ``print.html`` to a PDF, as a build does; wall seconds and pages."""
-    from amp_lesson.sphinxext import printbook
+    from amp_book import printbook
 
     if not printbook.can_print():
         return {"wall": None, "pages": None, "note": "no Playwright or Chromium here"}
@@ -188,7 +188,7 @@ print(round(t1 - t0, 2), round(t2 - t1, 2), round(t3 - t2, 2))
 FORK_PROBE = """
 import time
 from jupyter_client.manager import start_new_kernel
-from amp_lesson.sphinxext.kernels import KernelServer
+from amp_book.kernels import KernelServer
 server = KernelServer()
 server.open()
 t0 = time.perf_counter()
@@ -213,7 +213,7 @@ def startup_costs(env: dict[str, str]) -> dict[str, float]:
     """What every executed page pays before its first cell does any work.
 
     A kernel started from nothing (``kernel_*``), and one forked from the
-    build's kernel server (``forked_*``, :mod:`amp_lesson.sphinxext.kernels`),
+    build's kernel server (``forked_*``, :mod:`amp_book.kernels`),
     after the server's own start with the first kernel.
     """
     wall, _cpu = timed([sys.executable, "-c", "import torch"], env)
@@ -443,10 +443,10 @@ def time_edition(
     src: Path, out: Path, page_src: Path, jobs: str, env: dict[str, str]
 ) -> dict[str, object]:
     """Store the build in ``out`` as an edition of this CPU (``src/_editions``), then time
-    the builds that render it beside the live book (see ``amp_lesson.sphinxext.edition``)."""
+    the builds that render it beside the live book (see ``amp_book.edition``)."""
     import runpy
 
-    from amp_lesson.sphinxext.edition import record, record_provenance
+    from amp_book.edition import record, record_provenance
 
     refs = runpy.run_path(str(src / "conf.py")).get("amp_lesson_reference_pages", [])
     edition = record(

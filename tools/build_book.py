@@ -8,10 +8,11 @@ so a build that passes in one passes in the others.
 
 ``OUTDIR`` defaults to ``docs/_build/html``; ``--docs`` builds another book
 than ``docs/`` (the tests build small ones). Standard library only: Read the
-Docs runs it in an environment with ``.[docs]`` and nothing else.
+Docs runs it in an environment with the lesson and the book's build (``./book``) and
+nothing else.
 
 A signal (Ctrl-C, SIGTERM, SIGHUP) is passed on to the build, which ends all
-of its processes (``amp_lesson.sphinxext.shutdown``), and this script ends
+of its processes (``amp_book.shutdown``), and this script ends
 when the build has; on Linux it also ends when its own parent does (nox, a
 terminal that closes), so a build never goes on alone.
 """

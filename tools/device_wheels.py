@@ -5,7 +5,8 @@
 Recording the GPU edition (``tools/record_edition.py``) builds the book there,
 so that machine needs Sphinx, MyST-NB, Jupyter and the theme, which a CUDA
 image with PyTorch seldom has. This downloads them here, where PyPI is
-reachable: the ``docs`` extra of ``pyproject.toml`` and ``jsonschema``, at the
+reachable: the book's build (``book/pyproject.toml``) and the lesson's own
+requirements with its ``notebooks`` extra (``jsonschema`` among them), at the
 lock's versions (``requirements/constraints.txt``), as wheels for the target
 Python on x86-64 Linux. Left out: torch and CUDA's own packages, and what the
 machine holds already: ``--have`` names a file of its ``pip list --format=freeze``;
@@ -13,7 +14,7 @@ without it, :data:`USUALLY_THERE` (the scientific stack such an image carries).
 Carry the folder to the machine, and there, from the repository's root::
 
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
-    export PYTHONPATH=/tmp/site:$PWD/src
+    export PYTHONPATH=/tmp/site:$PWD/src:$PWD/book/src
     bash tools/gpu_check.sh
 
 Standard library only; pip does the work.
@@ -89,13 +90,20 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def wanted_requirements(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
-    """The requirements to resolve: the ``docs`` extra, and the package's own but torch."""
-    project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
-    own = [
-        r for r in project["dependencies"] if normalize(re.split(r"[<>=!~ ;\[]", r)[0]) != "torch"
-    ]
-    return [*own, *project["optional-dependencies"]["docs"]]
+def wanted_requirements(root: Path = ROOT) -> list[str]:
+    """The requirements to resolve: the lesson's own but torch, its ``notebooks`` extra, and the
+    book's build's (but the lesson itself, which comes from the checkout)."""
+
+    def project(path: Path) -> dict:
+        return tomllib.loads(path.read_text(encoding="utf-8"))["project"]
+
+    def name(requirement: str) -> str:
+        return normalize(re.split(r"[<>=!~ ;\[@]", requirement)[0])
+
+    lesson, book = project(root / "pyproject.toml"), project(root / "book" / "pyproject.toml")
+    wanted = [*lesson["dependencies"], *lesson["optional-dependencies"]["notebooks"]]
+    wanted += book["dependencies"]
+    return [r for r in wanted if name(r) not in ("torch", normalize(lesson["name"]))]
 
 
 def have_from(path: Path | None) -> set[str]:

@@ -31,9 +31,9 @@ def find() -> str | None:
     """The Chromium executable the tests should drive, or ``None`` when there is none.
 
     The book's build prints its PDF with the same one
-    (:func:`amp_lesson.sphinxext.printbook.find_chromium`).
+    (:func:`amp_book.printbook.find_chromium`).
     """
-    from amp_lesson.sphinxext.printbook import find_chromium
+    from amp_book.printbook import find_chromium
 
     return find_chromium()
 

@@ -7,12 +7,13 @@
 #    cases), whole, so their other tests run on the GPU too; plus the bench tests and doctests,
 # 2. the recording: python -m amp_lesson.bench --record -> docs/_data/gpu/<gpu>.json,
 # 3. the GPU edition: tools/record_edition.py builds the book with every page executed on
-#    the GPU and stores it in docs/_editions/<gpu>/ (needs the book's toolchain, .[docs]).
+#    the GPU and stores it in docs/_editions/<gpu>/ (needs the book's build, ./book).
 # The recordings are written even if a test fails; the exit status is the first failure.
 # Commit the JSON file and the edition's folder: CPU builds of the book show them.
 #
 # Python: $PYTHON if set, else the first of .venv/bin/python, python3, python whose torch
-# sees a CUDA device (amp_lesson is taken from src/, so it need not be installed).
+# sees a CUDA device (amp_lesson is taken from src/ and the book's build from book/src/, so
+# neither need be installed).
 # If $OUT names a folder (the device tool's results folder), the recording and the
 # log are copied there too, and docs/_editions as editions.tar.gz. Takes about two minutes
 # on a data-centre GPU.
@@ -34,7 +35,7 @@ if [[ -z "$PY" ]]; then
   exit 2
 fi
 
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$PWD/src:$PWD/book/src${PYTHONPATH:+:$PYTHONPATH}"
 export AMP_LESSON_DEVICE=cuda # fail loudly rather than fall back to the CPU
 WORK="$(mktemp -d -t gpu_check.XXXXXX)"
 
@@ -57,12 +58,12 @@ run_all() {
   if [[ $status -eq 0 ]]; then status=$record_status; fi
 
   echo "== the GPU edition (every page executed here)"
-  if "$PY" -c 'import sphinx, myst_nb, jupyter_cache, ipykernel, sphinx_book_theme' 2>/dev/null; then
+  if "$PY" -c 'import sphinx, myst_nb, jupyter_cache, ipykernel, sphinx_book_theme, amp_book' 2>/dev/null; then
     "$PY" tools/record_edition.py --device cuda
     local edition_status=$?
     if [[ $status -eq 0 ]]; then status=$edition_status; fi
   else
-    echo "gpu_check: NOT RECORDED: this Python lacks the book's toolchain (pip install -e '.[docs]';"
+    echo "gpu_check: NOT RECORDED: this Python lacks the book's toolchain (pip install -e '.[notebooks]' -e ./book;"
     echo "  offline: tools/device_wheels.py, then CONTRIBUTING.md, 'The GPU edition')"
     if [[ $status -eq 0 ]]; then status=3; fi
   fi

@@ -2,7 +2,7 @@
 
 Colab opens ``.ipynb`` files from a GitHub repository, not MyST Markdown, so
 each executed page of the book has a plain Jupyter twin under ``notebooks/``,
-made by ``amp_lesson.sphinxext.export`` (the same export as the download on
+made by ``amp_book.export`` (the same export as the download on
 each page, without the code cells' outputs): MyST turned into plain Markdown,
 each passage that quotes a glued value printed by a small cell from the
 notebook's own run (showing, until then, the last build's text and device),
@@ -35,7 +35,7 @@ EXECUTED = DOCS / "_build" / "jupyter_execute"
 
 def pages() -> list[Path]:
     """The book's pages that hold code cells (as MyST-NB reads them: a notebook's cells)."""
-    from amp_lesson.sphinxext.pages import has_code_cells
+    from amp_book.pages import has_code_cells
 
     return sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts and has_code_cells(p))
 
@@ -49,8 +49,8 @@ def twin_path(page: Path) -> Path:
 
 
 def page_notebook(page: Path) -> dict[str, Any]:
-    """The page, unexecuted, as MyST-NB reads it to run it (:mod:`amp_lesson.sphinxext.pages`)."""
-    from amp_lesson.sphinxext.pages import read_page
+    """The page, unexecuted, as MyST-NB reads it to run it (:mod:`amp_book.pages`)."""
+    from amp_book.pages import read_page
 
     read = read_page(page)
     cells = []
@@ -68,7 +68,7 @@ def page_notebook(page: Path) -> dict[str, Any]:
 
 
 def quoted_keys(page: Path) -> set[str]:
-    from amp_lesson.sphinxext.export import glue_keys
+    from amp_book.export import glue_keys
 
     return glue_keys([page.read_text(encoding="utf-8")])
 
@@ -78,7 +78,7 @@ Targets = tuple[dict[str, str], dict[str, tuple[str, str, str]]]
 
 
 def _titles_and_labels() -> Targets:
-    from amp_lesson.sphinxext.export import book_titles_and_labels
+    from amp_book.export import book_titles_and_labels
 
     return book_titles_and_labels(DOCS)
 
@@ -89,7 +89,7 @@ def render(page: Path, glue: dict[str, dict[str, Any]], built_on: str, targets: 
     ``targets`` are the book's titles and labels (:func:`_titles_and_labels`), read once for
     all the twins: read for each, they would make a check quadratic in the number of pages.
     """
-    from amp_lesson.sphinxext.export import export_notebook
+    from amp_book.export import export_notebook
 
     keys = quoted_keys(page)
     titles, labels = targets
@@ -112,14 +112,14 @@ def render(page: Path, glue: dict[str, dict[str, Any]], built_on: str, targets: 
 
 def built_glue(page: Path) -> dict[str, dict[str, Any]]:
     """The values ``page`` glued in the last build of the book."""
-    from amp_lesson.sphinxext.export import read_glue
+    from amp_book.export import read_glue
 
     return read_glue(EXECUTED / f"{docname(page)}.ipynb")
 
 
 def built_device(page: Path) -> str:
     """The device the last build of the book ran ``page`` on (its provenance line)."""
-    from amp_lesson.sphinxext.export import build_device
+    from amp_book.export import build_device
 
     path = EXECUTED / f"{docname(page)}.ipynb"
     device = build_device(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else None

@@ -35,7 +35,10 @@ the book is built. One module per idea:
 - :mod:`amp_lesson.playground` -- what the in-page bit explorer and GradScaler
   playground share with Python: their input language, the formats' parameters.
 - :mod:`amp_lesson.plotting` -- figures that read in light and dark themes.
-- ``amp_lesson.sphinxext`` -- the Sphinx extension (imported by Sphinx only).
+
+The book's build (its Sphinx extension, kernel server and notebook export) is a
+distribution of its own, ``amp-lesson-book`` (``book/`` in the repository):
+nothing here imports Sphinx.
 """
 
 __version__ = "0.1.0"

@@ -1,7 +1,7 @@
 """The Python side of the book's two in-page playgrounds.
 
 The bit explorer and the GradScaler playground run in the reader's browser,
-in plain JavaScript shipped with the book (``amp_lesson/sphinxext/static/``),
+in plain JavaScript shipped with the book (``amp_book/static/``),
 so a reader can try values with no server. Their arithmetic must be exactly
 torch's; this module holds what they share with Python, so that one source
 of truth serves both and the browser tests have a reference to compare with:

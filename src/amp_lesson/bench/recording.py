@@ -8,7 +8,9 @@ CUDA machine runs ``python -m amp_lesson.bench --record``
 
 The file format is a JSON schema, ``recording.schema.json`` beside this
 module (:data:`SCHEMA_FILE`), checked with the :mod:`jsonschema` library, so
-a file that loads is one the book can show.
+a file that loads is one the book can show. That library comes with the
+package's ``recordings`` extra (``pip install "amp-lesson[recordings]"``); it
+is imported only when a recording is read or written.
 """
 
 from __future__ import annotations
@@ -23,9 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 import torch
 
 from amp_lesson.bench.measure import BenchRow, run_benchmarks
@@ -117,8 +118,25 @@ class Recording:
         )
 
 
+if TYPE_CHECKING:
+    import jsonschema
+
+
+def _jsonschema() -> Any:
+    """The :mod:`jsonschema` library, or an error that says which extra installs it."""
+    try:
+        import jsonschema
+    except ImportError:
+        raise ImportError(
+            "reading or writing a GPU recording checks it with jsonschema, which is not "
+            'installed: pip install "amp-lesson[recordings]"'
+        ) from None
+    return jsonschema
+
+
 @cache
 def _validator() -> jsonschema.protocols.Validator:
+    jsonschema = _jsonschema()
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
@@ -167,7 +185,7 @@ def validate_recording(data: Any, source: str = "<recording>") -> Recording:
         json.dumps(data, allow_nan=False)
     except (TypeError, ValueError) as error:
         raise RecordingError(f"{source}: is not plain finite JSON ({error})") from None
-    error = jsonschema.exceptions.best_match(_validator().iter_errors(data))
+    error = _jsonschema().exceptions.best_match(_validator().iter_errors(data))
     if error is not None:
         why = error.schema.get("description") if isinstance(error.schema, Mapping) else None
         raise RecordingError(

@@ -25,8 +25,8 @@ from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.config import Config
 
-from amp_lesson.sphinxext.selfcheck import html
-from amp_lesson.sphinxext.selfcheck.directives import DIRECTIVES
+from amp_book.selfcheck import html
+from amp_book.selfcheck.directives import DIRECTIVES
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 SCRIPT = "selfcheck.js"
@@ -53,7 +53,7 @@ def _add_assets_to_page(
 
 
 def _add_static_path(app: Sphinx, config: Config) -> None:
-    # amp_lesson.sphinxext.book adds the same folder; add it once either way.
+    # the book's theme extension (amp_book.theme) adds the same folder; add it once either way.
     if str(STATIC_DIR) not in map(str, config.html_static_path):
         config.html_static_path.append(str(STATIC_DIR))
 

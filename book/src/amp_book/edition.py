@@ -48,7 +48,7 @@ from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.util import logging
 
-from amp_lesson.sphinxext.execution import KEY_FIELD
+from amp_book.execution import KEY_FIELD
 
 logger = logging.getLogger(__name__)
 
@@ -238,7 +238,7 @@ def find_editions(root: str | Path) -> list[Path]:
 
 def editions_key(root: str | Path) -> str:
     """A hash of every stored edition below ``root``: a new recording rewrites every page."""
-    from amp_lesson.sphinxext.book import source_hash
+    from amp_book.cache import source_hash
 
     return source_hash(find_editions(root))[:16]
 
@@ -423,8 +423,8 @@ def record(
         those of its source now (it changed after the build: build again); if a
         page's run printed no provenance, or one of another device.
     """
+    from amp_book import pages as page_reader
     from amp_lesson.bench.recording import slugify
-    from amp_lesson.sphinxext import pages as page_reader
 
     docs, executed, into = Path(docs), Path(executed), Path(into)
     provenance = dict(provenance)
@@ -847,7 +847,7 @@ def live_pdf(app: Sphinx) -> bool:
 @functools.cache
 def _live_device() -> str:
     """What this build executes on, in a word or two: the GPU's model, or "CPU"."""
-    from amp_lesson.sphinxext.book import gpu_models
+    from amp_book.cache import gpu_models
 
     models = gpu_models()
     if os.environ.get("AMP_LESSON_DEVICE", "auto") == "cpu" or not models:
@@ -891,7 +891,7 @@ def _page_states(app: Sphinx, pagename: str) -> dict[str, PageState]:
 
 
 def _in_editions(app: Sphinx, docname: str) -> bool:
-    from amp_lesson.sphinxext.theme import section_of
+    from amp_book.theme import section_of
 
     return section_of(docname, app.config.amp_lesson_reference_pages) is None
 
@@ -1064,10 +1064,10 @@ def render_edition(app: Sphinx, edition: Edition) -> Path:
     state_bytes = json.dumps(state_data, indent=1).encode()
     write_if_changed(state_file, state_bytes)
     html_dir = work / "html"
-    from amp_lesson.sphinxext.book import PACKAGE_DIR, source_hash
+    from amp_book.cache import EXTENSION_DIR, source_hash
 
     stamp = source_hash(
-        [src, state_file, PACKAGE_DIR / "sphinxext", Path(app.confdir) / "conf.py",
+        [src, state_file, EXTENSION_DIR, Path(app.confdir) / "conf.py",
          Path(app.confdir) / "_static", Path(app.outdir) / "objects.inv"]
     ) + app.config.amp_lesson_environment_key  # fmt: skip
     stamp_file = work / "stamp"
@@ -1116,7 +1116,7 @@ def render_edition(app: Sphinx, edition: Edition) -> Path:
     return target
 
 
-def setup(app: Sphinx) -> None:
+def setup(app: Sphinx) -> dict[str, bool]:
     # The folder of stored editions, from the configuration folder ("_editions").
     # (What it holds is in amp_lesson_editions_key: naming another folder alone changes nothing.)
     app.add_config_value("amp_lesson_editions", "_editions", "", types=[str])
@@ -1131,3 +1131,4 @@ def setup(app: Sphinx) -> None:
     app.connect("missing-reference", _documents_from_the_root, priority=400)
     app.connect("missing-reference", _stale_references_as_text, priority=900)
     app.connect("build-finished", _render_editions, priority=960)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -26,8 +26,8 @@ from docutils.parsers.rst import directives
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-from amp_lesson.sphinxext.kickers import kicker as kicker_of
-from amp_lesson.sphinxext.selfcheck.html import element, text_element
+from amp_book.kickers import kicker as kicker_of
+from amp_book.selfcheck.html import element, text_element
 
 logger = logging.getLogger(__name__)
 

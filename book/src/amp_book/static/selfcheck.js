@@ -1,4 +1,4 @@
-/* Self-checks: upgrade the static markup of amp_lesson.sphinxext.selfcheck.
+/* Self-checks: upgrade the static markup of amp_book.selfcheck.
  *
  * The server-rendered page is complete without this script: every question is
  * there and every answer sits in a native <details>. This script finds each

@@ -203,14 +203,26 @@ class ExpandCorrectionLists(SphinxPostTransform):
                             xref["reftarget"] = "/" + docname_join(origin, xref["reftarget"])
                         xref["refdoc"] = here
                     back = nodes.paragraph(classes=["lesson-correction-back"])
-                    back_ref = nodes.reference(
-                        "", "Read it in place", internal=True,
-                        refuri=self.app.builder.get_relative_uri(here, docname) + f"#{target}",
+                    # Its address is the builder's to write (_link_back_in_place).
+                    back += nodes.reference(
+                        "", "Read it in place", internal=True, refuri="", **{BACK: [docname, target]}
                     )  # fmt: skip
-                    back += back_ref
                     copy += back
                     content.append(copy)
             placeholder.replace_self(content or [nodes.paragraph(text="No box disagrees yet.")])
+
+
+BACK = "amp_correction_back"
+"""Attribute of a copied box's link back: the page and the anchor of the box it copies."""
+
+
+def _link_back_in_place(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Point each copied box's "Read it in place" link at the box, as this builder links pages."""
+    for ref in doctree.findall(nodes.reference):
+        if BACK in ref:
+            page, target = ref[BACK]
+            ref["refuri"] = app.builder.get_relative_uri(docname, page) + f"#{target}"
+            del ref[BACK]
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
@@ -220,6 +232,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("lesson-corrections", LessonCorrections)
     app.add_env_collector(CorrectionCollector)
     app.add_post_transform(ExpandCorrectionLists)
+    app.connect("doctree-resolved", _link_back_in_place)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 

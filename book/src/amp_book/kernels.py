@@ -212,7 +212,7 @@ def parse_request(data: bytes) -> dict[str, Any]:
     >>> parse_request(b"[]")
     Traceback (most recent call last):
     ...
-    amp_lesson.sphinxext.kernels.BadRequest: a request is a JSON object with args, cwd and env, not list
+    amp_book.kernels.BadRequest: a request is a JSON object with args, cwd and env, not list
     """
     try:
         request = json.loads(data.decode())
@@ -592,7 +592,7 @@ def exit_kernel(code: int = 0) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m amp_lesson.sphinxext.kernels FOLDER OWNER_PID [--preload-all]``: run the server."""
+    """``python -m amp_book.kernels FOLDER OWNER_PID [--preload-all]``: run the server."""
     import warnings
 
     folder, owner = Path(argv[0]), int(argv[1])
@@ -809,7 +809,7 @@ _started_by: dict[Path, int] = {}
 
 
 def _start_server(folder: Path, owner: str, preload_all: bool) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "amp_lesson.sphinxext.kernels", str(folder), owner]
+    cmd = [sys.executable, "-m", "amp_book.kernels", str(folder), owner]
     with open(folder / LOG_NAME, "ab") as log:
         server = subprocess.Popen(
             [*cmd, PRELOAD_ALL_FLAG] if preload_all else cmd,

@@ -217,13 +217,14 @@ def computed_once(
     so the result is stored as JSON beside the execution cache, under a name
     made of ``kind`` (the directive's name), the options, the extension's own
     hash and the digest of the package's modules that compute it
-    (:func:`~amp_lesson.sphinxext.execution.directive_key`). The execution
+    (:func:`~amp_book.execution.directive_key`). The execution
     cache's folder is chosen by the installed distributions (torch's version
     among them), Python and the device, so a stored result is never older than
     any of these. A ``ValueError`` from ``compute`` (a bad option) is raised
     and nothing is stored.
     """
-    from amp_lesson.sphinxext.execution import directive_key
+    from amp_book.cache import extension_key
+    from amp_book.execution import directive_key
 
     config = directive.env.config
     base = getattr(config, "nb_execution_cache_path", "")
@@ -231,7 +232,8 @@ def computed_once(
         [
             kind,
             sorted(directive.options.items()),
-            config.amp_lesson_extension_hash,
+            # set by amp_book.cache in the book; computed here where this extension loads alone
+            getattr(config, "amp_lesson_extension_hash", "") or extension_key(),
             directive_key(kind),
         ]
     )
@@ -385,7 +387,7 @@ def _add_assets_to_page(
 
 
 def _add_static_path(app: Sphinx, config: Config) -> None:
-    # amp_lesson.sphinxext.book adds the same folder; add it once either way.
+    # the book's theme extension (amp_book.theme) adds the same folder; add it once either way.
     if str(STATIC_DIR) not in map(str, config.html_static_path):
         config.html_static_path.append(str(STATIC_DIR))
 

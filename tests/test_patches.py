@@ -1,4 +1,4 @@
-"""The places where the build leans on the shape of another project's code.
+"""The places where the build leans on the shape of another project's code (:mod:`amp_book.patches`).
 
 Each test fails, by its name, when the upstream release in the lock changes
 that shape, so no workaround can switch off without a word. CONTRIBUTING.md
@@ -14,30 +14,30 @@ from jupyter_client.manager import KernelManager
 from myst_nb.sphinx_ import Parser as MystNbParser
 from sphinx.builders import Builder
 
-from amp_lesson.sphinxext import execution
+from amp_book import execution
 
 
 def test_sphinx_still_writes_in_parallel_through_builder_write_parallel() -> None:
-    # book._write_on_every_core widens it from N - 1 processes to N.
+    # patches.write_on_every_core widens it from N - 1 processes to N.
     parameters = inspect.signature(Builder._write_parallel).parameters
     assert list(parameters)[:3] == ["self", "docnames", "nproc"]
 
 
 def test_jupyter_client_still_has_the_transport_encryption_trait() -> None:
-    # book.encrypt_kernel_transport changes its default (MyST-NB has no setting for it).
+    # patches.encrypt_kernel_transport changes its default (MyST-NB has no setting for it).
     trait = KernelManager.class_traits().get("transport_encryption")
     assert trait is not None
     assert "auto" in trait.values
 
 
 def test_jupyter_cache_still_adds_and_trims_in_cache_notebook_bundle() -> None:
-    # book.lock_cache_writes makes the addition and its trim one step under a lock.
+    # patches.lock_cache_writes makes the addition and its trim one step under a lock.
     source = inspect.getsource(JupyterCacheBase.cache_notebook_bundle)
     assert "self.truncate_caches()" in source
 
 
 def test_jupyter_cache_still_merges_cached_outputs_into_a_notebook() -> None:
-    # book._write_cached_outputs gives jupyter_execute/<page>.ipynb its outputs from the cache.
+    # cache.write_cached_outputs gives jupyter_execute/<page>.ipynb its outputs from the cache.
     parameters = inspect.signature(JupyterCacheBase.merge_match_into_notebook).parameters
     assert list(parameters)[:2] == ["self", "nb"]
 
@@ -67,7 +67,7 @@ def test_myst_nb_still_writes_each_pages_glue_data_beside_its_notebook() -> None
 
 
 def test_sphinx_still_ends_readers_by_sigterm_and_nbclient_still_survives_it() -> None:
-    # book._end_workers_of_a_failed_build kills the reader that reads on after Sphinx's SIGTERM.
+    # runner._end_workers_of_a_failed_build kills the reader that reads on after Sphinx's SIGTERM.
     from nbclient import NotebookClient
     from sphinx.util.parallel import ParallelTasks
 

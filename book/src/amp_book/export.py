@@ -41,6 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from amp_book.corrections import TITLE as CORRECTION_TITLE
+from amp_book.kickers import KICKERS
+from amp_book.kickers import kicker as kicker_of
 from amp_lesson import __version__
 from amp_lesson.notebook import (
     bundle_markup,
@@ -49,9 +52,6 @@ from amp_lesson.notebook import (
     substitute,
     template_keys,
 )
-from amp_lesson.sphinxext.corrections import TITLE as CORRECTION_TITLE
-from amp_lesson.sphinxext.kickers import KICKERS
-from amp_lesson.sphinxext.kickers import kicker as kicker_of
 
 DIST = "amp-lesson"
 GlueValues = Mapping[str, Mapping[str, Any]]
@@ -1277,7 +1277,7 @@ def titles_and_labels(
     """
     from sphinx.util.nodes import _make_id  # the ids Sphinx gives glossary terms
 
-    from amp_lesson.sphinxext.pages import read_text
+    from amp_book.pages import read_text
 
     titles: dict[str, str] = {}
     labels: dict[str, tuple[str, str, str]] = {}

@@ -40,7 +40,7 @@ from sphinx.errors import SphinxError
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-from amp_lesson.sphinxext.theme import section_of
+from amp_book.theme import section_of
 
 logger = logging.getLogger(__name__)
 
@@ -337,7 +337,7 @@ def downloads_html(pdf: bool) -> str:
 
 
 def _visit_downloads(self: Any, node: nodes.Element) -> None:
-    from amp_lesson.sphinxext import edition
+    from amp_book import edition
 
     app = self.builder.app
     text = downloads_html(edition.live_pdf(app))
@@ -363,13 +363,13 @@ def _decide(app: Sphinx, config: Any) -> None:
 
 
 def _site_url(app: Sphinx) -> str:
-    from amp_lesson.sphinxext import export
+    from amp_book import export
 
     return export.documentation_url().rstrip("/")
 
 
 def _write(app: Sphinx, exception: Exception | None) -> None:
-    from amp_lesson.sphinxext.edition import in_edition
+    from amp_book.edition import in_edition
 
     if exception is not None or app.builder.format != "html" or in_edition(app):
         return
@@ -470,7 +470,7 @@ def _skip(self: Any, node: nodes.Element) -> None:
     raise nodes.SkipNode
 
 
-def setup(app: Sphinx) -> None:
+def setup(app: Sphinx) -> dict[str, bool]:
     app.add_config_value("amp_lesson_pdf", "auto", "html", types=[str])
     # What _decide found (set at config-inited): whether this build prints the PDF.
     app.add_config_value("amp_lesson_pdf_printed", False, "html", types=[bool])
@@ -483,6 +483,7 @@ def setup(app: Sphinx) -> None:
     app.connect("config-inited", _decide)
     # After the other build-finished handlers have written the pages' last files.
     app.connect("build-finished", _write, priority=950)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
 __all__ = [

@@ -221,6 +221,7 @@ def mark_run_sentences(app: Sphinx, doctree: nodes.document) -> None:
             node["classes"].append(RUN_SENTENCE_CLASS)
 
 
-def setup(app: Sphinx) -> None:
+def setup(app: Sphinx) -> dict[str, bool]:
     app.connect("doctree-read", _warn)
     app.connect("doctree-read", mark_run_sentences)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

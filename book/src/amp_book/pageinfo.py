@@ -15,7 +15,7 @@ names no page of the book fails the build with a message that says which.
 
 The reading time is not typed: :func:`reading_time` computes it from the
 page's own source each time the page is read, so it follows every edit. It
-reads the page as the build does (:mod:`amp_lesson.sphinxext.pages`, then
+reads the page as the build does (:mod:`amp_book.pages`, then
 MyST's own Markdown parser for each Markdown cell) and adds
 
 - the words of prose at :data:`WORDS_PER_MINUTE`,
@@ -160,7 +160,7 @@ def reading_time(text: str) -> ReadingTime:
             f"reading_time takes the source of a page, not its file name: got {stripped!r}; "
             "pass Path(...).read_text(encoding='utf-8')"
         )
-    from amp_lesson.sphinxext.pages import read_text
+    from amp_book.pages import read_text
 
     return page_reading_time(read_text(text))
 
@@ -203,14 +203,14 @@ def _markdown_parser() -> Any:
     from myst_parser.config.main import MdParserConfig
     from myst_parser.parsers.mdit import create_md_parser
 
-    from amp_lesson.sphinxext.pages import BOOK_EXTENSIONS
+    from amp_book.pages import BOOK_EXTENSIONS
 
     return create_md_parser(MdParserConfig(enable_extensions=set(BOOK_EXTENSIONS)), RendererHTML)
 
 
 @functools.cache
 def _self_check_names() -> frozenset[str]:
-    from amp_lesson.sphinxext.selfcheck.directives import DIRECTIVES
+    from amp_book.selfcheck.directives import DIRECTIVES
 
     return frozenset(DIRECTIVES)
 
@@ -276,7 +276,7 @@ class PageInfo(SphinxDirective):
     option_spec: ClassVar[dict[str, Any]] = {"assumes": directives.unchanged_required}
 
     def run(self) -> list[nodes.Node]:
-        from amp_lesson.sphinxext.pages import read_page
+        from amp_book.pages import read_page
 
         source = Path(self.env.doc2path(self.env.docname))
         try:

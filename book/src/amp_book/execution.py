@@ -44,8 +44,9 @@ import yaml
 from myst_nb.sphinx_ import Parser as MystNbParser
 from myst_parser.parsers.sphinx_ import MystParser
 from nbclient.exceptions import DeadKernelError
+from sphinx.application import Sphinx
 
-from amp_lesson.sphinxext import pages
+from amp_book import pages
 
 PACKAGE = "amp_lesson"
 KEY_FIELD = "amp_lesson_inputs"
@@ -132,11 +133,11 @@ class PackageGraph:
 
         Importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py`` first:
         those count too. A name that is not a module (``from a import function``)
-        is dropped; ``"*"`` stands for every module but the Sphinx extension.
+        is dropped; ``"*"`` stands for every module.
         """
         todo = list(names)
         if "*" in todo:
-            todo = [n for n in self.files if not _in(n, f"{self.package}.sphinxext")]
+            todo = list(self.files)
         seen: set[str] = set()
         while todo:
             name = todo.pop()
@@ -237,7 +238,7 @@ def environment_key(device: Iterable[str]) -> str:
     """A hash of what every page's output depends on: distributions, Python, the device.
 
     ``device`` describes the device the cells run on (see
-    :func:`amp_lesson.sphinxext.book.execution_key`).
+    :func:`amp_book.cache.execution_key`).
     """
     h = hashlib.sha256()
     for item in [
@@ -461,3 +462,10 @@ def dead_kernels(env: Any) -> dict[str, str]:
         for doc, meta in sorted(env.metadata.items())
         if DEAD_KERNEL_FIELD in meta
     }
+
+
+def setup(app: Sphinx) -> dict[str, bool]:
+    """MyST-NB's parser, with each page's key, and a dead kernel as a failure of its page."""
+    app.add_source_parser(Parser, override=True)
+    app.connect("env-get-outdated", outdated_pages)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

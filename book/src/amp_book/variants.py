@@ -31,9 +31,9 @@ from sphinx.environment import BuildEnvironment
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective
 
+from amp_book import pages
+from amp_book.corrections import PageStore, page_link
 from amp_lesson.claims import CLAIM_RECORD_PREFIX, sentences
-from amp_lesson.sphinxext import pages
-from amp_lesson.sphinxext.corrections import PageStore, page_link
 
 VARIANT_CLASS = "amp-claim-variant"
 """Class of each wording on the list; the prose check reads it as the run's own text."""

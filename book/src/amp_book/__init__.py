@@ -1,0 +1,78 @@
+"""The build of the book *Mixed precision in PyTorch*: a Sphinx extension and its tools.
+
+Loaded from ``docs/conf.py`` as ``amp_book``, which loads each part below.
+The parts that only add directives, transforms and handlers to their app
+load alone too (``extensions = ["myst_parser", "amp_book.corrections"]``), as
+the tests load them in an in-process Sphinx app:
+
+- :mod:`.corrections` -- the boxes where the lesson and the run disagree,
+  and the page that gathers them;
+- :mod:`.selfcheck` -- the interactive self-check directives;
+- :mod:`.playgrounds` -- the bit explorer and the GradScaler playground;
+- :mod:`.pageinfo` -- the line under a chapter page's title: its reading
+  time, computed from its source, and the pages it assumes;
+- :mod:`.variants` -- the authors' page that lists every wording of every
+  claim, so an author reads what a build on another device prints;
+- :mod:`.prose` -- the check that no sentence a reader sees types an outcome
+  the run should choose;
+- :mod:`.theme` -- what the book adds to and mends in the theme;
+- :mod:`.mathml` -- maths as MathML, rendered at build time;
+- :mod:`.buttons` -- each page's notebook: download, zip of all, Colab;
+- :mod:`.provenance` -- what built a page that runs no code;
+- :mod:`.printbook` -- the whole book on one page, and printed to one PDF;
+- :mod:`.edition` -- the book as another device ran it (a GPU), recorded there
+  and rendered beside the live build, with a switch on every page.
+
+Executing the pages:
+
+- :mod:`.execution` -- MyST-NB's parser with each page's key (the modules of
+  ``amp_lesson`` it imports, the data it reads), and a dead kernel as a
+  failure of its page;
+- :mod:`.cache` -- the execution cache's folder, keyed on what every page
+  depends on alike, and its pruning;
+- :mod:`.scheduling` -- ``-j`` readers ordered so their kernels end together;
+- :mod:`.errors` -- a page that did not run cleanly fails the build;
+- :mod:`.runner` -- the only part that changes the process (environment,
+  upstream patches of :mod:`.patches`, the kernel server of :mod:`.kernels`,
+  signal handling of :mod:`.shutdown`), all undone when the build ends.
+
+Besides the extension: :mod:`.export` (a page as a plain notebook),
+:mod:`.pages` (a page read as the build reads it), :mod:`.kickers`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from amp_lesson import __version__
+
+if TYPE_CHECKING:  # the kernel server (.kernels) runs from this package without Sphinx
+    from sphinx.application import Sphinx
+
+PARTS = (
+    "cache",
+    "runner",
+    "scheduling",
+    "execution",
+    "errors",
+    "mathml",
+    "buttons",
+    "provenance",
+    "corrections",
+    "selfcheck",
+    "playgrounds",
+    "pageinfo",
+    "prose",
+    "theme",
+    "variants",
+    "printbook",
+    "edition",
+)
+"""The extensions the book loads, in this order."""
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    for part in PARTS:
+        importlib.import_module(f"amp_book.{part}").setup(app)
+    return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,166 @@
+"""Each page offered as a notebook: download (``.ipynb``, ``.py``, every page in a zip) and Colab.
+
+The download is the page's executed notebook as plain Jupyter
+(:mod:`.export`); the Colab button opens its twin in ``notebooks/``. The
+theme's repository buttons point at the repository of ``[project.urls]``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from sphinx.application import Sphinx
+from sphinx.config import Config
+from sphinx.util import logging
+
+from amp_book import edition, export
+
+logger = logging.getLogger(__name__)
+
+
+def _repository(app: Sphinx) -> str:
+    """The repository's https address: ``amp_lesson_repository`` or ``[project.urls]``."""
+    repo = app.config.amp_lesson_repository.strip().removesuffix(".git").strip("/")
+    if repo and not repo.startswith("https://"):
+        repo = f"https://github.com/{repo}"  # the setting may be given as owner/name
+    return repo or export.repository_url()
+
+
+def _add_repository_buttons(app: Sphinx, config: Config) -> None:
+    """The theme's repository, "Edit this page" and "Open an issue" buttons, pointed at the
+    repository of ``[project.urls]`` (or ``amp_lesson_repository``) unless ``conf.py`` says
+    otherwise."""
+    options = config.html_theme_options
+    options.setdefault("repository_url", _repository(app))
+    options.setdefault("repository_branch", config.amp_lesson_branch)
+    options.setdefault("path_to_docs", Path(app.srcdir).name)
+    for button in ("use_repository_button", "use_edit_page_button", "use_issues_button"):
+        options.setdefault(button, True)
+
+
+def _add_notebook_buttons(
+    app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
+    """Offer the executed page as a plain Jupyter notebook (see :mod:`.export`)."""
+    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+    if doctree is None or not executed.is_file() or edition.in_edition(app):
+        return
+    # The titles and labels read from the sources, as tools/notebooks.py reads them for the
+    # twins Colab opens: the download and its twin say the same words.
+    if getattr(app, "_amp_lesson_targets", None) is None:
+        app._amp_lesson_targets = export.book_titles_and_labels(Path(app.srcdir))
+    titles, labels = app._amp_lesson_targets
+    executed_nb = json.loads(executed.read_text(encoding="utf-8"))
+    export_page = functools.partial(
+        export.export_notebook,
+        executed_nb,
+        export.read_glue(executed),
+        docname=pagename,
+        executed=True,
+        repository=_repository(app),
+        titles=titles,
+        labels=labels,
+        built_on=export.build_device(executed_nb) or "this build's machine",
+        source_dir=Path(app.srcdir),
+    )
+    try:
+        nb = export_page()
+    except ValueError as error:  # a part of the book only (a test's one-page book, say)
+        logger.warning("%s: the notebook keeps it as plain text", error, location=pagename)
+        nb = export_page(strict_references=False)
+    target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(nb, indent=1, ensure_ascii=False), encoding="utf-8")
+    target.with_suffix(".py").write_text(export.export_script(nb), encoding="utf-8")
+    context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+NOTEBOOKS_ZIP = "amp-lesson-notebooks.zip"
+"""Every page's notebook in one download, at the root of the built site."""
+
+
+def _add_download_entries(context: dict[str, Any]) -> None:
+    """The page's code as a script, and every notebook as one zip, in the theme's download menu."""
+    for button in context.get("header_buttons", []):
+        if button.get("label") != "download-buttons":
+            continue
+        pathto = context["pathto"]
+        entries = button["buttons"]
+        where = next(
+            (i + 1 for i, b in enumerate(entries) if b.get("label") == "download-notebook-button"),
+            0,
+        )
+        script = {
+            "type": "link",
+            "url": f"{pathto('_sources', 1)}/{context['ipynb_source'].removesuffix('.ipynb')}.py",
+            "text": ".py",
+            "icon": "fas fa-code",
+            "tooltip": "Download this page's code as a Python script",
+            "label": "download-script-button",
+        }
+        every = {
+            "type": "link",
+            "url": pathto(NOTEBOOKS_ZIP, 1),
+            "text": "all notebooks (.zip)",
+            "icon": "fas fa-file-archive",
+            "tooltip": "Download every page of the book as a notebook, in one zip file",
+            "label": "download-all-notebooks-button",
+        }
+        entries[where:where] = [script, every]
+
+
+def _write_notebooks_zip(app: Sphinx, exception: Exception | None) -> None:
+    """Gather the pages' notebooks (``_sources/**/*.ipynb``) into :data:`NOTEBOOKS_ZIP`."""
+    if exception is not None or app.builder.format != "html" or edition.in_edition(app):
+        return
+    sources = Path(app.outdir) / "_sources"
+    notebooks = sorted(sources.rglob("*.ipynb")) if sources.is_dir() else []
+    if not notebooks:
+        return
+    target = Path(app.outdir) / NOTEBOOKS_ZIP
+    partial = target.with_suffix(".zip.partial")
+    with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path in notebooks:
+            # A fixed date: the same notebooks give the same zip, build after build.
+            info = zipfile.ZipInfo(f"amp-lesson/{path.relative_to(sources).as_posix()}")
+            info.date_time = (2020, 1, 1, 0, 0, 0)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, path.read_bytes())
+    partial.replace(target)
+
+
+def _add_colab_button(
+    app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
+    if "ipynb_source" not in context or "header_buttons" not in context:
+        return
+    _add_download_entries(context)
+    url = export.colab_url(
+        f"notebooks/{pagename}.ipynb", app.config.amp_lesson_branch, _repository(app)
+    )
+    context["header_buttons"].append(
+        {
+            "type": "link",
+            "text": "Colab",
+            "url": url,
+            "tooltip": "Open this page as a notebook in Colab",
+            "icon": "_static/images/logo_colab.png",
+            "label": "colab-button",
+        }
+    )
+
+
+def setup(app: Sphinx) -> dict[str, bool]:
+    """Add the buttons to every page and write the zip of every notebook."""
+    app.add_config_value("amp_lesson_repository", "", "html", types=[str])
+    app.add_config_value("amp_lesson_branch", "main", "html", types=[str])
+    # Before the theme builds its download menu (priority 500), after it adds buttons.
+    app.connect("html-page-context", _add_notebook_buttons, priority=450)
+    app.connect("html-page-context", _add_colab_button, priority=900)
+    app.connect("build-finished", _write_notebooks_zip)
+    app.connect("config-inited", _add_repository_buttons)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

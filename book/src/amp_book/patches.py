@@ -1,0 +1,140 @@
+"""Where the build changes another project's behaviour, each with the reason and its undo.
+
+Every patch here is applied by the execution extension (:mod:`.runner`) as a
+build starts and undone when it ends, and each has a test in
+``tests/test_patches.py`` that fails, by its name, when the upstream release
+in the lock changes the shape the patch relies on (CONTRIBUTING.md, "Where the
+build leans on private APIs", gives the bug each works around).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sphinx.application import Sphinx
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+Undo = Callable[[], None]
+"""What a patch returns: the call that puts upstream back as it was."""
+
+
+def _nothing() -> None:
+    """The undo of a patch that found nothing to change."""
+
+
+CACHE_LOCK = ".amp-lesson-write.lock"
+"""File in an execution cache that :func:`lock_cache_writes` locks."""
+
+
+def lock_cache_writes() -> Undo | None:
+    """Let one process at a time add an executed notebook to a jupyter-cache.
+
+    After each addition jupyter-cache trims the cache to its size limit in two
+    queries: the records to keep, then every record not among them, deleted.
+    A parallel reader (``-j``) that adds its page between the two queries has
+    its new record taken for an old one, deleted or missing its file: the
+    build stopped with "Notebook file does not exist for cache record" in
+    two of some 25 cold builds here. An exclusive lock on a file in the cache
+    folder (:data:`CACHE_LOCK`) makes each addition and its trim one step.
+    Applies to this process and those it forks from now on; calling it again
+    changes nothing. Returns the undo, or ``None`` where the platform has no
+    ``fcntl`` (which is also where Sphinx reads serially).
+    """
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    from jupyter_cache.cache.main import JupyterCacheBase
+
+    add = JupyterCacheBase.cache_notebook_bundle
+    if getattr(add, "amp_lesson_locked", False):
+        return _nothing  # locked already: the first call's undo unlocks
+
+    @functools.wraps(add)
+    def add_locked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with open(Path(self.path) / CACHE_LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            return add(self, *args, **kwargs)
+
+    add_locked.amp_lesson_locked = True  # type: ignore[attr-defined]
+    JupyterCacheBase.cache_notebook_bundle = add_locked  # type: ignore[method-assign]
+
+    def undo() -> None:
+        JupyterCacheBase.cache_notebook_bundle = add  # type: ignore[method-assign]
+
+    return undo
+
+
+def encrypt_kernel_transport() -> Undo | None:
+    """Have the kernels that execute the pages encrypt their local sockets.
+
+    ipykernel warns once per kernel, so once per page, that it "is running
+    over TCP without encryption"; that noise would hide a real warning in the
+    build log. The cure it names is CurveZMQ keys provisioned by the kernel
+    manager, which jupyter_client does when ``transport_encryption`` is
+    ``"auto"`` and the kernelspec declares ``curve`` (ipykernel's does).
+    MyST-NB offers no setting for its kernel manager, so this changes the
+    default of that one trait. Returns the undo, or ``None`` where zmq lacks
+    CurveZMQ or jupyter_client predates the trait.
+    """
+    try:
+        import zmq
+        from jupyter_client.manager import KernelManager
+    except ImportError:
+        return None
+    trait = KernelManager.class_traits().get("transport_encryption")
+    if trait is None or not zmq.has("curve"):
+        return None
+    before = trait.default_value
+    trait.default_value = "auto"
+    if KernelManager().transport_encryption != "auto":
+        trait.default_value = before
+        return None
+
+    def undo() -> None:
+        trait.default_value = before
+
+    return undo
+
+
+def write_on_every_core(app: Sphinx) -> Undo | None:
+    """Write the pages in ``-j N`` processes at once, not Sphinx's N - 1.
+
+    Sphinx keeps one of the N for its main process, which resolves each
+    chunk of pages before it forks a writer for it. But resolving is the
+    lighter half (0.07 s a page here, against 0.14 s to write one, mostly the
+    theme's navigation), so with ``-j 2`` the one writer worked through the
+    chunks one after another while the main process waited, one core idle
+    (5.6 s of writing on two cores here, 3.6 s with two writers). N writers
+    and the main process share the N cores. Nothing changes where Sphinx
+    writes serially (``-j 1``, or an extension that is not parallel-write
+    safe), and nothing is patched if this Sphinx has no such method. Returns the
+    undo, or ``None`` where nothing was patched.
+    """
+    builder = app.builder
+    if app.parallel < 2 or not getattr(builder, "allow_parallel", True):
+        return None
+    write_parallel = getattr(builder, "_write_parallel", None)
+    if not callable(write_parallel):  # loud: -W fails the build, the benchmark would drop
+        logger.warning(
+            "amp_lesson: this Sphinx's builder has no _write_parallel; pages are written in "
+            "N - 1 processes (see CONTRIBUTING.md, 'Where the build leans on private APIs')",
+            type="amp_lesson",
+            subtype="upstream",
+        )
+        return None
+
+    def write_in_n_processes(docnames: Any, nproc: int) -> None:
+        write_parallel(docnames, nproc=max(nproc, app.parallel))
+
+    builder._write_parallel = write_in_n_processes  # type: ignore[method-assign]
+
+    def undo() -> None:
+        builder.__dict__.pop("_write_parallel", None)
+
+    return undo
