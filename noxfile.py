@@ -157,10 +157,14 @@ def tests(session: nox.Session) -> None:
 
 def _workers(args: list[str]) -> list[str]:
     """pytest-xdist's ``-n``: one test process per core, at most four (each drives its own
-    Chromium), unless the arguments choose (``-n 0`` runs the suite in one process)."""
+    Chromium), unless the arguments choose (``-n 0`` runs the suite in one process).
+
+    ``--dist worksteal``: each worker starts on its own slice of the suite, whose first tests
+    are its share of the long ones (``tests/conftest.py``), and an idle worker takes over the
+    end of another's slice, so the workers finish together."""
     if any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist" for a in args):
         return []
-    return ["-n", str(min(os.cpu_count() or 1, 4))]
+    return ["-n", str(min(os.cpu_count() or 1, 4)), "--dist", "worksteal"]
 
 
 @nox.session

@@ -44,6 +44,46 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))
 
 
+LONG_TESTS = (
+    "test_axe_finds_nothing_serious_on_any_page_in_either_theme",
+    "test_the_whole_book_renders_from_a_recording_of_it",
+    "test_flipping_an_outcome_changes_the_sentence_or_fails_the_build",
+)
+"""Single tests of a minute or more on two cores (``--durations``), started before the rest."""
+
+
+def _start_order(item: pytest.Item) -> int:
+    """When a test starts: a fresh environment's notebooks and the pages' runs (minutes, no
+    book needed) first, then the longest tests of the built book, the other slow ones, the fast
+    tier last (many short tests fill the workers' gaps)."""
+    if item.get_closest_marker("notebooks") or item.get_closest_marker("pages"):
+        return 0
+    if getattr(item, "originalname", item.name) in LONG_TESTS:
+        return 1
+    return 3 if item.get_closest_marker("fast") else 2
+
+
+def _dealt(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """``items`` (longest first) ordered for xdist's ``--dist worksteal`` (``nox -s tests``).
+
+    That scheduler gives each of the N workers one contiguous slice of the list to start with
+    (the first ``len // N``, then ``len // (N - 1)`` of what is left, ...) and lets an idle
+    worker take the tail of another's slice. So the long tests are dealt out in turn, each
+    worker's slice beginning with its share of them, and the short ones fill the slices.
+    """
+    long = [item for item in items if _start_order(item) < 2]
+    rest = iter([item for item in items if _start_order(item) >= 2])
+    sizes, left = [], len(items)
+    for worker in range(workers):
+        sizes.append(left // (workers - worker))
+        left -= sizes[-1]
+    dealt = []
+    for worker, size in enumerate(sizes):
+        share = long[worker::workers]
+        dealt += share + [next(rest) for _ in range(size - len(share))]
+    return dealt
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test by the fixtures it uses; a test with no slow marker is ``fast``."""
     for item in items:
@@ -52,6 +92,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(getattr(pytest.mark, SLOW_FIXTURES[fixture]))
         if not any(item.get_closest_marker(m) for m in SLOW_MARKERS):
             item.add_marker(pytest.mark.fast)
+    # Longest first, so that under -n N no worker is left with a long test at the end while
+    # the others idle (a stable sort: a module's tests of one kind stay together).
+    items.sort(key=_start_order)
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    if workers > 1:
+        items[:] = _dealt(items, workers)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device; torch sees none")
