@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from build_book import DOCS, HTML, ROOT, sphinx_command  # the one place the options are set
+from build_book import DOCS, HTML, ROOT, book_command  # the one place the options are set
 
 __all__ = [
     "DOCS",
@@ -59,7 +59,7 @@ def sphinx_build(
     check: bool = True,
     pdf: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run sphinx-build as the docs session does; return the finished process.
+    """Build the book in ``src`` as the docs session does; return the finished process.
 
     The build prints the book's PDF only with ``pdf=True`` (as ``nox -s docs`` does
     where Chromium is at hand): the tests' many small books need none.
@@ -74,7 +74,7 @@ def sphinx_build(
         )
     if not pdf:  # through conf.py, so that a book without the extension takes it too
         env = {**(os.environ if env is None else env), "AMP_LESSON_PDF": "no"}
-    cmd = sphinx_command(src, out, *extra)
+    cmd = book_command(src, out, *extra)  # the Sphinx build, then its stored editions
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, cwd=ROOT)
     if check and proc.returncode != 0:
         raise AssertionError(

@@ -57,7 +57,7 @@ from pathlib import Path
 
 TOOLS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TOOLS))
-from build_book import ROOT, sphinx_command
+from build_book import ROOT, book_command
 
 TARGETS = {
     "cold_s": 60.0,
@@ -127,10 +127,9 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, flo
 def build(src: Path, out: Path, jobs: str, env: dict[str, str], *extra: str) -> dict[str, float]:
     # The PDF is timed on its own (``pdf`` in the results): printed after every edit it
     # would hide what an edit costs Sphinx and the kernels.
-    cmd = sphinx_command(src, out, "-q", "-D", "amp_lesson_pdf=no", *extra)
-    if jobs != "auto":
-        at = cmd.index("-j")
-        cmd[at : at + 2] = ["-j", jobs] if jobs != "1" else []
+    # The whole build, stored editions included; -j given last wins over the book's own.
+    jobs_option = ["-j", jobs] if jobs != "auto" else []
+    cmd = book_command(src, out, "-q", "-D", "amp_lesson_pdf=no", *jobs_option, *extra)
     wall, cpu = timed(cmd, env)
     return {"wall": round(wall, 1), "cpu": round(cpu, 1)}
 

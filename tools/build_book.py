@@ -11,6 +11,11 @@ than ``docs/`` (the tests build small ones). Standard library only: Read the
 Docs runs it in an environment with the lesson and the book's build (``./book``) and
 nothing else.
 
+The book's stored editions (a GPU's run of every page, ``docs/_editions/``) are
+built after it, each a Sphinx build of its own: the book's build writes their
+sources and a plan (:data:`EDITIONS_PLAN`), and :func:`build_editions` runs
+it and copies each site into ``OUTDIR/editions/``.
+
 A signal (Ctrl-C, SIGTERM, SIGHUP) is passed on to the build, which ends all
 of its processes (``amp_book.shutdown``), and this script ends
 when the build has; on Linux it also ends when its own parent does (nox, a
@@ -20,11 +25,14 @@ terminal that closes), so a build never goes on alone.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,6 +59,20 @@ def sphinx_command(src: Path, out: Path, *extra: str, python: str | None = None)
     return [python or sys.executable, runner, *SPHINX_OPTS, str(src), str(out), *extra]
 
 
+def book_command(src: Path, out: Path, *extra: str, python: str | None = None) -> list[str]:
+    """The command that builds the book in ``src`` into ``out`` as ``nox -s docs`` does.
+
+    That is this script: the Sphinx build (:func:`sphinx_command`, with ``extra``), then the
+    stored editions it planned (:func:`build_editions`).
+
+    >>> cmd = book_command(Path("docs"), Path("out"), "-q", python="python")
+    >>> cmd[0], Path(cmd[1]).name, cmd[2:]
+    ('python', 'build_book.py', ['--docs', 'docs', 'out', '--', '-q'])
+    """
+    here = str(Path(__file__).resolve())
+    return [python or sys.executable, here, "--docs", str(src), str(out), "--", *extra]
+
+
 def main(argv: list[str]) -> int:
     """Build ``docs/`` into ``argv[0]`` (default ``docs/_build/html``); return sphinx's status."""
     extra: list[str] = []
@@ -64,11 +86,83 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     out = Path(argv[0]) if argv else HTML
-    cmd = sphinx_command(docs, out, *extra)
-    status = run_to_the_end(cmd)
+    status = run_to_the_end(sphinx_command(docs, out, *extra))
+    if status == 0:
+        status = build_editions(out)
     if status == 0:
         print(f"The book is in {out / 'index.html'}")
     return status
+
+
+EDITIONS_PLAN = Path(".amp-lesson-editions") / "plan.json"
+"""Beside the output folder: the stored editions' builds that the book's build planned
+(``amp_book.edition``), for :func:`build_editions` to run once it has finished."""
+
+
+def build_editions(out: Path) -> int:
+    """Build each stored edition the build of ``out`` planned, and copy its site into ``out``.
+
+    Each is a Sphinx build of its own (the options above, quiet, nothing executed), run only
+    when something it depends on changed since its last build; its site is then copied to
+    ``out/editions/<slug>/``. A failure names the edition and ends with Sphinx's status.
+    """
+    plan_file = Path(out).parent / EDITIONS_PLAN
+    if not plan_file.is_file():
+        return 0
+    for edition in json.loads(plan_file.read_text(encoding="utf-8"))["editions"]:
+        stamp_file, html = Path(edition["stamp_file"]), Path(edition["html"])
+        fresh = stamp_file.is_file() and stamp_file.read_text() == edition["stamp"]
+        if not (fresh and (html / "index.html").is_file()):
+            start = time.perf_counter()
+            settings = [f"-D{name}={value}" for name, value in edition["settings"].items()]
+            cmd = sphinx_command(Path(edition["src"]), html, "-q", "-c", edition["confdir"],
+                                 "-d", edition["doctrees"], *settings)  # fmt: skip
+            status = run_to_the_end(cmd, env={**os.environ, "AMP_LESSON_PDF": "no"})
+            if status != 0:
+                print(f"The edition recorded on {edition['device']} ({edition['folder']}) "
+                      f"did not build (status {status}).", file=sys.stderr)  # fmt: skip
+                return status
+            stamp_file.write_text(edition["stamp"])
+            took = f"built in {time.perf_counter() - start:.1f} s"
+        else:
+            took = "unchanged"
+        sync_tree(html, Path(edition["target"]), skip=edition["skip"])
+        print(f"The edition recorded on {edition['device']}: {took}.")
+    return 0
+
+
+def sync_tree(source: Path, target: Path, skip: Iterable[str] = ()) -> None:
+    """Make ``target`` a copy of ``source``: changed files copied, files gone removed.
+
+    >>> import tempfile
+    >>> a, b = (Path(tempfile.mkdtemp()) for _ in range(2))
+    >>> _ = (a / "x.html").write_text("x"); _ = (a / "skip").mkdir(); _ = (b / "old").write_text("")
+    >>> sync_tree(a, b, skip=["skip"])
+    >>> sorted(p.name for p in b.iterdir())
+    ['x.html']
+    """
+    skipped = set(skip)
+    wanted = set()
+    for path in sorted(source.rglob("*")):
+        rel = path.relative_to(source)
+        if skipped.intersection(rel.parts[:1]) or not path.is_file():
+            continue
+        wanted.add(rel)
+        dest = target / rel
+        stat = path.stat()
+        if dest.is_file():
+            have = dest.stat()
+            if have.st_size == stat.st_size and have.st_mtime_ns == stat.st_mtime_ns:
+                continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, dest)
+    if target.is_dir():
+        for path in sorted(target.rglob("*"), reverse=True):
+            rel = path.relative_to(target)
+            if path.is_file() and rel not in wanted:
+                path.unlink()
+            elif path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
 
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -89,7 +183,7 @@ def _die_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def run_to_the_end(cmd: list[str]) -> int:
+def run_to_the_end(cmd: list[str], env: dict[str, str] | None = None) -> int:
     """Run ``cmd`` from the repository's root; pass signals on; return its status.
 
     A signal received is passed on, and the command has :data:`KILL_AFTER_S`
@@ -108,7 +202,7 @@ def run_to_the_end(cmd: list[str]) -> int:
 
     saved = {signum: signal.signal(signum, pass_on) for signum in SIGNALS}
     _die_with_parent()
-    proc = subprocess.Popen(cmd, cwd=ROOT)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
     started.append(proc)
     if received:  # a signal came before the build started
         proc.send_signal(received[0])

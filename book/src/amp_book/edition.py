@@ -38,7 +38,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -695,32 +694,6 @@ def write_if_changed(path: Path, data: bytes) -> bool:
     return True
 
 
-def sync_tree(source: Path, target: Path, skip: Iterable[str] = ()) -> None:
-    """Make ``target`` a copy of ``source``: changed files copied, files gone removed."""
-    skipped = set(skip)
-    wanted = set()
-    for path in sorted(source.rglob("*")):
-        rel = path.relative_to(source)
-        if skipped.intersection(rel.parts[:1]) or not path.is_file():
-            continue
-        wanted.add(rel)
-        dest = target / rel
-        stat = path.stat()
-        if dest.is_file():
-            have = dest.stat()
-            if have.st_size == stat.st_size and have.st_mtime_ns == stat.st_mtime_ns:
-                continue
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, dest)
-    if target.is_dir():
-        for path in sorted(target.rglob("*"), reverse=True):
-            rel = path.relative_to(target)
-            if path.is_file() and rel not in wanted:
-                path.unlink()
-            elif path.is_dir() and not any(path.iterdir()):
-                path.rmdir()
-
-
 def relative_url(from_doc: str, to: str) -> str:
     """The URL of ``to`` (a path from the site's root) relative to the page ``from_doc``.
 
@@ -985,13 +958,26 @@ def _keep_page_entries(app: Sphinx, env: Any) -> None:
         setattr(env, PAGE_STATES_ENV, {d: _page_entry(state, d) for d in env.found_docs})
 
 
+PLAN = "plan.json"
+"""In :data:`WORK_FOLDER`: the editions' builds for the build tool to run after this build."""
+
+
 def _render_editions(app: Sphinx, exception: Exception | None) -> None:
+    """Write each stored edition's sources, and the plan of their builds (:func:`prepare_edition`).
+
+    The build tool (``tools/build_book.py``) runs those builds once this one has finished,
+    each an ordinary Sphinx build of its own, and copies each site into ``editions/<slug>/``.
+    """
     if exception is not None or in_edition(app) or app.builder.format != "html":
         return
     editions = getattr(app, "_amp_lesson_editions", [])
     site = Path(app.outdir) / EDITIONS_URL
-    for edition in editions:
-        render_edition(app, edition)
+    plan = [prepare_edition(app, edition) for edition in editions]
+    plan_file = Path(app.outdir).parent / WORK_FOLDER / PLAN
+    if plan:
+        write_if_changed(plan_file, json.dumps({"editions": plan}, indent=1).encode())
+    else:
+        plan_file.unlink(missing_ok=True)
     if site.is_dir():  # an edition no longer stored is no longer shown
         for old in site.iterdir():
             if old.is_dir() and old.name not in {e.slug for e in editions}:
@@ -1000,17 +986,15 @@ def _render_editions(app: Sphinx, exception: Exception | None) -> None:
             site.rmdir()
 
 
-def render_edition(app: Sphinx, edition: Edition) -> Path:
-    """Build ``edition`` as a site of its own and copy it to ``editions/<slug>/``.
+def prepare_edition(app: Sphinx, edition: Edition) -> dict[str, Any]:
+    """Write ``edition``'s sources and state; return how the build tool builds and copies it.
 
     Its sources are written to ``<outdir>/../.amp-lesson-editions/<slug>/`` (each file only
-    when it changed, so Sphinx reads again only those); Sphinx runs there, with
-    this build's configuration and nothing executed, only when what the
-    edition's site depends on changed. Its failure is a warning of this build.
+    when it changed, so Sphinx reads again only those). The entry names the Sphinx
+    command's parts (sources, configuration, output, doctrees, the settings that make it a
+    stored edition: nothing executed), whether anything it depends on changed since its last
+    build (``stamp``), and where its site goes (``target``).
     """
-    import time
-
-    start = time.perf_counter()
     env = app.env
     srcdir = Path(app.srcdir)
     work = Path(app.outdir).parent / WORK_FOLDER / edition.slug
@@ -1061,59 +1045,34 @@ def render_edition(app: Sphinx, edition: Edition) -> Path:
         "pages": {d: {"state": s.state, "note": s.note} for d, s in states.items()},
         "switch": switch,
     }
-    state_bytes = json.dumps(state_data, indent=1).encode()
-    write_if_changed(state_file, state_bytes)
-    html_dir = work / "html"
+    write_if_changed(state_file, json.dumps(state_data, indent=1).encode())
     from amp_book.cache import EXTENSION_DIR, source_hash
 
     stamp = source_hash(
         [src, state_file, EXTENSION_DIR, Path(app.confdir) / "conf.py",
          Path(app.confdir) / "_static", Path(app.outdir) / "objects.inv"]
     ) + app.config.amp_lesson_environment_key  # fmt: skip
+    html_dir = work / "html"
     stamp_file = work / "stamp"
-    built = False
-    if not (
-        stamp_file.is_file()
-        and stamp_file.read_text() == stamp
-        and (html_dir / "index.html").is_file()
-    ):
-        stamp_file.unlink(missing_ok=True)
-        extensions = [*app.config.extensions, "sphinx.ext.intersphinx"]
-        cmd = [
-            sys.executable, "-m", "sphinx", "-W", "-n", "--keep-going", "-q",
-            "-j", str(max(1, app.parallel)), "-b", "html", "-c", str(app.confdir),
-            "-d", str(work / "doctrees"), str(src), str(html_dir),
-            "-D", f"amp_lesson_edition={state_file}", "-D", "nb_execution_mode=off",
-            "-D", f"extensions={','.join(extensions)}",
-        ]  # fmt: skip
-        proc = subprocess.run(
-            cmd,
-            check=False,
-            capture_output=True,
-            text=True,
-            env={**os.environ, "AMP_LESSON_PDF": "no"},
-        )
-        if proc.returncode != 0:
-            logger.warning(
-                "the edition recorded on %s (%s) did not build:\n%s",
-                edition.device,
-                edition.folder,
-                (proc.stdout + proc.stderr)[-6000:],
-                type="amp_lesson",
-                subtype="edition",
-            )
-            return html_dir
-        stamp_file.write_text(stamp)
-        built = True
-    target = Path(app.outdir) / EDITIONS_URL / edition.slug
-    sync_tree(html_dir, target, skip=[".doctrees", ".buildinfo", "search.html", "searchindex.js"])
-    logger.info(
-        "amp_lesson: the edition recorded on %s %s in %.1f s",
-        edition.device,
-        "built" if built else "unchanged",
-        time.perf_counter() - start,
-    )
-    return target
+    if not (stamp_file.is_file() and stamp_file.read_text() == stamp):
+        stamp_file.unlink(missing_ok=True)  # stale until the build tool builds it again
+    return {
+        "device": edition.device,
+        "folder": str(edition.folder),
+        "src": str(src),
+        "confdir": str(app.confdir),
+        "html": str(html_dir),
+        "doctrees": str(work / "doctrees"),
+        "settings": {
+            "amp_lesson_edition": str(state_file),
+            "nb_execution_mode": "off",
+            "extensions": ",".join([*app.config.extensions, "sphinx.ext.intersphinx"]),
+        },
+        "stamp": stamp,
+        "stamp_file": str(stamp_file),
+        "target": str(Path(app.outdir) / EDITIONS_URL / edition.slug),
+        "skip": [".doctrees", ".buildinfo", "search.html", "searchindex.js"],
+    }
 
 
 def setup(app: Sphinx) -> dict[str, bool]:
