@@ -36,7 +36,7 @@ import importlib.metadata
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,8 +172,7 @@ GLUE_OPEN, GLUE_CLOSE = "\ue000", "\ue001"
 """Around a glue role :func:`myst_to_markdown` keeps (``keep_glue=True``): private-use characters."""
 
 
-_FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|:{3,})\{(?P<name>[\w:-]+)\}(?P<arg>.*)$")
-_PLAIN_FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})")
+_DIRECTIVE_INFO = re.compile(r"^\{(?P<name>[\w:-]+)\}(?P<arg>.*)$")
 _OPTION = re.compile(r"^:(?P<key>[\w-]+):(?:\s+(?P<value>.*))?$")
 _TARGET = re.compile(r"^\(([^()\s]+)\)=\s*$")
 _ROLE_NAME = re.compile(r"\{(?P<name>[\w:-]+)\}$")
@@ -255,44 +254,35 @@ def _tidy(text: str) -> str:
 
 
 def _convert_block(lines: list[str], ctx: _Context) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if _TARGET.match(line.strip()) or line.startswith("% "):
-            i += 1
-            continue
-        match = _FENCE.match(line)
-        if match:
-            end = _closing(lines, i, match["fence"])
-            options, body = _split_options(lines[i + 1 : end])
-            out.append(_directive(match["name"], match["arg"].strip(), options, body, ctx))
-            i = end + 1
-            continue
-        plain = _PLAIN_FENCE.match(line)
-        if plain:  # a literal code block: copied as it is, MyST inside it included
-            end = _closing(lines, i, plain["fence"])
-            out.extend(lines[i : end + 1])
-            i = end + 1
-            continue
-        out.append(_inline(line, ctx))
-        i += 1
-    return "\n".join(out)
+    """``lines`` of MyST as plain Markdown, block by block as MyST-Parser reads them.
 
-
-def _closing(lines: list[str], start: int, fence: str) -> int:
-    """Index of the line that closes the fence opened at ``start`` (or the end).
-
-    As in CommonMark and MyST's colon fences, that is the first line made of
-    the fence's character only, at least as many of them; a fence opened
-    inside with the same count is content, which is why MyST nests with more.
+    A directive (a ``fence`` or ``colon_fence`` token whose info is ``{name} argument``)
+    becomes what :func:`_directive` makes of it; a literal code block is copied as it is,
+    MyST inside it included; a ``(label)=`` target and a ``%`` comment go; every other
+    line keeps its place, its roles replaced (:func:`_inline`).
     """
-    char, size = fence[0], len(fence)
-    for j in range(start + 1, len(lines)):
-        stripped = lines[j].strip()
-        if len(stripped) >= size and stripped == char * len(stripped):
-            return j
-    return len(lines)
+    from amp_book.pages import markdown_parser
+
+    out: list[str] = []
+    done = 0  # lines before this one are converted
+    for token in markdown_parser().parse("\n".join(lines)):
+        if token.level != 0 or token.map is None:
+            continue
+        start, end = token.map
+        out.extend(_inline(line, ctx) for line in lines[done:start])
+        done = end
+        if token.type in ("myst_target", "myst_line_comment"):
+            continue
+        directive = _DIRECTIVE_INFO.match(token.info) if "fence" in token.type else None
+        if directive:
+            options, body = _split_options(token.content.splitlines())
+            out.append(_directive(directive["name"], directive["arg"].strip(), options, body, ctx))
+        elif token.type == "fence":
+            out.extend(lines[start:end])
+        else:
+            out.extend(_inline(line, ctx) for line in lines[start:end])
+    out.extend(_inline(line, ctx) for line in lines[done:])
+    return "\n".join(out)
 
 
 def _split_options(lines: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -905,8 +895,7 @@ def _is_plain_prose(cell: Mapping[str, Any]) -> bool:
     """A Markdown cell with no heading and no attachment: it may be printed with its neighbours."""
     if cell["cell_type"] != "markdown" or cell.get("attachments"):
         return False
-    lines = _markdown_outside_literals(_as_text(cell["source"]).splitlines())
-    return not any(_HEADING.match(line) for line in lines)
+    return not any(t.type == "heading_open" for t in _blocks(_as_text(cell["source"])))
 
 
 def fold_book_cells(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -1244,19 +1233,25 @@ TERM_PREFIX = "term:"
 """Key prefix of a glossary term in the labels of :func:`titles_and_labels` (lower case)."""
 
 
-def _glossary_terms(lines: list[str]) -> list[str]:
-    """The terms a ``{glossary}`` block defines: its unindented lines, less its options."""
-    terms, inside = [], False
-    for line in lines:
-        fence = _FENCE.match(line)
-        if fence and fence["name"] == "glossary":
-            inside = True
-            continue
-        if inside and re.match(r"^ {0,3}(`{3,}|:{3,})\s*$", line):
-            inside = False
-        elif inside and line.strip() and not line[0].isspace() and not line.startswith(":"):
-            terms.append(line.strip())
-    return terms
+def _blocks(text: str) -> Iterator[Any]:
+    """The tokens of the MyST ``text``, and in turn those of each directive's content that is
+    MyST (a literal one's, :data:`_LITERAL_DIRECTIVES`, is not: a heading in it is none)."""
+    from amp_book.pages import markdown_parser
+
+    for token in markdown_parser().parse(text):
+        yield token
+        directive = _DIRECTIVE_INFO.match(token.info) if "fence" in token.type else None
+        if directive and directive["name"] not in _LITERAL_DIRECTIVES:
+            yield from _blocks("\n".join(_split_options(token.content.splitlines())[1]))
+
+
+def _glossary_terms(token: Any) -> list[str]:
+    """The terms a ``{glossary}`` token defines: its content's unindented lines, less options."""
+    directive = _DIRECTIVE_INFO.match(token.info) if "fence" in token.type else None
+    if directive is None or directive["name"] != "glossary":
+        return []
+    lines = token.content.splitlines()
+    return [ln.strip() for ln in lines if ln.strip() and not ln[0].isspace() and ln[0] != ":"]
 
 
 def titles_and_labels(
@@ -1264,9 +1259,9 @@ def titles_and_labels(
 ) -> tuple[dict[str, str], dict[str, tuple[str, str, str]]]:
     """Page titles and section labels of MyST ``pages`` (docname: text), as Sphinx finds them.
 
-    Each page is read as the build reads it (:func:`.pages.read_text`): titles
-    and ``(label)=`` targets come from its Markdown cells, outside literal
-    blocks, and a code cell's figure ``name`` is a label too. Each term of a
+    Each page is read as the build reads it (:func:`.pages.read_text`, then
+    MyST-Parser's tokens): titles and ``(label)=`` targets come from its
+    Markdown cells, outside literal blocks, and a code cell's figure ``name`` is a label too. Each term of a
     ``{glossary}`` is a label under :data:`TERM_PREFIX` and its lower-case
     text, with the anchor Sphinx gives it.
 
@@ -1290,18 +1285,17 @@ def titles_and_labels(
                 continue
             if cell.kind != "markdown":
                 continue
-            for term in _glossary_terms(cell.source.splitlines()):
-                labels[TERM_PREFIX + term.lower()] = (doc, _make_id(f"term-{term}"), term)
-            lines = _markdown_outside_literals(cell.source.splitlines())
-            for i, line in enumerate(lines):
-                heading = _HEADING.match(line)
-                if heading and doc not in titles:
-                    titles[doc] = _smart(heading[1])
-                target = _TARGET.match(line.strip())
-                if target:
-                    after = next((x for x in lines[i + 1 :] if x.strip()), "")
-                    section = _HEADING.match(after)
-                    labels[target[1]] = (doc, target[1], _smart(section[1]) if section else "")
+            tokens = list(_blocks(cell.source))
+            for i, token in enumerate(tokens):
+                for term in _glossary_terms(token):
+                    labels[TERM_PREFIX + term.lower()] = (doc, _make_id(f"term-{term}"), term)
+                if token.type == "heading_open" and doc not in titles:
+                    titles[doc] = _smart(tokens[i + 1].content)
+                elif token.type == "myst_target":
+                    after = tokens[i + 1 : i + 3]
+                    heading = [t.type for t in after[:1]] == ["heading_open"]
+                    title = _smart(after[1].content) if heading else ""
+                    labels[token.content] = (doc, token.content, title)
     return titles, labels
 
 
@@ -1323,36 +1317,10 @@ def book_titles_and_labels(docs: Path) -> tuple[dict[str, str], dict[str, tuple[
     return titles_and_labels(texts)
 
 
-_HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*$")
 _LITERAL_DIRECTIVES = frozenset(
     ["code-block", "code", "sourcecode", "code-cell", "math", "eval-rst", "raw", "mermaid"]
 )
 """Directives whose content is not MyST (a heading or a target in it is none)."""
-
-
-def _markdown_outside_literals(lines: list[str]) -> list[str]:
-    """``lines`` of a Markdown cell less the content of its code blocks.
-
-    A directive's fence lines stay (a target right above one labels no
-    section) and so does its content, unless it is literal; a plain fenced
-    block's content goes. Fences are matched as :func:`_convert_block` does.
-    """
-    out: list[str] = []
-    i = 0
-    while i < len(lines):
-        fence = _FENCE.match(lines[i]) or _PLAIN_FENCE.match(lines[i])
-        if not fence:
-            out.append(lines[i])
-            i += 1
-            continue
-        end = _closing(lines, i, fence["fence"])
-        out.append(lines[i])
-        name = fence.groupdict().get("name")
-        if name is not None and name not in _LITERAL_DIRECTIVES:
-            out.extend(_markdown_outside_literals(lines[i + 1 : end]))
-        out.extend(lines[end : end + 1])
-        i = end + 1
-    return out
 
 
 def glue_keys(texts: Iterable[str]) -> set[str]:

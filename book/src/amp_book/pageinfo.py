@@ -198,17 +198,6 @@ def reading_minutes(text: str) -> int:
 
 
 @functools.cache
-def _markdown_parser() -> Any:
-    from markdown_it.renderer import RendererHTML
-    from myst_parser.config.main import MdParserConfig
-    from myst_parser.parsers.mdit import create_md_parser
-
-    from amp_book.pages import BOOK_EXTENSIONS
-
-    return create_md_parser(MdParserConfig(enable_extensions=set(BOOK_EXTENSIONS)), RendererHTML)
-
-
-@functools.cache
 def _self_check_names() -> frozenset[str]:
     from amp_book.selfcheck.directives import DIRECTIVES
 
@@ -217,8 +206,10 @@ def _self_check_names() -> frozenset[str]:
 
 def _count_markdown(source: str) -> tuple[int, int]:
     """(words of prose, self-check directives) in the Markdown ``source``."""
+    from amp_book.pages import markdown_parser
+
     words = checks = 0
-    for token in _markdown_parser().parse(source):
+    for token in markdown_parser().parse(source):
         if token.type == "inline":
             words += _inline_words(token.children or [])
         elif token.type in ("fence", "colon_fence"):

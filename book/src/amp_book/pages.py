@@ -90,6 +90,23 @@ def _config() -> Any:
     return MdParserConfig(enable_extensions=set(BOOK_EXTENSIONS))
 
 
+@functools.cache
+def markdown_parser() -> Any:
+    r"""markdown-it with the book's MyST syntax, as MyST-Parser builds it for the build.
+
+    Its tokens carry each block's lines (``token.map``): a directive is a ``fence`` or a
+    ``colon_fence`` whose ``info`` is ``{name} argument``, a ``(label)=`` line a
+    ``myst_target``, a ``%`` line a ``myst_line_comment``.
+
+    >>> [(t.type, t.map) for t in markdown_parser().parse("(x)=\n# T\n") if t.level == 0][:2]
+    [('myst_target', [0, 1]), ('heading_open', [1, 2])]
+    """
+    from markdown_it.renderer import RendererHTML
+    from myst_parser.parsers.mdit import create_md_parser
+
+    return create_md_parser(_config(), RendererHTML)
+
+
 def read_text(text: str, path: str | Path | None = None) -> Page:
     """The page whose MyST source is ``text`` (``path`` only names it)."""
     from myst_nb.core.read import is_myst_markdown_notebook, read_myst_markdown_notebook
