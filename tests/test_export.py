@@ -8,8 +8,10 @@ import textwrap
 
 import pytest
 
-from amp_book import export
-from amp_book.export import CORRECTION_TITLE, export_notebook, myst_to_markdown
+from amp_book import export, myst, urls
+from amp_book.corrections import TITLE as CORRECTION_TITLE
+from amp_book.export import export_notebook
+from amp_book.myst import myst_to_markdown
 from amp_lesson.playground import explorer_rows
 
 GLUE = {
@@ -321,7 +323,7 @@ def test_a_notebook_export_keeps_hidden_code_collapsed_and_prints_the_runs_passa
             outputs=[printed, glue_output],
         ),
     )
-    glue = export.glue_values_from_outputs(nb)
+    glue = myst.glue_values_from_outputs(nb)
     assert glue == {"n": {"text/plain": "3"}}
     out = export_notebook(
         nb, glue, docname="chapter/x", executed=True, repository="https://github.com/o/r"
@@ -402,15 +404,14 @@ def test_the_repository_is_declared_once_in_pyproject() -> None:
     import tomllib
     from helpers import ROOT
 
-    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
-    assert (
-        export.repository_url() == urls["Repository"] == "https://github.com/amp-lesson/amp-lesson"
-    )
-    assert export.github_slug() == "amp-lesson/amp-lesson"
-    assert export.install_spec("0.1.0") == (
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    repository = "https://github.com/amp-lesson/amp-lesson"
+    assert urls.repository_url() == declared["Repository"] == repository
+    assert urls.github_slug() == "amp-lesson/amp-lesson"
+    assert urls.install_spec("0.1.0") == (
         "amp-lesson[notebooks] @ git+https://github.com/amp-lesson/amp-lesson@v0.1.0"
     )
-    assert export.documentation_url() == urls["Documentation"] + "/en/latest"
+    assert urls.documentation_url() == declared["Documentation"] + "/en/latest"
 
 
 def test_a_numbered_reference_keeps_its_words() -> None:
@@ -433,7 +434,7 @@ def test_a_playground_links_to_the_book_and_each_names_its_function() -> None:
         "[the online book](https://book.example/en/latest/chapter/formats.html).* "
     )
     assert "JavaScript" not in out  # the site's worked example is not in a notebook
-    assert out.endswith(export.IN_A_NOTEBOOK["scaler-playground"])
+    assert out.endswith(myst.IN_A_NOTEBOOK["scaler-playground"])
     # the calls it names run, and give the playground's trace and summary
     from amp_lesson.playground import describe_trace, read_steps, scaler_trace
 
@@ -448,7 +449,7 @@ def test_a_playground_links_to_the_book_and_each_names_its_function() -> None:
     assert describe_trace(rows).startswith("3 steps, 1 skipped.")
     out = md(":::{bit-explorer}\n:value: 0.1\n\nWith JavaScript off, this table.\n:::")
     assert "this table" not in out  # the site's static table is not in a notebook
-    assert out.endswith(export.IN_A_NOTEBOOK["bit-explorer"])
+    assert out.endswith(myst.IN_A_NOTEBOOK["bit-explorer"])
     # the call it names runs, and gives what the site's table shows for those values
     call = re.search(r"`amp_lesson\.playground\.(explorer_rows\(.*?\))`", out)[1]
     rows = eval(call, {"explorer_rows": explorer_rows})

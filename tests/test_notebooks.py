@@ -18,7 +18,7 @@ from helpers import ROOT, one_step_bitwise
 from pip_config import uv_find_links
 
 import amp_lesson
-from amp_book import export
+from amp_book import export, myst, targets, urls
 from amp_book.kickers import KICKERS
 from amp_lesson.claims import CLAIM_RECORD_PREFIX
 from amp_lesson.notebook import WAITING_NOTE, split_role
@@ -72,7 +72,7 @@ def test_twins_are_plain_jupyter(twin: Path) -> None:
     assert nb["nbformat"] == 4
     assert "myst_nb" not in "\n".join(_cells(nb, "code"))
     install = _cells(nb, "code")[0]
-    assert export.install_spec() in install
+    assert urls.install_spec() in install
     assert "%pip install" in install
     for text in ["".join(c["source"]) for c in _text_cells(nb)]:
         # a notebook runs where the reader runs it: its words speak of "this run", not the build
@@ -94,9 +94,9 @@ def test_twins_are_plain_jupyter(twin: Path) -> None:
 
 def test_the_readme_links_to_the_declared_repository() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    repo = export.repository_url()
+    repo = urls.repository_url()
     assert f"]({repo})" in readme
-    assert f"]({export.colab_url('notebooks/chapter/start.ipynb')})" in readme
+    assert f"]({urls.colab_url('notebooks/chapter/start.ipynb')})" in readme
     for url in re.findall(r"https://github\.com/[\w.-]+/[\w.-]+", readme):
         assert url == repo, f"README names another repository: {url}"
 
@@ -111,7 +111,7 @@ def test_each_download_is_its_twin_with_outputs(built_book: Path) -> None:
         assert any(c.get("outputs") for c in download["cells"] if c["cell_type"] == "code")
         assert "myst_nb" not in json.dumps(download)
         html = (built_book / f"{doc}.html").read_text(encoding="utf-8")
-        assert export.colab_url(f"notebooks/{doc}.ipynb") in html, f"{doc}: no Colab button"
+        assert urls.colab_url(f"notebooks/{doc}.ipynb") in html, f"{doc}: no Colab button"
 
 
 def _venv_python(venv: Path) -> Path:
@@ -170,8 +170,8 @@ def test_exported_notebooks_run_in_a_fresh_environment(tmp_path: Path) -> None:
         == "None"
     )
 
-    install = export.install_cell_source(repository=repo.as_uri())
-    assert export.install_cell_source().replace(export.repository_url(), repo.as_uri()) == install
+    install = urls.install_cell_source(repository=repo.as_uri())
+    assert urls.install_cell_source().replace(urls.repository_url(), repo.as_uri()) == install
     cell = {
         "cell_type": "code",
         "execution_count": None,
@@ -308,7 +308,7 @@ def _wordings(glue: dict[str, dict]) -> set[str]:
     """Every wording of every claim of a page, and each sentence it glued as text."""
     words = set()
     for key, bundle in glue.items():
-        text = export.format_glued_text(export._as_text(bundle.get("text/plain", "")), "")
+        text = export.format_glued_text(myst._as_text(bundle.get("text/plain", "")), "")
         if key.startswith(CLAIM_RECORD_PREFIX):
             record = json.loads(text)
             words |= {w for w in (record["says"], record["otherwise"]) if w}
@@ -343,7 +343,7 @@ def _roles(page: Path) -> list[tuple[str, str]]:
     text = _markdown_outside_code(page.read_text(encoding="utf-8"))
     text = re.sub(r"^:assumes:.*$", "", text, flags=re.MULTILINE)  # {page-info}: the book's own
     # A playground's body introduces the site's static version, which a notebook has not
-    # (export.IN_A_NOTEBOOK says instead which call gives it).
+    # (myst.IN_A_NOTEBOOK says instead which call gives it).
     text = re.sub(
         r"^:::\{(?:bit-explorer|scaler-playground)\}.*?^:::$",
         "",
@@ -356,7 +356,7 @@ def _roles(page: Path) -> list[tuple[str, str]]:
 @pytest.mark.book
 def test_every_cross_reference_is_a_link_to_the_hosted_page_and_anchor(built_book: Path) -> None:
     titles, labels = notebooks._titles_and_labels()
-    docs_url = export.documentation_url()
+    docs_url = urls.documentation_url()
     parsed: dict[str, BeautifulSoup] = {}
     seen = 0
     for page in notebooks.pages():
@@ -366,7 +366,7 @@ def test_every_cross_reference_is_a_link_to_the_hosted_page_and_anchor(built_boo
             _cells(twin, "markdown") + [t for c in _text_cells(twin) for t in _printed(c)]
         )
         for role, content in _roles(page):
-            title, target = export._split_title_target(content)
+            title, target = myst._split_title_target(content)
             if role.startswith("py:"):
                 name = target.lstrip("~")
                 module = max(
@@ -381,10 +381,10 @@ def test_every_cross_reference_is_a_link_to_the_hosted_page_and_anchor(built_boo
                     f"`{words}()`" if role in ("py:func", "py:meth") and not title else f"`{words}`"
                 )
             elif role == "term":  # the glossary entry, by the anchor Sphinx gave it
-                target_doc, anchor, _ = labels[export.TERM_PREFIX + target.lower()]
+                target_doc, anchor, _ = labels[targets.TERM_PREFIX + target.lower()]
                 url, words = f"{docs_url}/{target_doc}.html#{anchor}", title or target
             elif role == "doc":
-                target_doc = export._resolve_doc(target, export._Context({}, docs_url, doc))
+                target_doc = myst._resolve_doc(target, myst._Context({}, docs_url, doc))
                 url, words = f"{docs_url}/{target_doc}.html", title or titles[target_doc]
                 anchor = None
             else:

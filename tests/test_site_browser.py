@@ -580,7 +580,7 @@ def test_a_figures_text_changes_colour_with_the_theme(make_page, site_url, built
 def test_every_page_offers_its_repository_source_and_an_issue(make_page, site_url, built_book):
     import os
 
-    from amp_book.export import repository_url
+    from amp_book.urls import repository_url
 
     repo = repository_url()  # as the test's build found it: no AMP_LESSON_REPOSITORY
     branch = os.environ.get("AMP_LESSON_BRANCH", "main")
@@ -624,7 +624,7 @@ def test_the_whole_book_is_one_page_whose_links_all_resolve(built_book):
     every other link absolute to the hosted book, nothing loaded from elsewhere."""
     import re
 
-    from amp_book.export import documentation_url
+    from amp_book.urls import documentation_url
 
     text = (built_book / "print.html").read_text(encoding="utf-8")
     sections = re.findall(r'<section class="amp-print-page" id="([^"]+)"', text)

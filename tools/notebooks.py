@@ -78,7 +78,7 @@ Targets = tuple[dict[str, str], dict[str, tuple[str, str, str]]]
 
 
 def _titles_and_labels() -> Targets:
-    from amp_book.export import book_titles_and_labels
+    from amp_book.targets import book_titles_and_labels
 
     return book_titles_and_labels(DOCS)
 

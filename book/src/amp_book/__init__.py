@@ -36,7 +36,8 @@ Executing the pages:
   upstream patches of :mod:`.patches`, the kernel server of :mod:`.kernels`,
   signal handling of :mod:`.shutdown`), all undone when the build ends.
 
-Besides the extension: :mod:`.export` (a page as a plain notebook),
+Besides the extension: :mod:`.export` (a page as a plain notebook, its Markdown from
+:mod:`.myst`, its links from :mod:`.targets` and :mod:`.urls`),
 :mod:`.pages` (a page read as the build reads it), :mod:`.kickers`.
 """
 

@@ -17,7 +17,7 @@ from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.util import logging
 
-from amp_book import edition, export
+from amp_book import edition, export, targets, urls
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ def _repository(app: Sphinx) -> str:
     repo = app.config.amp_lesson_repository.strip().removesuffix(".git").strip("/")
     if repo and not repo.startswith("https://"):
         repo = f"https://github.com/{repo}"  # the setting may be given as owner/name
-    return repo or export.repository_url()
+    return repo or urls.repository_url()
 
 
 def _add_repository_buttons(app: Sphinx, config: Config) -> None:
@@ -52,7 +52,7 @@ def _add_notebook_buttons(
     # The titles and labels read from the sources, as tools/notebooks.py reads them for the
     # twins Colab opens: the download and its twin say the same words.
     if getattr(app, "_amp_lesson_targets", None) is None:
-        app._amp_lesson_targets = export.book_titles_and_labels(Path(app.srcdir))
+        app._amp_lesson_targets = targets.book_titles_and_labels(Path(app.srcdir))
     titles, labels = app._amp_lesson_targets
     executed_nb = json.loads(executed.read_text(encoding="utf-8"))
     export_page = functools.partial(
@@ -139,7 +139,7 @@ def _add_colab_button(
     if "ipynb_source" not in context or "header_buttons" not in context:
         return
     _add_download_entries(context)
-    url = export.colab_url(
+    url = urls.colab_url(
         f"notebooks/{pagename}.ipynb", app.config.amp_lesson_branch, _repository(app)
     )
     context["header_buttons"].append(

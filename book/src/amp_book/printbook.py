@@ -363,9 +363,9 @@ def _decide(app: Sphinx, config: Any) -> None:
 
 
 def _site_url(app: Sphinx) -> str:
-    from amp_book import export
+    from amp_book import urls
 
-    return export.documentation_url().rstrip("/")
+    return urls.documentation_url().rstrip("/")
 
 
 def _write(app: Sphinx, exception: Exception | None) -> None:
