@@ -18,7 +18,7 @@ import pytest
 from helpers import TAG_ENV, mini_book, processes_tagged, sphinx_build
 from jupyter_client.manager import KernelManager
 
-from amp_book import kernels
+from amp_book import kernel_server, kernels
 
 pytestmark = [
     pytest.mark.kernels,  # every test here starts a kernel server: not the fast tier
@@ -101,7 +101,7 @@ def shared_server() -> Iterator[dict[str, str]]:
         mp.delenv("PYTEST_CURRENT_TEST", raising=False)
         env = dict(os.environ)
         kernels.connect(server.folder, env[kernels.OWNER_ENV]).close()
-    preloaded = server.folder / kernels.PRELOADED_NAME
+    preloaded = server.folder / kernel_server.PRELOADED_NAME
     deadline = time.monotonic() + 120
     while not preloaded.is_file() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -162,7 +162,7 @@ def test_a_server_told_to_preload_all_imports_everything_before_its_first_kernel
     assert probe(first)["preloaded"] is True
     assert probe(first)["later"] == [True, True]  # not left to be imported between requests
     assert text(first, 1) == "True\n"  # every kernel imports debugpy as it starts ...
-    preloaded = (server_env / kernels.PRELOADED_NAME).read_text().split()
+    preloaded = (server_env / kernel_server.PRELOADED_NAME).read_text().split()
     assert "debugpy" in preloaded  # ... so the server has imported it for them
 
 
@@ -284,7 +284,7 @@ def test_the_server_exits_with_its_owner(tmp_path: Path) -> None:
     try:
         conn = kernels.connect(tmp_path, str(owner.pid))
         conn.close()
-        server_pid = int((tmp_path / kernels.PID_NAME).read_text())
+        server_pid = int((tmp_path / kernel_server.PID_NAME).read_text())
         os.kill(server_pid, 0)
     finally:
         owner.kill()
@@ -293,7 +293,7 @@ def test_the_server_exits_with_its_owner(tmp_path: Path) -> None:
     assert server is not None
     assert server.pid == server_pid
     server.wait(timeout=20)  # raises if it outlives its owner
-    assert not (tmp_path / kernels.SOCKET_NAME).exists()
+    assert not (tmp_path / kernel_server.SOCKET_NAME).exists()
 
 
 def in_forked_child(
@@ -330,7 +330,7 @@ def test_a_forked_reader_waits_for_a_server_its_parent_is_starting(tmp_path: Pat
     assert server is not None
     os.kill(server.pid, signal.SIGSTOP)  # held before it listens, as a slow start is
     try:
-        assert not (tmp_path / kernels.SOCKET_NAME).exists()
+        assert not (tmp_path / kernel_server.SOCKET_NAME).exists()
 
         def reader() -> None:
             assert not kernels.server_exited(tmp_path)
@@ -369,8 +369,8 @@ def test_a_server_that_fails_is_an_error_that_shows_its_log(
 def test_no_cuda_device_file_is_open_after_the_imports() -> None:
     code = (
         "from amp_book import kernels\n"
-        "kernels.preload([*kernels.PRELOAD, *kernels.later_modules()])\n"
-        "print(kernels._cuda_driver_open())"
+        "kernel_server.preload([*kernel_server.PRELOAD, *kernel_server.later_modules()])\n"
+        "print(kernel_server._cuda_driver_open())"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -435,13 +435,13 @@ def test_a_build_can_start_the_server_before_any_kernel(server_env: Path) -> Non
     server.folder = server_env  # the fixture's server folder, as the build's extension holds it
     server.start_soon()
     deadline = time.monotonic() + 60
-    while not (server_env / kernels.SOCKET_NAME).exists() and time.monotonic() < deadline:
+    while not (server_env / kernel_server.SOCKET_NAME).exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert (server_env / kernels.SOCKET_NAME).exists()  # listening, and no kernel asked for
-    first = int((server_env / kernels.PID_NAME).read_text())
+    assert (server_env / kernel_server.SOCKET_NAME).exists()  # listening, and no kernel asked for
+    first = int((server_env / kernel_server.PID_NAME).read_text())
     server.start_soon()  # a second call starts no second server
     time.sleep(0.5)
-    assert int((server_env / kernels.PID_NAME).read_text()) == first
+    assert int((server_env / kernel_server.PID_NAME).read_text()) == first
     assert not wait_until_gone(first, timeout=0.5)  # the first server still runs
 
 
@@ -496,13 +496,13 @@ def test_the_server_answers_bad_requests_and_goes_on_serving(
     cut_off_s = time.monotonic() - started
     # A client that connects and sends nothing does not hold up the others.
     silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    silent.connect(str(server_env / kernels.SOCKET_NAME))
+    silent.connect(str(server_env / kernel_server.SOCKET_NAME))
     try:
         nb = run(notebook(PROBE), tmp_path, env)
         assert probe(nb)["preloaded"] is True  # served, forked, while the silent one waits
     finally:
         silent.close()
-    log = (server_env / kernels.LOG_NAME).read_text()
+    log = (server_env / kernel_server.LOG_NAME).read_text()
     assert "at most" in log, log[-2000:]
     print(f"an 8 MB request was refused after {cut_off_s:.2f} s")
 
@@ -512,16 +512,16 @@ def test_a_silent_client_is_dropped_after_the_timeout(
 ) -> None:
     import socket
 
-    monkeypatch.setenv(kernels.REQUEST_TIMEOUT_ENV, "1.5")  # read by the server as it starts
+    monkeypatch.setenv(kernel_server.REQUEST_TIMEOUT_ENV, "1.5")  # read by the server as it starts
     kernels.connect(server_env, os.environ[kernels.OWNER_ENV]).close()
     silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    silent.connect(str(server_env / kernels.SOCKET_NAME))
+    silent.connect(str(server_env / kernel_server.SOCKET_NAME))
     silent.settimeout(60)
     try:
         assert silent.recv(1) == b""  # the server hangs up on it
     finally:
         silent.close()
-    assert "not complete within 1.5 s" in (server_env / kernels.LOG_NAME).read_text()
+    assert "not complete within 1.5 s" in (server_env / kernel_server.LOG_NAME).read_text()
 
 
 def test_the_server_does_not_fork_with_threads(
@@ -536,7 +536,7 @@ def test_the_server_does_not_fork_with_threads(
         assert not isinstance(km.provisioner.process, kernels.ForkedKernel)  # the usual way
     finally:
         km.shutdown_kernel(now=True)
-    log = (server_env / kernels.LOG_NAME).read_text()
+    log = (server_env / kernel_server.LOG_NAME).read_text()
     assert "forks only with one" in log, log[-2000:]
 
 
@@ -553,13 +553,13 @@ def test_a_signal_ends_the_server_and_its_kernels(
 ) -> None:
     monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
     km, kernel = kernel_through(server_env, tmp_path)
-    server = int((server_env / kernels.PID_NAME).read_text())
+    server = int((server_env / kernel_server.PID_NAME).read_text())
     os.kill(server, signum)
     try:
-        log = server_env / kernels.LOG_NAME
+        log = server_env / kernel_server.LOG_NAME
         assert wait_until_gone(server), f"the server outlived the signal: {log.read_text()[-2000:]}"
         assert wait_until_gone(kernel), "its kernel outlived it"
-        assert not (server_env / kernels.SOCKET_NAME).exists()
+        assert not (server_env / kernel_server.SOCKET_NAME).exists()
     finally:
         km.cleanup_resources()
 
@@ -585,7 +585,7 @@ def test_a_server_whose_owner_is_killed_ends_its_kernels_and_removes_its_folder(
     )
     folder_name, pid = owner.stdout.readline().split()
     folder = Path(folder_name)
-    server = int((folder / kernels.PID_NAME).read_text())
+    server = int((folder / kernel_server.PID_NAME).read_text())
     owner.kill()
     owner.wait()
     assert wait_until_gone(server), "the server outlived its owner"
@@ -598,7 +598,7 @@ def test_a_kernel_dies_with_its_server_even_when_the_server_is_killed(
 ) -> None:
     monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
     km, kernel = kernel_through(server_env, tmp_path)
-    os.kill(int((server_env / kernels.PID_NAME).read_text()), signal.SIGKILL)
+    os.kill(int((server_env / kernel_server.PID_NAME).read_text()), signal.SIGKILL)
     try:
         assert wait_until_gone(kernel), "a kernel outlived its server's SIGKILL"
     finally:
@@ -617,10 +617,10 @@ except BaseException:
 SERVE_LATER = """\
 import os, sys
 from pathlib import Path
-from amp_book import kernels
+from amp_book import kernel_server
 folder = Path(sys.argv[1])
 sys.path.insert(0, str(folder))
-kernels.serve(kernels.listen(folder), folder, os.getppid(), dict(os.environ), ["swallows"])
+kernel_server.serve(kernel_server.listen(folder), folder, os.getppid(), dict(os.environ), ["swallows"])
 """
 
 

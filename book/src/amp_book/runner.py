@@ -34,7 +34,7 @@ from sphinx.config import Config
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from amp_book import execution, kernels, pages, patches, shutdown
+from amp_book import execution, kernel_server, kernels, pages, patches, shutdown
 from amp_book.scheduling import AUTODOC
 
 logger = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ def _prepare_readers(app: Sphinx, env: Any, docnames: list[str]) -> None:
         else:
             _kernel_server.usual_way()
     if app.parallel > 1 and len(docnames) > 5 and any(AUTODOC.search(t) for t in texts):
-        for name in kernels.package_modules():
+        for name in kernel_server.package_modules():
             importlib.import_module(name)
 
 

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from amp_book.kernels import die_with_parent
+from amp_book.kernel_server import die_with_parent
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 """The signals that end a build, whole."""
