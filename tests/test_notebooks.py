@@ -21,7 +21,7 @@ import amp_lesson
 from amp_book import export, myst, targets, urls
 from amp_book.kickers import KICKERS
 from amp_lesson.claims import CLAIM_RECORD_PREFIX
-from amp_lesson.notebook import WAITING_NOTE, split_role
+from amp_lesson.notebook import WAITING_NOTE, format_glued_text, split_role
 
 TWINS = sorted(notebooks.OUT.rglob("*.ipynb"))
 # Notebooks known not to run outside the book, each with why; the test fails when one of
@@ -308,7 +308,7 @@ def _wordings(glue: dict[str, dict]) -> set[str]:
     """Every wording of every claim of a page, and each sentence it glued as text."""
     words = set()
     for key, bundle in glue.items():
-        text = export.format_glued_text(myst._as_text(bundle.get("text/plain", "")), "")
+        text = format_glued_text(myst._as_text(bundle.get("text/plain", "")), "")
         if key.startswith(CLAIM_RECORD_PREFIX):
             record = json.loads(text)
             words |= {w for w in (record["says"], record["otherwise"]) if w}
@@ -461,9 +461,7 @@ def test_the_site_offers_every_notebook_in_one_zip_and_each_page_as_a_script(
     # A script prints the page's passages from its own run.
     doc = "chapter/why-accumulate"
     record = json.loads(
-        export.format_glued_text(
-            _glue_records(doc)[CLAIM_RECORD_PREFIX + "act_linear"]["text/plain"], ""
-        )
+        format_glued_text(_glue_records(doc)[CLAIM_RECORD_PREFIX + "act_linear"]["text/plain"], "")
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"MPLBACKEND": "agg"}
     proc = subprocess.run(

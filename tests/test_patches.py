@@ -107,7 +107,7 @@ def test_torch_still_decides_cuda_autocast_on_fake_cuda_tensors() -> None:
 
 
 def test_sphinx_still_makes_glossary_ids_with_make_id() -> None:
-    # export.titles_and_labels links a notebook's {term} roles to the glossary entry's anchor,
+    # targets.titles_and_labels links a notebook's {term} roles to the glossary entry's anchor,
     # computed as Sphinx's glossary computes it (sphinx.util.nodes._make_id, a private name).
     from sphinx.domains.std import make_glossary_term
     from sphinx.util.nodes import _make_id
