@@ -22,7 +22,8 @@ from helpers import DOCS, FRONT_MATTER, HTML
 from test_selfcheck_browser import _axe_path
 
 from amp_book import edition as ed
-from amp_book.edition import EditionError
+from amp_book import edition_store as store
+from amp_book.edition_store import EditionError
 
 CPU_PROVENANCE = {
     "device_type": "cpu",
@@ -38,25 +39,25 @@ CPU_PROVENANCE = {
 
 
 def test_a_complete_provenance_passes_and_each_missing_field_is_named() -> None:
-    assert ed.check_provenance(CPU_PROVENANCE) == []
+    assert store.check_provenance(CPU_PROVENANCE) == []
     cuda = CPU_PROVENANCE | {"device_type": "cuda", "device_name": "NVIDIA H200"}
-    assert ed.check_provenance(cuda) == ["driver_version", "cuda_version", "compute_capability"]
+    assert store.check_provenance(cuda) == ["driver_version", "cuda_version", "compute_capability"]
     full = cuda | {"driver_version": "580.1", "cuda_version": "13.0", "compute_capability": "9.0"}
-    assert ed.check_provenance(full) == []
-    assert ed.check_provenance(full | {"driver_version": " "}) == ["driver_version"]
-    assert ed.check_provenance(CPU_PROVENANCE | {"recorded": "yesterday"}) == [
+    assert store.check_provenance(full) == []
+    assert store.check_provenance(full | {"driver_version": " "}) == ["driver_version"]
+    assert store.check_provenance(CPU_PROVENANCE | {"recorded": "yesterday"}) == [
         "recorded (an ISO date)"
     ]
-    assert ed.check_provenance(CPU_PROVENANCE | {"device_type": "tpu"}) == [
+    assert store.check_provenance(CPU_PROVENANCE | {"device_type": "tpu"}) == [
         "device_type (cpu or cuda)"
     ]
-    assert ed.check_provenance(None) == list(ed.PROVENANCE_FIELDS)
+    assert store.check_provenance(None) == list(store.PROVENANCE_FIELDS)
 
 
 def _store(folder: Path, provenance: dict[str, Any], pages: dict[str, Any]) -> Path:
     folder.mkdir(parents=True)
-    manifest = {"schema": ed.SCHEMA, "provenance": provenance, "pages": pages}
-    (folder / ed.MANIFEST).write_text(json.dumps(manifest))
+    manifest = {"schema": store.SCHEMA, "provenance": provenance, "pages": pages}
+    (folder / store.MANIFEST).write_text(json.dumps(manifest))
     return folder
 
 
@@ -69,9 +70,9 @@ def test_an_edition_whose_provenance_is_incomplete_is_refused_naming_what_it_lac
     with pytest.raises(
         EditionError, match=r"refused, its provenance is incomplete: no torch_version"
     ):
-        ed.load_edition(folder)
+        store.load_edition(folder)
     ok = _store(tmp_path / "ok", CPU_PROVENANCE, {"p": page})
-    assert ed.load_edition(ok).pages["p"].reason == "a cell raised X"
+    assert store.load_edition(ok).pages["p"].reason == "a cell raised X"
     no_file = _store(
         tmp_path / "nofile",
         CPU_PROVENANCE,
@@ -79,13 +80,13 @@ def test_an_edition_whose_provenance_is_incomplete_is_refused_naming_what_it_lac
                "executed_on": "2026-12-02", "file": "p.ipynb.gz"}},
     )  # fmt: skip
     with pytest.raises(EditionError, match=r"p\.ipynb\.gz is missing"):
-        ed.load_edition(no_file)
+        store.load_edition(no_file)
     no_reason = _store(tmp_path / "noreason", CPU_PROVENANCE, {"p": {"status": "failed",
                        "source_sha256": "ab"}})  # fmt: skip
     with pytest.raises(EditionError, match=r"page p \(failed\) has no reason"):
-        ed.load_edition(no_reason)
+        store.load_edition(no_reason)
     with pytest.raises(EditionError, match=r"no edition\.json"):
-        ed.load_edition(tmp_path / "nowhere")
+        store.load_edition(tmp_path / "nowhere")
 
 
 PAGE = (
@@ -158,13 +159,13 @@ def test_the_recorder_keeps_what_ran_puts_the_glue_back_and_says_why_a_page_did_
     (executed / "good.glue.json").write_text(json.dumps(glue))
     (docs / "silent.md").write_text(PAGE)  # has code, but the build wrote no notebook for it
     (docs / "plain.md").write_text("# Plain\n\nNo code.\n")
-    edition = ed.record(docs, executed, tmp_path / "editions", CPU_PROVENANCE)
+    edition = store.record(docs, executed, tmp_path / "editions", CPU_PROVENANCE)
     assert edition.slug == "cpu-x86-64-2-cores"
     assert sorted(edition.pages) == ["bad", "good", "silent"]
     assert edition.pages["bad"].reason == "a cell raised RuntimeError: CUDA out of memory"
     assert "no executed notebook" in str(edition.pages["silent"].reason)
     stored = edition.pages["good"]
-    assert stored.source_sha256 == ed.source_sha256(docs / "good.md")
+    assert stored.source_sha256 == store.source_sha256(docs / "good.md")
     assert stored.inputs_key == "k1"
     nb = edition.notebook("good")
     restored = [o for c in nb["cells"] for o in c.get("outputs", []) if "metadata" in o
@@ -176,7 +177,7 @@ def test_the_recorder_keeps_what_ran_puts_the_glue_back_and_says_why_a_page_did_
     ]  # fmt: skip
     with gzip.open(edition.folder / "good.ipynb.gz", "rb") as f:
         assert b'"id"' not in f.read()  # compact: cell ids and execution counts left out
-    again = ed.record(docs, executed, tmp_path / "editions", CPU_PROVENANCE)
+    again = store.record(docs, executed, tmp_path / "editions", CPU_PROVENANCE)
     assert (again.folder / "good.ipynb.gz").read_bytes() == (
         edition.folder / "good.ipynb.gz"
     ).read_bytes()
@@ -188,37 +189,39 @@ def test_the_recorder_refuses_a_run_of_another_device_or_of_another_version_of_t
     other = _executed([(CELLS[0], []), (CELLS[1], [])], "cuda", "NVIDIA H200")
     docs, executed = _book(tmp_path, {"p": other})
     with pytest.raises(EditionError, match="ran on 'NVIDIA H200', not on 'CPU"):
-        ed.record(docs, executed, tmp_path / "editions", CPU_PROVENANCE)
+        store.record(docs, executed, tmp_path / "editions", CPU_PROVENANCE)
     (docs / "p.md").write_text(PAGE.replace("6 * 7", "6 * 8"))
     with pytest.raises(EditionError, match="the page changed after the build"):
-        ed.record(docs, executed, tmp_path / "editions", CPU_PROVENANCE)
+        store.record(docs, executed, tmp_path / "editions", CPU_PROVENANCE)
     with pytest.raises(EditionError, match="provenance is incomplete: no python_version"):
-        ed.record(docs, executed, tmp_path / "x", {**CPU_PROVENANCE, "python_version": ""})
+        store.record(docs, executed, tmp_path / "x", {**CPU_PROVENANCE, "python_version": ""})
     assert not (tmp_path / "editions").exists()
 
 
 def test_a_page_is_current_changed_or_unrecorded_against_the_sources(tmp_path: Path) -> None:
     source = tmp_path / "p.md"
     source.write_text(PAGE)
-    edition = ed.Edition(
+    edition = store.Edition(
         tmp_path,
         CPU_PROVENANCE,
         {
-            "p": ed.StoredPage("p", "recorded", ed.source_sha256(source), "k1", "2026-12-02", "f"),
-            "f": ed.StoredPage("f", "failed", "x", reason="a cell raised OSError: no GPU"),
+            "p": store.StoredPage(
+                "p", "recorded", store.source_sha256(source), "k1", "2026-12-02", "f"
+            ),
+            "f": store.StoredPage("f", "failed", "x", reason="a cell raised OSError: no GPU"),
         },
     )
     state = ed.page_state
-    assert state(edition, "p", source, "k1").state == ed.CURRENT
-    assert state(edition, "p", source, "k2").state == ed.INPUTS_CHANGED
+    assert state(edition, "p", source, "k1").state == store.CURRENT
+    assert state(edition, "p", source, "k2").state == store.INPUTS_CHANGED
     assert state(edition, "f", source, "k1") == ed.PageState(
-        "f", ed.NOT_RUN, "a cell raised OSError: no GPU"
+        "f", store.NOT_RUN, "a cell raised OSError: no GPU"
     )
-    assert state(edition, "new", source, "k1").state == ed.NOT_RECORDED
-    assert state(edition, "glossary", None, None).state == ed.NO_CODE
+    assert state(edition, "new", source, "k1").state == store.NOT_RECORDED
+    assert state(edition, "glossary", None, None).state == store.NO_CODE
     source.write_text(PAGE + "\nOne more sentence.\n")
-    assert state(edition, "p", source, "k1").state == ed.PAGE_CHANGED
-    for s in ed.STATES:
+    assert state(edition, "p", source, "k1").state == store.PAGE_CHANGED
+    for s in store.STATES:
         banner = ed.banner_html(ed.PageState("p", s, "why"), {"device": "NVIDIA H200",
                                 "date": "2026-12-02", "describe": "d"}, "../p.html")  # fmt: skip
         assert f'data-edition-state="{s}"' in banner
@@ -286,8 +289,8 @@ def book(tmp_path_factory: pytest.TempPathFactory, sphinx: Any) -> dict[str, Any
     tmp = tmp_path_factory.mktemp("edition")
     src, out = _small_book(tmp)
     sphinx(src, out)
-    edition = ed.record(src, tmp / "jupyter_execute", src / "_editions",
-                        ed.record_provenance("cpu"), ["guide/*"])  # fmt: skip
+    edition = store.record(src, tmp / "jupyter_execute", src / "_editions",
+                        store.record_provenance("cpu"), ["guide/*"])  # fmt: skip
     proc = sphinx(src, out)
     return {"src": src, "out": out, "edition": edition, "log": proc.stdout + proc.stderr}
 
@@ -394,9 +397,9 @@ def gpu_book(tmp_path_factory: pytest.TempPathFactory, sphinx: Any) -> dict[str,
     tmp = tmp_path_factory.mktemp("gpu-edition")
     src, out = _small_book(tmp)
     sphinx(src, out)
-    edition = ed.record(src, tmp / "jupyter_execute", src / "_editions",
-                        ed.record_provenance("cpu"), ["guide/*"])  # fmt: skip
-    manifest = edition.folder / ed.MANIFEST
+    edition = store.record(src, tmp / "jupyter_execute", src / "_editions",
+                        store.record_provenance("cpu"), ["guide/*"])  # fmt: skip
+    manifest = edition.folder / store.MANIFEST
     data = json.loads(_read(manifest))
     data["provenance"] |= {"device_type": "cuda", "device_name": "NVIDIA H200",
                            "driver_version": "580.1", "cuda_version": "13.0",
@@ -502,7 +505,7 @@ def test_an_edition_with_incomplete_provenance_fails_the_build(
     book: dict[str, Any], sphinx: Any
 ) -> None:
     src, out = book["src"], book["out"]
-    manifest = next((src / "_editions").glob(f"*/{ed.MANIFEST}"))
+    manifest = next((src / "_editions").glob(f"*/{store.MANIFEST}"))
     whole = _read(manifest)
     data = json.loads(whole)
     del data["provenance"]["device_name"]
@@ -526,9 +529,9 @@ def test_the_whole_book_renders_from_a_recording_of_it(
     import time
 
     refs = runpy.run_path(str(DOCS / "conf.py"))["amp_lesson_reference_pages"]
-    edition = ed.record(DOCS, HTML.parent / "jupyter_execute", tmp_path / "editions",
-                        ed.record_provenance("cpu"), refs)  # fmt: skip
-    assert all(p.status == ed.RECORDED for p in edition.pages.values()), edition.pages
+    edition = store.record(DOCS, HTML.parent / "jupyter_execute", tmp_path / "editions",
+                        store.record_provenance("cpu"), refs)  # fmt: skip
+    assert all(p.status == store.RECORDED for p in edition.pages.values()), edition.pages
     size = sum(p.stat().st_size for p in edition.folder.rglob("*") if p.is_file())
     report("stored edition of the whole book (CPU recording)", f"{size / 1024:.0f} KiB")
     # Beside the suite's build, so the execution cache and the environment are its own.

@@ -1,45 +1,32 @@
-"""A second edition of the book: every page as another device ran it, recorded and rendered.
+"""A second edition of the book: every page as another device ran it, rendered beside it.
 
 A build executes the pages where it runs: on Read the Docs, a CPU. A CUDA
-machine's run of the same pages can be kept and shown beside it.
-
-**Recording** (:func:`record`, run by ``nox -s gpu-edition`` or
-``tools/record_edition.py`` after a build on that machine): each page's
-executed notebook, as the build wrote it (outputs, figures and glued values,
-the claims' chosen wordings among them), is stored gzipped in
-``docs/_editions/<device>/``, with ``edition.json``: the run's provenance
-(device, driver, CUDA, torch, ``amp_lesson``, Python, date) and, per page,
-the SHA-256 of its source and the key of the code and data it runs
-(:mod:`.execution`). A page whose cells failed is stored as such, with why.
+machine's run of the same pages can be kept (:mod:`.edition_store`) and shown
+beside it.
 
 **Rendering** (every build, at its end): each stored edition is checked
-(:func:`load_edition` refuses one whose provenance is incomplete) and built
-as a second site under ``editions/<device>/``, from the stored notebooks,
-executing nothing. Each page of both editions carries a switch between them
+(:func:`~amp_book.edition_store.load_edition`) and its sources written for a
+second site under ``editions/<device>/``, from the stored notebooks, executing
+nothing; the build tool builds it once this build has finished
+(``tools/build_book.py``). Each page of both editions carries a switch between them
 (:func:`switch_html`); a page of the stored edition whose source has changed
 since is shown as recorded and said to be from an earlier version of the
 page, one whose code or data changed says that, and one the device did not run
-says why (:func:`page_states`). The API reference and the authors' pages
+says why (:func:`page_state`). The API reference and the authors' pages
 (``amp_lesson_reference_pages``) run the same everywhere and stay in the live
 edition, which links into them; search covers the live edition.
 """
 
 from __future__ import annotations
 
-import ast
-import datetime as _dt
-import fnmatch
 import functools
-import gzip
-import hashlib
 import html
 import json
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -47,471 +34,25 @@ from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.util import logging
 
+from amp_book.edition_store import (
+    CURRENT,
+    EDITIONS_URL,
+    FAILED,
+    INPUTS_CHANGED,
+    NO_CODE,
+    NOT_RECORDED,
+    NOT_RUN,
+    PAGE_CHANGED,
+    Edition,
+    EditionError,
+    editions_key,
+    find_editions,
+    load_edition,
+    source_sha256,
+)
 from amp_book.execution import KEY_FIELD
 
 logger = logging.getLogger(__name__)
-
-SCHEMA = "amp_lesson.edition/1"
-MANIFEST = "edition.json"
-"""The file in an edition's folder that holds its provenance and its pages."""
-EDITIONS_URL = "editions"
-"""Where the stored editions are written in the built site: ``editions/<slug>/``."""
-PROVENANCE_FIELDS = (
-    "device_type",
-    "device_name",
-    "torch_version",
-    "amp_lesson_version",
-    "python_version",
-    "recorded",
-)
-"""What every edition's provenance must name (a non-empty string each)."""
-CUDA_FIELDS = ("driver_version", "cuda_version", "compute_capability")
-"""What an edition recorded on a CUDA device must name besides."""
-RECORDED, FAILED = "recorded", "failed"
-PAGE_FIELDS = {
-    RECORDED: ("source_sha256", "inputs_key", "executed_on", "file"),
-    FAILED: ("source_sha256", "reason"),
-}
-"""What each page's entry must name, by its status."""
-
-CURRENT = "current"
-PAGE_CHANGED = "page-changed"
-INPUTS_CHANGED = "inputs-changed"
-NOT_RUN = "not-run"
-NOT_RECORDED = "not-recorded"
-NO_CODE = "no-code"
-STATES = (CURRENT, PAGE_CHANGED, INPUTS_CHANGED, NOT_RUN, NOT_RECORDED, NO_CODE)
-"""What a page of a stored edition can be, against this build's sources (:func:`page_state`)."""
-
-
-class EditionError(ValueError):
-    """An edition that cannot be recorded or shown: it says which and why."""
-
-
-# -- the stored edition --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StoredPage:
-    """One page's entry in ``edition.json``."""
-
-    docname: str
-    status: str
-    source_sha256: str
-    inputs_key: str | None = None
-    executed_on: str | None = None
-    file: str | None = None
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
-class Edition:
-    """A stored edition: its folder, provenance and pages (see :func:`load_edition`)."""
-
-    folder: Path
-    provenance: dict[str, Any]
-    pages: dict[str, StoredPage] = field(default_factory=dict)
-
-    @property
-    def slug(self) -> str:
-        """The edition's name in URLs: its folder's name."""
-        return self.folder.name
-
-    @property
-    def device(self) -> str:
-        """The device the pages ran on, as torch names it ("NVIDIA H200")."""
-        return str(self.provenance["device_name"])
-
-    @property
-    def date(self) -> str:
-        """The day it was recorded (ISO, UTC)."""
-        return str(self.provenance["recorded"])[:10]
-
-    def describe(self) -> str:
-        """The run in one line: device, driver, CUDA, torch, package, Python, date."""
-        p = self.provenance
-        parts = [p["device_name"]]
-        if p["device_type"] == "cuda":
-            parts += [f"driver {p['driver_version']}", f"CUDA {p['cuda_version']}"]
-        parts += [
-            f"torch {p['torch_version']}",
-            f"amp_lesson {p['amp_lesson_version']}",
-            f"Python {p['python_version']}",
-            f"recorded {self.date}",
-        ]
-        return " · ".join(parts)
-
-    def notebook(self, docname: str) -> dict[str, Any]:
-        """The stored notebook of ``docname`` (a recorded page), as a JSON object."""
-        page = self.pages[docname]
-        if page.status != RECORDED or page.file is None:
-            raise KeyError(f"{docname} was not recorded in {self.folder}: {page.reason}")
-        with gzip.open(self.folder / page.file, "rt", encoding="utf-8") as f:
-            return json.load(f)
-
-
-def _missing(record: Mapping[str, Any], names: Iterable[str]) -> list[str]:
-    return [
-        n for n in names if not isinstance(record.get(n), str) or not str(record.get(n)).strip()
-    ]
-
-
-def check_provenance(provenance: Any) -> list[str]:
-    """What ``provenance`` lacks (field names, in order); ``[]`` when it is complete.
-
-    Every edition names the fields of :data:`PROVENANCE_FIELDS`; one recorded on
-    a CUDA device names :data:`CUDA_FIELDS` too. ``recorded`` must be an ISO date.
-
-    >>> check_provenance({"device_type": "cuda", "device_name": "NVIDIA H200"})
-    ['torch_version', 'amp_lesson_version', 'python_version', 'recorded', 'driver_version', 'cuda_version', 'compute_capability']
-    """
-    if not isinstance(provenance, Mapping):
-        return list(PROVENANCE_FIELDS)
-    missing = _missing(provenance, PROVENANCE_FIELDS)
-    if provenance.get("device_type") == "cuda":
-        missing += _missing(provenance, CUDA_FIELDS)
-    elif "device_type" not in missing and provenance["device_type"] != "cpu":
-        missing.append("device_type (cpu or cuda)")
-    if "recorded" not in missing:
-        try:
-            _dt.date.fromisoformat(str(provenance["recorded"])[:10])
-        except ValueError:
-            missing.append("recorded (an ISO date)")
-    return missing
-
-
-def load_edition(folder: str | Path) -> Edition:
-    """Read and check the edition stored in ``folder``.
-
-    Raises
-    ------
-    EditionError
-        If ``folder`` holds no ``edition.json``, or one of another schema; if
-        the provenance is incomplete (:func:`check_provenance`); if a page's
-        entry lacks a field its status needs, or its notebook is missing.
-    """
-    folder = Path(folder)
-    manifest = folder / MANIFEST
-    if not manifest.is_file():
-        raise EditionError(f"{folder}: no {MANIFEST}; record it with `nox -s gpu-edition`")
-    try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-    except ValueError as error:
-        raise EditionError(f"{manifest}: not valid JSON ({error})") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise EditionError(f"{manifest}: schema must be {SCHEMA!r}")
-    missing = check_provenance(data.get("provenance"))
-    if missing:
-        raise EditionError(
-            f"{manifest}: refused, its provenance is incomplete: no {', '.join(missing)}; "
-            "an edition says what ran it, or it is not shown (record it again)"
-        )
-    pages: dict[str, StoredPage] = {}
-    entries = data.get("pages")
-    if not isinstance(entries, dict) or not entries:
-        raise EditionError(f"{manifest}: pages must be an object naming at least one page")
-    for docname, entry in sorted(entries.items()):
-        status = entry.get("status") if isinstance(entry, dict) else None
-        if status not in PAGE_FIELDS:
-            raise EditionError(f"{manifest}: page {docname}: status must be recorded or failed")
-        lacks = _missing(entry, PAGE_FIELDS[status])
-        if lacks:
-            raise EditionError(
-                f"{manifest}: refused, page {docname} ({status}) has no {', '.join(lacks)}"
-            )
-        known = {k: entry.get(k) for k in StoredPage.__dataclass_fields__ if k != "docname"}
-        page = StoredPage(docname=docname, **known)
-        if status == RECORDED and not (folder / str(page.file)).is_file():
-            raise EditionError(f"{manifest}: page {docname}: {page.file} is missing")
-        pages[docname] = page
-    return Edition(folder, dict(data["provenance"]), pages)
-
-
-def find_editions(root: str | Path) -> list[Path]:
-    """The folders below ``root`` (one level) that hold an edition, sorted; ``[]`` if none."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    return sorted(p for p in root.iterdir() if (p / MANIFEST).is_file())
-
-
-def editions_key(root: str | Path) -> str:
-    """A hash of every stored edition below ``root``: a new recording rewrites every page."""
-    from amp_book.cache import source_hash
-
-    return source_hash(find_editions(root))[:16]
-
-
-# -- recording -----------------------------------------------------------------------------
-
-
-def source_sha256(path: str | Path) -> str:
-    """The SHA-256 of a page's source file: what marks a recording of it as out of date."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-_PROVENANCE_REPR = re.compile(r"^Provenance\(.*\)$", re.DOTALL)
-
-
-def run_provenance(notebook: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The provenance the page printed in its run (:class:`amp_lesson.device.Provenance`).
-
-    Read from the first output that shows one, as the keywords of its
-    ``text/plain`` representation; ``None`` if the page printed none.
-
-    >>> nb = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "execute_result",
-    ...     "data": {"text/plain": "Provenance(device_type='cpu', cuda_version=None)"}}]}]}
-    >>> run_provenance(nb)
-    {'device_type': 'cpu', 'cuda_version': None}
-    """
-    for cell in notebook.get("cells", []):
-        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
-            text = output.get("data", {}).get("text/plain", "")
-            text = "".join(text) if isinstance(text, list) else str(text)
-            if not _PROVENANCE_REPR.match(text.strip()):
-                continue
-            call = ast.parse(text.strip(), mode="eval").body
-            if isinstance(call, ast.Call):
-                return {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords if kw.arg}
-    return None
-
-
-def _error_of(notebook: Mapping[str, Any]) -> str | None:
-    """The first error among the notebook's outputs, as ``Name: value``; ``None`` if none."""
-    for cell in notebook.get("cells", []):
-        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
-            if output.get("output_type") == "error":
-                return f"{output.get('ename', 'Error')}: {output.get('evalue', '')}".strip()
-    return None
-
-
-def _with_glue(notebook: dict[str, Any], glue: Mapping[str, Any]) -> dict[str, Any]:
-    """``notebook`` with the glued values MyST-NB took out of its outputs put back.
-
-    MyST-NB moves a value glued without display into ``<page>.glue.json``; put
-    back as the output it was (its MIME types prefixed again), the notebook
-    renders alone. Values glued with display are still among the outputs.
-    """
-    first = next((c for c in notebook["cells"] if c.get("cell_type") == "code"), None)
-    if first is None:
-        return notebook
-    restored = []
-    present = {
-        o.get("metadata", {}).get("scrapbook", {}).get("name")
-        for c in notebook["cells"]
-        for o in c.get("outputs", [])
-    }
-    for key, record in glue.items():
-        scrapbook = record.get("metadata", {}).get("scrapbook", {})
-        prefix = scrapbook.get("mime_prefix", "")
-        if key in present or not prefix:
-            continue
-        restored.append(
-            {
-                "output_type": "display_data",
-                "metadata": {"scrapbook": {"name": key, "mime_prefix": prefix}},
-                "data": {prefix + mime: value for mime, value in record.get("data", {}).items()},
-            }
-        )
-    first["outputs"] = [*first.get("outputs", []), *restored]
-    return notebook
-
-
-def _compact(notebook: dict[str, Any]) -> dict[str, Any]:
-    """The notebook without what its rendering does not read (cell ids, execution counts)."""
-    for cell in notebook.get("cells", []):
-        cell.pop("id", None)
-        if cell.get("cell_type") == "code":
-            cell["execution_count"] = None
-            for output in cell.get("outputs", []):
-                if "execution_count" in output:
-                    output["execution_count"] = None
-    notebook.get("metadata", {}).pop("source_map", None)
-    notebook["nbformat"], notebook["nbformat_minor"] = 4, 4  # the last minor without cell ids
-    return notebook
-
-
-def record_provenance(device: str | None = None) -> dict[str, Any]:
-    """The provenance of a recording made here: device, driver, CUDA, versions, date and time.
-
-    ``device`` as :func:`amp_lesson.device.get_device` takes it (default: the
-    book's device). Imports torch.
-    """
-    import platform
-
-    import torch
-
-    from amp_lesson import __version__
-    from amp_lesson.device import device_name, get_device
-
-    dev = get_device(device)
-    provenance: dict[str, Any] = {
-        "device_type": dev.type,
-        "device_name": device_name(dev),
-        "torch_version": torch.__version__,
-        "amp_lesson_version": __version__,
-        "python_version": platform.python_version(),
-        "recorded": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "driver_version": None,
-        "cuda_version": None,
-        "compute_capability": None,
-        "commit": _git_commit(),
-    }
-    if dev.type == "cuda":
-        from amp_lesson.bench.recording import _driver_version
-
-        major, minor = torch.cuda.get_device_capability(dev)
-        provenance.update(
-            driver_version=_driver_version(),
-            cuda_version=torch.version.cuda,
-            compute_capability=f"{major}.{minor}",
-        )
-    return provenance
-
-
-def _git_commit() -> str | None:
-    """The commit of the working tree the recording was made from (``+dirty`` if edited)."""
-    here = Path(__file__).resolve().parent
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            check=False,
-            cwd=here,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            check=False, cwd=here, capture_output=True, text=True, timeout=10,
-        )  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if head.returncode != 0:
-        return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-
-
-def record(
-    docs: str | Path,
-    executed: str | Path,
-    into: str | Path,
-    provenance: Mapping[str, Any],
-    reference_pages: Iterable[str] = (),
-) -> Edition:
-    """Store the pages a build just executed as an edition; return it, loaded back.
-
-    Parameters
-    ----------
-    docs : str or Path
-        The book's sources (``docs/``).
-    executed : str or Path
-        Where that build wrote each executed page (``docs/_build/jupyter_execute``).
-    into : str or Path
-        The folder of editions (``docs/_editions``); the edition goes in a
-        folder named for the device, which is replaced whole.
-    provenance : mapping
-        What ran them (:func:`record_provenance`); checked by :func:`check_provenance`.
-    reference_pages : iterable of str
-        Glob patterns of the pages that stay in the live edition (not recorded).
-
-    Raises
-    ------
-    EditionError
-        If the provenance is incomplete; if an executed page's cells are not
-        those of its source now (it changed after the build: build again); if a
-        page's run printed no provenance, or one of another device.
-    """
-    from amp_book import pages as page_reader
-    from amp_lesson.bench.recording import slugify
-
-    docs, executed, into = Path(docs), Path(executed), Path(into)
-    provenance = dict(provenance)
-    missing = check_provenance(provenance)
-    if missing:
-        raise EditionError(f"provenance is incomplete: no {', '.join(missing)}")
-    patterns = list(reference_pages)
-    sources = {
-        path.relative_to(docs).with_suffix("").as_posix(): path
-        for path in sorted(docs.rglob("*.md"))
-        if not any(part.startswith(("_", ".")) for part in path.relative_to(docs).parts)
-    }
-    stored: dict[str, dict[str, Any]] = {}
-    notebooks: dict[str, dict[str, Any]] = {}
-    for docname, path in sources.items():
-        if any(fnmatch.fnmatchcase(docname, p) for p in patterns):
-            continue
-        page = page_reader.read_page(path)
-        if not page.code_cells:
-            continue
-        entry: dict[str, Any] = {"source_sha256": source_sha256(path)}
-        nb_path = executed / f"{docname}.ipynb"
-        if not nb_path.is_file():
-            stored[docname] = entry | {
-                "status": FAILED,
-                "reason": "the build wrote no executed notebook for it (its kernel died, "
-                "or the build stopped before it)",
-            }
-            continue
-        notebook = json.loads(nb_path.read_text(encoding="utf-8"))
-        ran = [c for c in notebook.get("cells", []) if c.get("cell_type") in ("code", "markdown")]
-        ran_sources = [_joined(c.get("source", "")) for c in ran]
-        if ran_sources != [c.source for c in page.cells if c.kind in ("code", "markdown")]:
-            raise EditionError(
-                f"{nb_path}: its cells are not those of {path} now (the page changed after "
-                "the build); build the book again, then record"
-            )
-        error = _error_of(notebook)
-        if error is not None:
-            stored[docname] = entry | {"status": FAILED, "reason": f"a cell raised {error}"}
-            continue
-        ran_on = run_provenance(notebook)
-        if ran_on is None:
-            raise EditionError(f"{nb_path}: the page printed no provenance line")
-        if (ran_on.get("device_type"), ran_on.get("device_name")) != (
-            provenance["device_type"],
-            provenance["device_name"],
-        ):
-            raise EditionError(
-                f"{nb_path}: the page ran on {ran_on.get('device_name')!r}, not on "
-                f"{provenance['device_name']!r} (set AMP_LESSON_DEVICE and build again)"
-            )
-        glue_path = nb_path.with_name(nb_path.stem + ".glue.json")
-        glue = json.loads(glue_path.read_text(encoding="utf-8")) if glue_path.is_file() else {}
-        notebooks[docname] = _compact(_with_glue(notebook, glue))
-        key = notebook.get("metadata", {}).get("kernelspec", {}).get("amp_lesson_inputs")
-        stored[docname] = entry | {
-            "status": RECORDED,
-            "inputs_key": key or "",
-            "executed_on": str(ran_on.get("executed_on") or provenance["recorded"][:10]),
-            "file": f"{docname}.ipynb.gz",
-        }
-    if not stored:
-        raise EditionError(f"{docs}: no page with code cells to record")
-    folder = into / slugify(str(provenance["device_name"]))
-    partial = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    for docname, notebook in notebooks.items():
-        target = partial / f"{docname}.ipynb.gz"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        payload = json.dumps(notebook, ensure_ascii=False, separators=(",", ":")).encode()
-        # mtime 0: the same run stores the same bytes.
-        with open(target, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
-            gz.write(payload)
-    partial.mkdir(parents=True, exist_ok=True)
-    manifest = {"schema": SCHEMA, "provenance": provenance, "pages": stored}
-    (partial / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-    load_edition(partial)  # never store what would be refused
-    shutil.rmtree(folder, ignore_errors=True)
-    partial.replace(folder)
-    return load_edition(folder)
-
-
-def _joined(source: Any) -> str:
-    return "".join(source) if isinstance(source, list) else str(source)
-
-
-# -- each page against this build ----------------------------------------------------------
 
 
 @dataclass(frozen=True)
