@@ -351,7 +351,8 @@ def test_the_script_needs_no_syntax_newer_than_es5_and_no_lookbehind() -> None:
     regexes avoid ES2018 lookbehind. A browser test runs it with a RegExp that
     refuses lookbehind.
     """
-    from amp_book.selfcheck import SCRIPT, STATIC_DIR
+    from amp_book import STATIC_DIR
+    from amp_book.selfcheck import SCRIPT
 
     code = (STATIC_DIR / SCRIPT).read_text(encoding="utf-8")
     without_comments = re.sub(r"/\*.*?\*/|(?<![:\\])//[^\n]*", "", code, flags=re.DOTALL)

@@ -44,12 +44,23 @@ Besides the extension: :mod:`.export` (a page as a plain notebook, its Markdown 
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from amp_lesson import __version__
 
 if TYPE_CHECKING:  # the kernel server (.kernels) runs from this package without Sphinx
     from sphinx.application import Sphinx
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+"""The book's scripts, styles, images and font, which every part that uses one serves."""
+
+
+def add_static_path(app: Sphinx, config: Any) -> None:
+    """``config-inited``: serve :data:`STATIC_DIR` once, whichever parts of the book ask for it."""
+    if str(STATIC_DIR) not in map(str, config.html_static_path):
+        config.html_static_path.append(str(STATIC_DIR))
+
 
 PARTS = (
     "cache",

@@ -54,14 +54,14 @@ from typing import Any, ClassVar
 from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
-from sphinx.config import Config
 from sphinx.util.docutils import SphinxDirective
+
+from amp_book import add_static_path
 
 # amp_lesson.playground (and torch with it) is imported by the directives, when a page
 # holds a playground and its data is not stored yet (computed_once): imported here, it
 # cost every build, a no-change one too, 3 s.
 
-STATIC_DIR = Path(__file__).resolve().parent / "static"
 STYLE = "amp-playgrounds.css"
 FLOATS_SCRIPT = "amp-floats.js"
 SCRIPTS = {"amp-bx": "amp-bit-explorer.js", "amp-sp": "amp-scaler-playground.js"}
@@ -386,17 +386,11 @@ def _add_assets_to_page(
         app.add_js_file(SCRIPTS[kind], loading_method="defer")
 
 
-def _add_static_path(app: Sphinx, config: Config) -> None:
-    # the book's theme extension (amp_book.theme) adds the same folder; add it once either way.
-    if str(STATIC_DIR) not in map(str, config.html_static_path):
-        config.html_static_path.append(str(STATIC_DIR))
-
-
 def setup(app: Sphinx) -> dict[str, Any]:
     """Register the two directives and their assets."""
     app.add_directive("bit-explorer", BitExplorer)
     app.add_directive("scaler-playground", ScalerPlayground)
-    app.connect("config-inited", _add_static_path, priority=600)
+    app.connect("config-inited", add_static_path, priority=600)
     app.connect("html-page-context", _add_assets_to_page)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 

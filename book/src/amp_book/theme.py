@@ -37,6 +37,8 @@ from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.util import logging
 
+from amp_book import add_static_path
+
 logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).resolve().parent
@@ -403,18 +405,9 @@ def _cache_compiled_templates(app: Sphinx) -> None:
     environment.bytecode_cache = FileSystemBytecodeCache(str(folder))
 
 
-STATIC_DIR = Path(__file__).resolve().parent / "static"
-"""The book's scripts, styles and images."""
-
-
-def _add_static_path(app: Sphinx, config: Config) -> None:
-    if str(STATIC_DIR) not in map(str, config.html_static_path):
-        config.html_static_path.append(str(STATIC_DIR))
-
-
 def setup(app: Sphinx) -> dict[str, bool]:
     app.add_config_value("amp_lesson_reference_pages", [], "html", types=[list])
-    app.connect("config-inited", _add_static_path)
+    app.connect("config-inited", add_static_path)
     app.add_css_file("amp_lesson.css")
     app.connect("builder-inited", _cache_compiled_templates)
     app.connect("config-inited", _add_templates_and_favicon)

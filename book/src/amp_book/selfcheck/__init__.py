@@ -18,17 +18,15 @@ self-check, and the script is deferred.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from docutils import nodes
 from sphinx.application import Sphinx
-from sphinx.config import Config
 
+from amp_book import add_static_path
 from amp_book.selfcheck import html
 from amp_book.selfcheck.directives import DIRECTIVES
 
-STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 SCRIPT = "selfcheck.js"
 STYLE = "selfcheck.css"
 
@@ -52,17 +50,11 @@ def _add_assets_to_page(
         app.add_js_file(SCRIPT, loading_method="defer")
 
 
-def _add_static_path(app: Sphinx, config: Config) -> None:
-    # the book's theme extension (amp_book.theme) adds the same folder; add it once either way.
-    if str(STATIC_DIR) not in map(str, config.html_static_path):
-        config.html_static_path.append(str(STATIC_DIR))
-
-
 def setup(app: Sphinx) -> dict[str, Any]:
     """Register the self-check directives, their node and their assets."""
     html.register(app)
     for name, directive in DIRECTIVES.items():
         app.add_directive(name, directive)
-    app.connect("config-inited", _add_static_path, priority=600)
+    app.connect("config-inited", add_static_path, priority=600)
     app.connect("html-page-context", _add_assets_to_page)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
