@@ -53,13 +53,10 @@ def _start(app: Sphinx, config: Config) -> None:
         os.environ.update(saved)
 
     _undo.append(restore_environment)
-    for undo in (patches.encrypt_kernel_transport(),):
-        if undo is not None:
-            _undo.append(undo)
+    undos = [patches.encrypt_kernel_transport()]
     if config.nb_execution_mode == "cache" and not getattr(config, "amp_lesson_edition", ""):
-        undo = patches.lock_cache_writes()
-        if undo is not None:
-            _undo.append(undo)
+        undos.append(patches.lock_cache_writes())
+    _undo.extend(undo for undo in undos if undo is not None)
     # From here a signal, or the end of the build's parent, ends every process of the build.
     shutdown.watch()
     _undo.append(shutdown.stop_watching)
