@@ -116,27 +116,6 @@ def test_each_pickled_doctree_holds_its_page_and_not_the_build_environment(
     assert all(node.document is doctree for node in doctree.findall())
 
 
-@pytest.mark.usefixtures("sphinx")
-def test_a_failing_cell_fails_the_build_and_prints_the_traceback(tmp_path: Path) -> None:
-    src = mini_book(tmp_path, "```{code-cell} ipython3\ndef f():\n    return 1 / 0\nf()\n```\n")
-    proc = sphinx_build(src, tmp_path / "html", check=False)
-    log = proc.stdout + proc.stderr
-    assert proc.returncode != 0
-    assert "ZeroDivisionError" in log
-    assert "return 1 / 0" in log  # the traceback itself, not just the error name
-
-
-@pytest.mark.usefixtures("sphinx")
-def test_a_cell_that_warns_fails_the_build_and_points_to_the_cell(tmp_path: Path) -> None:
-    """A reader never sees a page whose own code prints a warning (``nb_output_stderr``)."""
-    body = "```{code-cell} ipython3\nimport warnings\nwarnings.warn('kept for the reader')\n```\n"
-    proc = sphinx_build(mini_book(tmp_path, body), tmp_path / "html", check=False)
-    log = proc.stdout + proc.stderr
-    assert proc.returncode != 0
-    # the page and the line of the cell, so the author can find it
-    assert re.search(r"page\.md:\d+: WARNING: stderr was found in the cell outputs", log), log
-
-
 def test_a_failing_cell_fails_even_a_build_without_w(tmp_path: Path) -> None:
     """The failure does not hinge on -W: the extension raises after reading."""
     src = mini_book(tmp_path, "```{code-cell} ipython3\nraise ValueError('no')\n```\n")
@@ -336,26 +315,32 @@ def test_with_j_n_the_pages_are_written_in_n_processes_at_once(tmp_path: Path) -
     assert met, f"no two writers ran at once: {saw}"
 
 
-DYING_CELLS = {
+FAILING_CELLS = {
     "exit": "x = 1\n```\n\n```{code-cell} ipython3\nimport os\nos._exit(3)",
     "segfault": "import ctypes\nctypes.string_at(0)",
     "kill": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
-    "raise": "raise ValueError('an ordinary failure')",
+    "raise": "def f():\n    return 1 / 0\nf()",
+    "warn": "import warnings\nwarnings.warn('kept for the reader')",
 }
+"""One small book's pages, each failing its own way: the build reports every one of them."""
 
 
 @pytest.mark.usefixtures("sphinx")
 @pytest.mark.parametrize("fork", [True, False])
-def test_a_kernel_that_dies_fails_its_page_naming_the_cell_and_every_failure_is_reported(
+def test_every_failing_page_fails_the_build_naming_its_cell_and_how_it_failed(
     tmp_path: Path, fork: bool
 ) -> None:
+    """A kernel that exits, segfaults or is killed fails its page naming the cell; a cell
+    that raises prints its traceback; a cell that warns fails the build pointing to its
+    line (a reader never sees a page whose own code prints a warning,
+    ``nb_output_stderr``). All in one build, with forked kernels and with fresh ones."""
     src = mini_book(tmp_path, "```{code-cell} ipython3\nprint('fine')\n```\n")
-    for name, code in DYING_CELLS.items():
+    for name, code in FAILING_CELLS.items():
         (src / f"bad-{name}.md").write_text(
             FRONT_MATTER + f"\n# Bad {name}\n\n```{{code-cell}} ipython3\n{code}\n```\n"
         )
     index = src / "index.md"
-    entries = "".join(f"bad-{name}\n" for name in DYING_CELLS)
+    entries = "".join(f"bad-{name}\n" for name in FAILING_CELLS)
     index.write_text(index.read_text().replace("```{toctree}\n", "```{toctree}\n" + entries))
     proc = sphinx_build(
         src, tmp_path / "html", "-D", f"amp_lesson_fork_kernels={int(fork)}", check=False
@@ -368,4 +353,8 @@ def test_a_kernel_that_dies_fails_its_page_naming_the_cell_and_every_failure_is_
     assert f"bad-exit.md: {died} 2 (line 18: 'import os')" in log, log[-4000:]
     assert f"bad-segfault.md: {died} 1 (line 14: 'import ctypes')" in log
     assert f"bad-kill.md: {died} 1 (line 14: 'import os, signal')" in log
-    assert "an ordinary failure" in log  # the page that raised is reported too
+    assert "bad-raise: a cell raised" in log
+    assert "ZeroDivisionError" in log
+    assert "return 1 / 0" in log  # the traceback itself, not just the error name
+    # the page and the line of the cell, so the author can find it
+    assert re.search(r"bad-warn\.md:\d+: WARNING: stderr was found in the cell outputs", log), log

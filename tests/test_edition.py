@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from audit import axe_path
 from helpers import DOCS, FRONT_MATTER, HTML
-from test_selfcheck_browser import _axe_path
 
 from amp_book import edition as ed
 from amp_book import edition_store as store
@@ -377,7 +377,7 @@ def test_the_switch_leads_to_the_same_section_of_the_other_edition_on_a_phone(
         # The switch and the banner read in both themes (axe-core's contrast rule), their
         # links not yet visited.
         pg.goto(f"{url}/editions/{slug}/other.html")
-        pg.add_script_tag(path=str(_axe_path()))
+        pg.add_script_tag(path=str(axe_path()))
         for theme in ("light", "dark"):
             pg.evaluate(f"document.documentElement.dataset.theme = {theme!r}")
             pg.wait_for_timeout(400)  # the theme's colour transitions

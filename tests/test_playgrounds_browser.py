@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import struct
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +28,7 @@ from typing import Any
 
 import pytest
 import torch
-from install_axe import axe_script
+from audit import serious_violations
 
 from amp_lesson.formats import FORMATS, store
 from amp_lesson.playground import (
@@ -635,28 +634,10 @@ THIRD_PARTY_EXCLUDES = [  # markup the theme and MyST-NB write, not this book (s
 def _serious_violations(pg: Any) -> list[str]:
     """axe-core's serious and critical findings in the page's playgrounds.
 
-    The whole of every page is audited by test_selfcheck_browser; this audits the
-    widgets again in the states that test does not reach (results, error messages).
+    The whole of every page is audited by test_site_browser; this audits the widgets
+    again in the states that test does not reach (results, error messages).
     """
-    path = axe_script()
-    if path is None:
-        message = "axe-core is not installed; run `python tools/install_axe.py`"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    pg.add_script_tag(path=str(path))
-    results = pg.evaluate(
-        """async (exclude) => (await axe.run(
-            {include: [[".amp-playground"]], exclude: exclude.map(s => [s])},
-            {resultTypes: ["violations"]})).violations""",
-        THIRD_PARTY_EXCLUDES,
-    )
-    return [
-        f"{v['id']} ({v['impact']}): {v['help']} -- "
-        + "; ".join(node["target"][0] if node["target"] else "?" for node in v["nodes"][:5])
-        for v in results
-        if v["impact"] in ("serious", "critical")
-    ]
+    return serious_violations(pg, include=[".amp-playground"], exclude=THIRD_PARTY_EXCLUDES)
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])

@@ -3,20 +3,17 @@
 Each widget is answered right and wrong, by mouse and by keyboard; answers
 survive a reload and are cleared by the resets; with JavaScript off every
 answer is one ``<details>`` away; a phone-width page does not scroll sideways;
-and axe-core finds no serious or critical accessibility violation on any page
-of the book, in the light or the dark theme. Screenshots of every widget go to
+(axe-core's audit of every page, this one with some widgets answered, is in
+test_site_browser's one visit per page). Screenshots of every widget go to
 ``/tmp/selfcheck-shots/`` for a person to look at.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import built_pages
-from install_axe import axe_script
 from PIL import Image
 
 pytestmark = pytest.mark.browser
@@ -704,94 +701,6 @@ def test_phone_width_has_no_horizontal_overflow(make_page: Any, site_url: str, s
         "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
     )
     assert widths[0] <= widths[1], widths
-    _assert_clean(pg)
-
-
-# -- accessibility audit ----------------------------------------------------------------
-
-
-def _axe_path() -> Path:
-    path = axe_script()
-    if path is None:
-        message = "axe-core is not installed; run `python tools/install_axe.py`"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
-
-
-# What the theme changes: colours, and which images show. The rest of the page (names,
-# roles, structure) is the same in both themes, so the dark pass runs these rules only.
-THEME_RULES = [
-    "color-contrast",
-    "link-in-text-block",
-    "image-alt",
-    "svg-img-alt",
-    "role-img-alt",
-    "object-alt",
-    "input-image-alt",
-]
-
-
-def _serious_violations(pg: Any, rules: list[str] | None = None) -> list[str]:
-    """Every serious or critical axe-core violation on the page (of ``rules``, default all)."""
-    options: dict[str, Any] = {"resultTypes": ["violations"]}
-    if rules is not None:
-        options["runOnly"] = {"type": "rule", "values": rules}
-    results = pg.evaluate(
-        "async (options) => (await axe.run(document, options)).violations", options
-    )
-    return [
-        f"{v['id']} ({v['impact']}): {v['help']} -- "
-        + "; ".join(node["target"][0] if node["target"] else "?" for node in v["nodes"][:5])
-        for v in results
-        if v["impact"] in ("serious", "critical")
-    ]
-
-
-# The theme's toggle sets data-theme; the colours then ease over (CSS transitions), so the
-# audit waits for every transition to finish before it reads a colour.
-SWITCH_TO_DARK = """async () => {
-  document.documentElement.dataset.theme = "dark";
-  await new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
-  await Promise.all(document.getAnimations().map((animation) => animation.finished));
-}"""
-
-
-# The API reference's module pages are one template over docstrings: in the dark theme the
-# audit reads its index and two module pages (every page is audited in the light theme).
-API_PAGES_IN_DARK = ("api/index.html", "api/amp_lesson.formats.html", "api/amp_lesson.bench.html")
-
-
-def test_axe_finds_nothing_serious_on_any_page_in_either_theme(
-    make_page: Any, site_url: str, built_book: Path
-) -> None:
-    """Every page in the light theme, then switched to dark as the theme's toggle does."""
-    axe = _axe_path()
-    pg = make_page(viewport=DESKTOP, color_scheme="light")
-    problems = {}
-    pages = built_pages(built_book)
-    assert set(API_PAGES_IN_DARK) <= set(pages)  # the dark theme's sample is there to audit
-    for rel in pages:
-        pg.emulate_media(color_scheme="light")
-        # "load", then the fonts: waiting for the network to stay quiet (networkidle) cost
-        # half a second of every page, and the audit reads only the document and its styles.
-        pg.goto(f"{site_url}/{rel}", wait_until="load")
-        pg.evaluate("document.fonts.ready.then(() => true)")
-        if rel == GUIDE:
-            _answer_some(pg)  # audit the widgets with their feedback showing too
-        pg.add_script_tag(path=str(axe))
-        assert pg.evaluate("document.documentElement.dataset.theme") == "light", rel
-        found = [f"light: {v}" for v in _serious_violations(pg)]
-        if rel.startswith("api/") and rel not in API_PAGES_IN_DARK:
-            problems.update({rel: found} if found else {})
-            continue
-        pg.emulate_media(color_scheme="dark")
-        pg.evaluate(SWITCH_TO_DARK)
-        found += [f"dark: {v}" for v in _serious_violations(pg, THEME_RULES)]
-        if found:
-            problems[rel] = found
-    assert problems == {}
     _assert_clean(pg)
 
 

@@ -6,7 +6,9 @@ import os
 from typing import Any
 
 import pytest
+from audit import SWITCH_TO_DARK, THEME_RULES, axe_path, serious_violations
 from helpers import built_pages
+from test_selfcheck_browser import GUIDE, _answer_some
 
 pytestmark = pytest.mark.browser
 
@@ -46,52 +48,134 @@ READERS_PAGES = ("index.html", "glossary.html", "corrections.html", "chapter/", 
 """The learner's pages: visited in every combination. The API reference and the authors'
 guide, in the page's own layout, at 1280 and 390 px in the light theme with JavaScript."""
 
+OPEN_DETAILS_JS = (
+    "() => document.querySelectorAll('.bd-article details').forEach((d) => { d.open = true; })"
+)
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-@pytest.mark.parametrize("javascript", [True, False], ids=["js", "no-js"])
-@pytest.mark.parametrize("width", [1280, 390])
-def test_every_page_loads_without_errors_missing_files_overflow_or_outside_requests(
-    browser, site_url, built_book, scheme, javascript, width, report
+PASSES = [
+    pytest.param(1280, True, "light", id="1280-js-light"),
+    pytest.param(1280, True, "dark", id="1280-js-dark"),
+    pytest.param(390, True, "light", id="390-js-light"),
+    pytest.param(390, True, "dark", id="390-js-dark"),
+    pytest.param(1280, False, None, id="1280-no-js"),
+    pytest.param(390, False, None, id="390-no-js"),
+]
+
+
+@pytest.mark.parametrize(("width", "javascript", "scheme"), PASSES)
+def test_every_page_in_one_visit_per_viewport(
+    browser, site_url, built_book, width, javascript, scheme, subtests, report
 ):
-    """No console error, no 404, nothing from outside and no page-wide overflow (what a
-    reader opens included: dropdowns, answers, collapsed cells), at 1280 and 390 px, light
-    and dark, with JavaScript and without. At 390 px every figure's text is measured too:
-    at least 10 CSS px, and readable against the page's own background in either theme."""
+    """Each page visited once per viewport, every check made on that visit and reported
+    on its own (a subtest each):
+
+    - it has a heading, logs no console error, asks for no missing file and for nothing
+      from outside, and does not scroll sideways (what a reader opens included: dropdowns,
+      answers, collapsed cells), at 1280 and 390 px, light and dark, with JavaScript and
+      without;
+    - at 390 px with JavaScript, every figure's text is at least 10 CSS px and readable
+      against the page's own background (``_check_figures``);
+    - at 1280 px, light, with JavaScript: no code block, output or docstring example hides
+      a line's end behind a scrollbar, and axe-core finds nothing serious or critical, in the
+      light theme and then switched to dark as the theme's toggle does.
+
+    With JavaScript the page loads in the reader's theme (a pass each). Without it the
+    theme is CSS following the reader's system setting alone, so each page is measured
+    light, then dark by changing that setting, on the same visit.
+    """
     from helpers import recording_page
 
+    schemes = [scheme] if javascript else ["light", "dark"]
+    audit = javascript and scheme == "light" and width == 1280
+    axe = axe_path() if audit else None
     pg = recording_page(
-        browser, site_url, viewport={"width": width, "height": 900}, color_scheme=scheme,
+        browser, site_url, viewport={"width": width, "height": 900}, color_scheme=schemes[0],
         java_script_enabled=javascript,
     )  # fmt: skip
-    missing, wide, figures = [], {}, {}
+    missing, headless, wide, figures, errors = [], [], {}, {}, {}
+    code_blocks, wide_code, accessibility = 0, {}, {}
     pg.on("response", lambda r: r.status >= 400 and missing.append(f"{r.status} {r.url}"))
     every = scheme == "light" and javascript
     pages = [
         rel for rel in built_pages(built_book) if every or rel.startswith(READERS_PAGES)
     ] + ["search.html", "print.html"]  # fmt: skip
     assert "index.html" in pages
+    if audit:  # the dark theme's sample of the API reference is there to audit
+        assert set(API_PAGES_IN_DARK) <= set(pages)
     try:
         for rel in pages:
-            # "load": every resource the page names has arrived; the accessibility audit,
-            # which waits for the network to go quiet on every page, sees what scripts fetch.
+            logged = len(pg.console_errors)
+            pg.emulate_media(color_scheme=schemes[0])
+            # "load": every resource the page names has arrived
             pg.goto(f"{site_url}/{rel}", wait_until="load")
-            assert pg.locator("h1").count() >= 1, rel
-            shown = pg.evaluate(FIGURE_TEXT_JS)  # opens every <details> first
-            if shown:
-                figures[rel] = shown
-            scroll, client = pg.evaluate(
-                "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
-            )
-            if scroll > client:
-                wide[rel] = scroll - client
-        assert pg.console_errors == []
-        assert pg.outside_requests == []
-        assert missing == []
-        assert wide == {}
+            if pg.locator("h1").count() < 1:
+                headless.append(rel)
+            if javascript:
+                pg.evaluate(OPEN_DETAILS_JS)
+            for shown in schemes:
+                pg.emulate_media(color_scheme=shown)
+                if not javascript:
+                    pg.evaluate(OPEN_DETAILS_JS)
+                if width == 390 and javascript and (found := pg.evaluate(FIGURE_TEXT_JS)):
+                    figures[rel] = found
+                scroll, client = pg.evaluate(
+                    "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+                )
+                if scroll > client:
+                    wide[f"{rel} ({shown})"] = scroll - client
+            if audit and rel not in ("search.html", "print.html"):
+                code_blocks += pg.locator(".bd-article pre").count()
+                if over := pg.evaluate(WIDE_CODE_JS):
+                    wide_code[rel] = over
+                if found := _audit(pg, rel, axe):
+                    accessibility[rel] = found
+            if len(pg.console_errors) > logged:
+                errors[rel] = pg.console_errors[logged:]
     finally:
         pg.context.close()
+
+    with subtests.test("every page has a heading"):
+        assert headless == []
+    with subtests.test("no console error"):
+        assert errors == {}
+    with subtests.test("no missing file"):
+        assert missing == []
+    with subtests.test("nothing from outside"):
+        assert pg.outside_requests == []
+    with subtests.test("no page scrolls sideways"):
+        assert wide == {}
     if width == 390 and javascript:
-        _check_figures(figures, scheme, report)
+        with subtests.test("figures legible on a phone"):
+            _check_figures(figures, scheme, report)
+    if audit:
+        with subtests.test("every code block fits its column at 1280 px"):
+            assert code_blocks > 300  # the measure saw the book's code
+            assert wide_code == {}
+        with subtests.test("axe-core finds nothing serious, light and dark"):
+            assert accessibility == {}
+
+
+# The API reference's module pages are one template over docstrings: in the dark theme the
+# audit reads its index and two module pages (every page is audited in the light theme).
+API_PAGES_IN_DARK = ("api/index.html", "api/amp_lesson.formats.html", "api/amp_lesson.bench.html")
+
+
+def _audit(pg, rel: str, axe) -> list[str]:
+    """axe-core's serious findings on the page in the light theme, then switched to dark
+    (theme rules; API reference pages: a sample). The self-checks' guide is audited with
+    some widgets answered, so their feedback is audited too."""
+    # "load", then the fonts: the audit reads only the document and its styles.
+    pg.evaluate("document.fonts.ready.then(() => true)")
+    if rel == GUIDE:
+        _answer_some(pg)
+    pg.add_script_tag(path=str(axe))
+    assert pg.evaluate("document.documentElement.dataset.theme") == "light", rel
+    found = [f"light: {v}" for v in serious_violations(pg)]
+    if rel.startswith("api/") and rel not in API_PAGES_IN_DARK:
+        return found
+    pg.emulate_media(color_scheme="dark")
+    pg.evaluate(SWITCH_TO_DARK)
+    return found + [f"dark: {v}" for v in serious_violations(pg, THEME_RULES)]
 
 
 def _check_figures(found: dict, scheme: str, report) -> None:
@@ -215,26 +299,6 @@ WIDE_CODE_JS = """
     });
 }
 """
-
-
-def test_on_a_desktop_every_code_block_fits_its_column(browser, site_url, built_book):
-    """At 1280 px no code block, output or docstring example hides a line's end behind a
-    scrollbar, on any page, collapsed cells opened."""
-    from helpers import recording_page
-
-    pg = recording_page(browser, site_url, viewport={"width": 1280, "height": 900})
-    wide, blocks = {}, 0
-    try:
-        for rel in built_pages(built_book):
-            pg.goto(f"{site_url}/{rel}", wait_until="load")
-            blocks += pg.locator(".bd-article pre").count()
-            over = pg.evaluate(WIDE_CODE_JS)
-            if over:
-                wide[rel] = over
-    finally:
-        pg.context.close()
-    assert blocks > 300  # the measure saw the book's code
-    assert wide == {}
 
 
 # -- copying code ---------------------------------------------------------------------------
