@@ -1,3 +1,5 @@
+# One module: the loops the book compares bit for bit, with the toy problem they share and the comparisons
+# that read them: apart, the reader would chase one loop's pieces through three modules.
 """The training loops the book runs, and the reader copies.
 
 Gradient accumulation trades time for memory: instead of one backward pass on

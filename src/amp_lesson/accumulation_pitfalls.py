@@ -1,3 +1,4 @@
+# One module: one case per function, each measured against the same reference, the full batch.
 """Where gradient accumulation stops reproducing the full batch.
 
 Accumulating ``N`` micro-batches reproduces the full batch only when the

@@ -1,3 +1,4 @@
+# One module: what autocast does, observed on this device and decided for CUDA by torch, in one place.
 """What autocast does to a training step, observed rather than assumed.
 
 :func:`torch.autocast` runs some ops in a lower-precision dtype (FP16 or

@@ -1,3 +1,4 @@
+# One module: every function answers what a format can hold, from one table of formats (FORMATS).
 """What a floating-point format can hold.
 
 A format spends its bits on a sign, an exponent (the *range*: how large and

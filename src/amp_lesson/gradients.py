@@ -1,3 +1,5 @@
+# One module: the digits model, its training and the histograms of the gradients it produces answer one
+# question: what FP16 keeps of real gradients.
 """What real gradients look like, and what FP16 keeps of them.
 
 The book trains a small MLP on scikit-learn's bundled 8×8 digits (no

@@ -1,3 +1,4 @@
+# One module: the model state counted and the activations measured add up to one budget.
 """Where the bytes go: per-parameter state, and activation memory measured.
 
 Training memory has two parts. The *model state* grows with the number of

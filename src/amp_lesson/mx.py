@@ -1,3 +1,4 @@
+# One module: one specification (OCP MX 1.0): its element formats, block scales and the errors they give.
 """Block scaling: the OCP Microscaling (MX) formats MXFP8 and MXFP4.
 
 Per-tensor FP8 scaling (:mod:`amp_lesson.fp8`) gives a whole tensor one scale,

@@ -1,3 +1,4 @@
+# One module: the Python twin of the two playgrounds' script, held to it by the tests as one piece.
 """The Python side of the book's two in-page playgrounds.
 
 The bit explorer and the GradScaler playground run in the reader's browser,

@@ -1,3 +1,5 @@
+# One module: every figure of the book goes through this theme, legend placement and SVG writing, so a
+# figure's look is decided here and nowhere else.
 """Figures that read in the book's light and dark themes, on a desktop and on a phone.
 
 In the book's build (:data:`BOOK_FIGURES_ENV`) a page's figures are SVG, set

@@ -1,3 +1,4 @@
+# One module: the simulator and the real GradScaler it is checked against, step for step, side by side.
 """Dynamic loss scaling, exactly as :class:`torch.amp.GradScaler` does it.
 
 Small gradients underflow in float16: a value at or below ``2**-25`` (about

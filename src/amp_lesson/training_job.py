@@ -1,3 +1,5 @@
+# One module: each function is one part of a real job (checkpoints, two models, a penalty, a custom
+# function, compilation) meeting the same loss scale.
 """AMP in a real training job: checkpoints, several losses, gradient penalties, custom functions.
 
 The chapter's loop trains one model from start to end in one process. A real

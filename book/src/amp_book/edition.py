@@ -1,3 +1,5 @@
+# One module: everything that shows a stored run beside the live book, from the page's state to the
+# switch and the banner.
 """A second edition of the book: every page as another device ran it, rendered beside it.
 
 A build executes the pages where it runs: on Read the Docs, a CPU. A CUDA

@@ -419,50 +419,12 @@ def record(
         if any(fnmatch.fnmatchcase(docname, p) for p in patterns):
             continue
         page = page_reader.read_page(path)
-        if not page.code_cells:
-            continue
-        entry: dict[str, Any] = {"source_sha256": source_sha256(path)}
-        nb_path = executed / f"{docname}.ipynb"
-        if not nb_path.is_file():
-            stored[docname] = entry | {
-                "status": FAILED,
-                "reason": "the build wrote no executed notebook for it (its kernel died, "
-                "or the build stopped before it)",
-            }
-            continue
-        notebook = json.loads(nb_path.read_text(encoding="utf-8"))
-        ran = [c for c in notebook.get("cells", []) if c.get("cell_type") in ("code", "markdown")]
-        ran_sources = [_joined(c.get("source", "")) for c in ran]
-        if ran_sources != [c.source for c in page.cells if c.kind in ("code", "markdown")]:
-            raise EditionError(
-                f"{nb_path}: its cells are not those of {path} now (the page changed after "
-                "the build); build the book again, then record"
-            )
-        error = _error_of(notebook)
-        if error is not None:
-            stored[docname] = entry | {"status": FAILED, "reason": f"a cell raised {error}"}
-            continue
-        ran_on = run_provenance(notebook)
-        if ran_on is None:
-            raise EditionError(f"{nb_path}: the page printed no provenance line")
-        if (ran_on.get("device_type"), ran_on.get("device_name")) != (
-            provenance["device_type"],
-            provenance["device_name"],
-        ):
-            raise EditionError(
-                f"{nb_path}: the page ran on {ran_on.get('device_name')!r}, not on "
-                f"{provenance['device_name']!r} (set AMP_LESSON_DEVICE and build again)"
-            )
-        glue_path = nb_path.with_name(nb_path.stem + ".glue.json")
-        glue = json.loads(glue_path.read_text(encoding="utf-8")) if glue_path.is_file() else {}
-        notebooks[docname] = _compact(_with_glue(notebook, glue))
-        key = notebook.get("metadata", {}).get("kernelspec", {}).get("amp_lesson_inputs")
-        stored[docname] = entry | {
-            "status": RECORDED,
-            "inputs_key": key or "",
-            "executed_on": str(ran_on.get("executed_on") or provenance["recorded"][:10]),
-            "file": f"{docname}.ipynb.gz",
-        }
+        if page.code_cells:
+            entry, notebook = _record_page(page, path, executed / f"{docname}.ipynb", provenance)
+            stored[docname] = {"source_sha256": source_sha256(path)} | entry
+            if notebook is not None:
+                notebooks[docname] = notebook
+                stored[docname]["file"] = f"{docname}.ipynb.gz"
     if not stored:
         raise EditionError(f"{docs}: no page with code cells to record")
     folder = into / slugify(str(provenance["device_name"]))
@@ -482,6 +444,53 @@ def record(
     shutil.rmtree(folder, ignore_errors=True)
     partial.replace(folder)
     return load_edition(folder)
+
+
+def _record_page(
+    page: Any, path: Path, nb_path: Path, provenance: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """One page's manifest entry, and its notebook to store (``None``: it failed to run).
+
+    Raises :class:`EditionError` when the executed notebook is not of the page as it is
+    now, or printed no provenance, or one of another device than ``provenance``'s.
+    """
+    if not nb_path.is_file():
+        return {
+            "status": FAILED,
+            "reason": "the build wrote no executed notebook for it (its kernel died, "
+            "or the build stopped before it)",
+        }, None
+    notebook = json.loads(nb_path.read_text(encoding="utf-8"))
+    ran = [c for c in notebook.get("cells", []) if c.get("cell_type") in ("code", "markdown")]
+    ran_sources = [_joined(c.get("source", "")) for c in ran]
+    if ran_sources != [c.source for c in page.cells if c.kind in ("code", "markdown")]:
+        raise EditionError(
+            f"{nb_path}: its cells are not those of {path} now (the page changed after "
+            "the build); build the book again, then record"
+        )
+    error = _error_of(notebook)
+    if error is not None:
+        return {"status": FAILED, "reason": f"a cell raised {error}"}, None
+    ran_on = run_provenance(notebook)
+    if ran_on is None:
+        raise EditionError(f"{nb_path}: the page printed no provenance line")
+    if (ran_on.get("device_type"), ran_on.get("device_name")) != (
+        provenance["device_type"],
+        provenance["device_name"],
+    ):
+        raise EditionError(
+            f"{nb_path}: the page ran on {ran_on.get('device_name')!r}, not on "
+            f"{provenance['device_name']!r} (set AMP_LESSON_DEVICE and build again)"
+        )
+    glue_path = nb_path.with_name(nb_path.stem + ".glue.json")
+    glue = json.loads(glue_path.read_text(encoding="utf-8")) if glue_path.is_file() else {}
+    key = notebook.get("metadata", {}).get("kernelspec", {}).get("amp_lesson_inputs")
+    entry = {
+        "status": RECORDED,
+        "inputs_key": key or "",
+        "executed_on": str(ran_on.get("executed_on") or provenance["recorded"][:10]),
+    }
+    return entry, _compact(_with_glue(notebook, glue))
 
 
 def _joined(source: Any) -> str:

@@ -31,6 +31,7 @@ Sphinx:
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -401,73 +402,111 @@ def export_notebook(
         raise ValueError(f"built_on must name the build's device, got {built_on!r}")
     docs_url = documentation_url() if docs_url is None else docs_url
     repository = repository_url() if repository is None else repository
+    to_markdown = functools.partial(
+        myst_to_markdown,
+        glue=glue,
+        docs_url=docs_url,
+        docname=docname,
+        titles=titles,
+        labels=labels,
+        keep_glue=True,
+        strict=strict_references,
+        source_dir=source_dir,
+    )
     cells: list[dict[str, Any]] = []
-    heading = ""
+    heading = ""  # the last heading above: a solution's cells name its exercise
     for cell in copy.deepcopy(list(nb.get("cells", []))):
         source = _as_text(cell.get("source", ""))
         tags = set((cell.get("metadata") or {}).get("tags", []))
-        hidden = "remove-cell" in tags
-        if hidden and cell["cell_type"] != "code":
-            continue
-        if cell["cell_type"] == "markdown":
-            text, attachments = myst_to_markdown(
-                source,
-                glue,
-                docs_url=docs_url,
-                docname=docname,
-                titles=titles,
-                labels=labels,
-                keep_glue=True,
-                strict=strict_references,
-                source_dir=source_dir,
-            )
-            for printed, part in split_passages(text):
-                if printed:
-                    cells.append(text_cell(part, glue, built_on))
-                    continue
-                new: dict[str, Any] = {"cell_type": "markdown", "metadata": {}, "source": part}
-                if attachments:
-                    new["attachments"], attachments = attachments, {}
-                cells.append(new)
-                for line in part.splitlines():
-                    if m := re.match(r"#{1,6} (.+)$", line):
-                        heading = m[1].strip()
+        if cell["cell_type"] == "markdown" and "remove-cell" not in tags:
+            heading = _add_markdown(cells, *to_markdown(source), glue, built_on, heading)
         elif cell["cell_type"] == "code":
-            code = rewrite_glue_imports(source)
-            if not code.strip():
-                continue
-            outputs = [o for o in cell.get("outputs", []) if not _is_glue_output(o)]
-            metadata: dict[str, Any] = {"tags": sorted(tags)} if tags else {}
-            if hidden or {"hide-input", "remove-input"} & tags:
-                # The page hides this cell, but later cells may use what it defines: keep
-                # it, with its source collapsed in Jupyter and Colab.
-                metadata |= {"jupyter": {"source_hidden": True}, "cellView": "form"}
-            if "solution" in tags:
-                # The reader's own cell goes before the solution, and before the paragraph
-                # that introduces it (one that ends with a colon) if it comes right before.
-                intro = _split_introduction(cells)
-                cells.append(
-                    {
-                        "cell_type": "code",
-                        "execution_count": None,
-                        "metadata": {},
-                        "outputs": [],
-                        "source": f"# Your code for \u201c{heading}\u201d. The solution is "
-                        "collapsed below: run it to compare.",
-                    }
-                )
-                cells.extend(intro)
-                code = f"#@title Solution to \u201c{heading}\u201d (double-click to show)\n{code}"
-            cells.append(
-                {
-                    "cell_type": "code",
-                    "execution_count": None,
-                    "metadata": metadata,
-                    "outputs": outputs if executed else [],
-                    "source": code,
-                }
-            )
+            _add_code(cells, cell, source, tags, heading, executed)
         # raw cells (none in the book) are left out
+    all_cells = _head(docname, docs_url, version, repository, executed) + fold_book_cells(cells)
+    for i, cell in enumerate(all_cells):
+        cell["id"] = f"cell-{i}"  # stable ids: exporting again gives the same file
+    metadata = {
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+    }
+    return {"cells": all_cells, "metadata": metadata, "nbformat": 4, "nbformat_minor": 5}
+
+
+def _add_markdown(
+    cells: list[dict[str, Any]],
+    text: str,
+    attachments: dict[str, Any],
+    glue: GlueValues,
+    built_on: str,
+    heading: str,
+) -> str:
+    """Append a page's converted Markdown: a cell per passage, those that report the run
+    printed from it (:func:`text_cell`). Returns the last heading so far."""
+    for printed, part in split_passages(text):
+        if printed:
+            cells.append(text_cell(part, glue, built_on))
+            continue
+        new: dict[str, Any] = {"cell_type": "markdown", "metadata": {}, "source": part}
+        if attachments:
+            new["attachments"], attachments = attachments, {}
+        cells.append(new)
+        for line in part.splitlines():
+            if m := re.match(r"#{1,6} (.+)$", line):
+                heading = m[1].strip()
+    return heading
+
+
+def _code_cell(source: str, metadata: dict[str, Any], outputs: list[Any]) -> dict[str, Any]:
+    return {
+        "cell_type": "code",
+        "execution_count": None,
+        "metadata": metadata,
+        "outputs": outputs,
+        "source": source,
+    }
+
+
+def _add_code(
+    cells: list[dict[str, Any]],
+    cell: dict[str, Any],
+    source: str,
+    tags: set[str],
+    heading: str,
+    executed: bool,
+) -> None:
+    """Append a page's code cell (its glue imports rewritten, its glue records dropped); a
+    solution goes after an empty cell for the reader's own code."""
+    code = rewrite_glue_imports(source)
+    if not code.strip():
+        return
+    outputs = [o for o in cell.get("outputs", []) if not _is_glue_output(o)]
+    metadata: dict[str, Any] = {"tags": sorted(tags)} if tags else {}
+    if {"remove-cell", "hide-input", "remove-input"} & tags:
+        # The page hides this cell, but later cells may use what it defines: keep
+        # it, with its source collapsed in Jupyter and Colab.
+        metadata |= {"jupyter": {"source_hidden": True}, "cellView": "form"}
+    if "solution" in tags:
+        # The reader's own cell goes before the solution, and before the paragraph
+        # that introduces it (one that ends with a colon) if it comes right before.
+        intro = _split_introduction(cells)
+        cells.append(
+            _code_cell(
+                f"# Your code for \u201c{heading}\u201d. The solution is "
+                "collapsed below: run it to compare.",
+                {},
+                [],
+            )
+        )
+        cells.extend(intro)
+        code = f"#@title Solution to \u201c{heading}\u201d (double-click to show)\n{code}"
+    cells.append(_code_cell(code, metadata, outputs if executed else []))
+
+
+def _head(
+    docname: str, docs_url: str, version: str, repository: str, executed: bool
+) -> list[dict[str, Any]]:
+    """The notebook's first cells: what it is, and the cell that installs the package."""
     where = (
         "with the outputs of the build that published it"
         if executed
@@ -480,24 +519,10 @@ def export_notebook(
         f"package `amp_lesson` {version} from [its repository]({repository}) where it is missing."
         "\n\n" + GPU_RUNTIME
     )
-    head = [
+    return [
         {"cell_type": "markdown", "metadata": {}, "source": intro},
-        {
-            "cell_type": "code",
-            "execution_count": None,
-            "metadata": {"tags": [INSTALL_CELL_TAG]},
-            "outputs": [],
-            "source": install_cell_source(version, repository),
-        },
+        _code_cell(install_cell_source(version, repository), {"tags": [INSTALL_CELL_TAG]}, []),
     ]
-    all_cells = head + fold_book_cells(cells)
-    for i, cell in enumerate(all_cells):
-        cell["id"] = f"cell-{i}"  # stable ids: exporting again gives the same file
-    metadata = {
-        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-        "language_info": {"name": "python"},
-    }
-    return {"cells": all_cells, "metadata": metadata, "nbformat": 4, "nbformat_minor": 5}
 
 
 def export_script(nb: Mapping[str, Any]) -> str:

@@ -1,3 +1,4 @@
+# One module: the server process and its protocol; the build's side of it is amp_book.kernels.
 """The kernel server: one process that imports torch once, then forks a kernel per page.
 
 Run by the build (:class:`amp_book.kernels.KernelServer`) as
@@ -293,144 +294,215 @@ def serve(
     returns that kernel's request, with the server's sockets closed, the
     kernel's standard streams in place and the default signal handlers back.
     """
-    path = folder / SOCKET_NAME
-    selector = selectors.DefaultSelector()
-    selector.register(listener, selectors.EVENT_READ, "accept")
+    server = _Server(listener, folder, owner, env, later)
     try:
-        owner_fd: int | None = os.pidfd_open(owner)
-    except (AttributeError, OSError):
-        owner_fd = None
-    if owner_fd is not None:
-        selector.register(owner_fd, selectors.EVENT_READ, "owner")
-    kernels: dict[int, socket.socket | None] = {}  # pid -> the connection that asked for it
-    # pid -> a pidfd that becomes readable when the kernel exits, so that the server reaps
-    # it and tells its client at once, not at the next timeout of the select below
-    exit_fds: dict[int, int] = {}
-    reading: dict[socket.socket, _PendingRequest] = {}
-    owner_alive = True
-    pending = list(later)
-    handlers = {signum: signal.signal(signum, _stop) for signum in _STOP_SIGNALS}
-    server_pid = os.getpid()
-    try:
-        while owner_alive:
+        while server.owner_alive:
             if _stop_asked:
                 raise _Stopped(_stop_asked[0])
-            timeout = 0 if pending else 0.2
-            if reading:
-                soonest = min(r.deadline for r in reading.values()) - time.monotonic()
-                timeout = max(0.0, min(timeout, soonest))
-            events = selector.select(timeout=timeout)
-            if not events and pending:
-                preload([pending.pop(0)])
-                if not pending:
-                    with contextlib.suppress(OSError):  # the build may have removed the folder
-                        (folder / PRELOADED_NAME).write_text("\n".join(sorted(sys.modules)))
-            for key, _events in events:
-                if key.data == "owner":
-                    owner_alive = False
-                elif key.data == "accept":
-                    conn, _ = listener.accept()
-                    conn.setblocking(False)
-                    reading[conn] = _PendingRequest(conn)
-                    selector.register(conn, selectors.EVENT_READ, "request")
-                elif key.data == "request":
-                    waiting = reading[key.fileobj]  # type: ignore[index]
-                    try:
-                        if not waiting.read():
-                            continue
-                        request = parse_request(waiting.data)
-                    except BadRequest as error:
-                        _log(f"request refused: {error}")
-                        waiting.conn.setblocking(True)
-                        waiting.conn.settimeout(1.0)
-                        _send(waiting.conn, {"error": str(error)})
-                        selector.unregister(waiting.conn)
-                        del reading[waiting.conn]
-                        waiting.close()
-                        continue
-                    selector.unregister(waiting.conn)
-                    del reading[waiting.conn]
-                    conn, fds = waiting.conn, waiting.fds
-                    conn.setblocking(True)
-                    refusal = _refusal(request, env, len(fds))
-                    if refusal:
-                        _log(f"fork refused: {'; '.join(refusal)}")
-                        _send(conn, {"refused": refusal})
-                        waiting.close()  # the connection and the descriptors
-                        continue
-                    pid = os.fork()
-                    if pid == 0:  # the kernel
-                        server_pid = 0
-                        die_with_parent(signal.SIGKILL)
-                        for signum, handler in handlers.items():
-                            signal.signal(signum, handler)
-                        selector.close()
-                        listener.close()
-                        if owner_fd is not None:
-                            os.close(owner_fd)
-                        for fd in exit_fds.values():
-                            os.close(fd)
-                        for other in [*kernels.values(), *(r.conn for r in reading.values())]:
-                            if other is not None:
-                                other.close()
-                        conn.close()
-                        os.setsid()  # its own process group, as jupyter_client starts a kernel
-                        for target, fd in enumerate(fds):
-                            os.dup2(fd, target)
-                            os.close(fd)
-                        return request
-                    for fd in fds:
-                        os.close(fd)
-                    kernels[pid] = conn
-                    selector.register(conn, selectors.EVENT_READ, pid)
-                    with contextlib.suppress(AttributeError, OSError):  # else reaped within 0.2 s
-                        exit_fds[pid] = os.pidfd_open(pid)
-                        selector.register(exit_fds[pid], selectors.EVENT_READ, ("exited", pid))
-                    _send(conn, {"pid": pid})
-                elif isinstance(key.data, tuple):  # ("exited", pid): reaped below
-                    selector.unregister(key.fd)
-                    os.close(exit_fds.pop(key.data[1]))
-                else:  # a kernel's client sent something or went away: its kernel goes too
-                    pid, conn = key.data, key.fileobj
-                    with contextlib.suppress(OSError):
-                        if conn.recv(1):  # type: ignore[union-attr]
-                            continue
-                    selector.unregister(conn)
-                    conn.close()  # type: ignore[union-attr]
-                    kernels[pid] = None
-                    with contextlib.suppress(OSError):
-                        os.killpg(pid, signal.SIGKILL)
-            now = time.monotonic()
-            for conn, waiting in list(reading.items()):  # clients that sent too little
-                if waiting.deadline <= now:
-                    _log(f"request refused: not complete within {REQUEST_TIMEOUT_S:g} s")
-                    selector.unregister(conn)
-                    del reading[conn]
-                    waiting.close()
-            if owner_fd is None and owner_alive:
-                try:
-                    os.kill(owner, 0)
-                except ProcessLookupError:
-                    owner_alive = False
-            _reap(kernels, exit_fds, selector)
+            request = server.step()
+            if request is not None:  # in the kernel just forked
+                return request
     except _Stopped as stop:
         _log(f"stopped by signal {stop.args[0]}")
     finally:
-        if server_pid == os.getpid():  # the server, not a kernel returning its request
-            for pid in kernels:
-                with contextlib.suppress(OSError):
-                    os.killpg(pid, signal.SIGKILL)
-            for waiting in reading.values():
-                waiting.close()
-            with contextlib.suppress(OSError):
-                path.unlink()
-            if not _running(owner):
-                import shutil
-
-                shutil.rmtree(folder, ignore_errors=True)
-            for signum, handler in handlers.items():
-                signal.signal(signum, handler)
+        server.close()
     return None
+
+
+class _Server:
+    """What :func:`serve` holds: the sockets it watches and the kernels it forked."""
+
+    def __init__(
+        self,
+        listener: socket.socket,
+        folder: Path,
+        owner: int,
+        env: dict[str, str],
+        later: Iterable[str],
+    ) -> None:
+        self.listener, self.folder, self.owner, self.env = listener, folder, owner, env
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(listener, selectors.EVENT_READ, "accept")
+        try:
+            self.owner_fd: int | None = os.pidfd_open(owner)
+        except (AttributeError, OSError):
+            self.owner_fd = None
+        if self.owner_fd is not None:
+            self.selector.register(self.owner_fd, selectors.EVENT_READ, "owner")
+        self.kernels: dict[int, socket.socket | None] = {}  # pid -> the connection that asked
+        # pid -> a pidfd that becomes readable when the kernel exits, so that the server reaps
+        # it and tells its client at once, not at the next timeout of the select below
+        self.exit_fds: dict[int, int] = {}
+        self.reading: dict[socket.socket, _PendingRequest] = {}
+        self.owner_alive = True
+        self.pending = list(later)
+        self.handlers = {signum: signal.signal(signum, _stop) for signum in _STOP_SIGNALS}
+        self.pid = os.getpid()  # 0 in a forked kernel
+
+    def step(self) -> dict[str, Any] | None:
+        """Wait for one round of events and answer them; a request in a forked kernel."""
+        timeout = 0 if self.pending else 0.2
+        if self.reading:
+            soonest = min(r.deadline for r in self.reading.values()) - time.monotonic()
+            timeout = max(0.0, min(timeout, soonest))
+        events = self.selector.select(timeout=timeout)
+        if not events and self.pending:
+            self._preload_next()
+        for key, _events in events:
+            if key.data == "owner":
+                self.owner_alive = False
+            elif key.data == "accept":
+                conn, _ = self.listener.accept()
+                conn.setblocking(False)
+                self.reading[conn] = _PendingRequest(conn)
+                self.selector.register(conn, selectors.EVENT_READ, "request")
+            elif key.data == "request":
+                request = self._answer(self.reading[key.fileobj])  # type: ignore[index]
+                if request is not None:
+                    return request
+            elif isinstance(key.data, tuple):  # ("exited", pid): reaped below
+                self.selector.unregister(key.fd)
+                os.close(self.exit_fds.pop(key.data[1]))
+            else:
+                self._client_spoke(key.data, key.fileobj)  # type: ignore[arg-type]
+        self._expire()
+        if self.owner_fd is None and self.owner_alive:
+            try:
+                os.kill(self.owner, 0)
+            except ProcessLookupError:
+                self.owner_alive = False
+        self._reap()
+        return None
+
+    def _preload_next(self) -> None:
+        preload([self.pending.pop(0)])
+        if not self.pending:
+            with contextlib.suppress(OSError):  # the build may have removed the folder
+                (self.folder / PRELOADED_NAME).write_text("\n".join(sorted(sys.modules)))
+
+    def _forget(self, waiting: _PendingRequest) -> None:
+        self.selector.unregister(waiting.conn)
+        del self.reading[waiting.conn]
+
+    def _answer(self, waiting: _PendingRequest) -> dict[str, Any] | None:
+        """Read more of a request; once whole, refuse it or fork its kernel."""
+        try:
+            if not waiting.read():
+                return None
+            request = parse_request(waiting.data)
+        except BadRequest as error:
+            _log(f"request refused: {error}")
+            waiting.conn.setblocking(True)
+            waiting.conn.settimeout(1.0)
+            _send(waiting.conn, {"error": str(error)})
+            self._forget(waiting)
+            waiting.close()
+            return None
+        self._forget(waiting)
+        waiting.conn.setblocking(True)
+        refusal = _refusal(request, self.env, len(waiting.fds))
+        if refusal:
+            _log(f"fork refused: {'; '.join(refusal)}")
+            _send(waiting.conn, {"refused": refusal})
+            waiting.close()  # the connection and the descriptors
+            return None
+        return self._fork(request, waiting.conn, waiting.fds)
+
+    def _fork(
+        self, request: dict[str, Any], conn: socket.socket, fds: list[int]
+    ) -> dict[str, Any] | None:
+        """Fork the kernel: ``request`` in it, ``None`` in the server."""
+        pid = os.fork()
+        if pid == 0:
+            self._become_kernel(conn, fds)
+            return request
+        for fd in fds:
+            os.close(fd)
+        self.kernels[pid] = conn
+        self.selector.register(conn, selectors.EVENT_READ, pid)
+        with contextlib.suppress(AttributeError, OSError):  # else reaped within 0.2 s
+            self.exit_fds[pid] = os.pidfd_open(pid)
+            self.selector.register(self.exit_fds[pid], selectors.EVENT_READ, ("exited", pid))
+        _send(conn, {"pid": pid})
+        return None
+
+    def _become_kernel(self, conn: socket.socket, fds: list[int]) -> None:
+        """In the forked kernel: drop everything of the server's, take the client's streams."""
+        self.pid = 0
+        die_with_parent(signal.SIGKILL)
+        for signum, handler in self.handlers.items():
+            signal.signal(signum, handler)
+        self.selector.close()
+        self.listener.close()
+        if self.owner_fd is not None:
+            os.close(self.owner_fd)
+        for fd in self.exit_fds.values():
+            os.close(fd)
+        for other in [*self.kernels.values(), *(r.conn for r in self.reading.values())]:
+            if other is not None:
+                other.close()
+        conn.close()
+        os.setsid()  # its own process group, as jupyter_client starts a kernel
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+
+    def _client_spoke(self, pid: int, conn: socket.socket) -> None:
+        """A kernel's client sent something or went away: its kernel goes too."""
+        with contextlib.suppress(OSError):
+            if conn.recv(1):
+                return
+        self.selector.unregister(conn)
+        conn.close()
+        self.kernels[pid] = None
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+
+    def _expire(self) -> None:
+        """Drop the clients that sent too little in time."""
+        now = time.monotonic()
+        for waiting in list(self.reading.values()):
+            if waiting.deadline <= now:
+                _log(f"request refused: not complete within {REQUEST_TIMEOUT_S:g} s")
+                self._forget(waiting)
+                waiting.close()
+
+    def _reap(self) -> None:
+        """Reap the kernels that ended; tell their clients how."""
+        while self.kernels:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            if pid in self.exit_fds:  # reaped before its pidfd was read
+                self.selector.unregister(self.exit_fds[pid])
+                os.close(self.exit_fds.pop(pid))
+            conn = self.kernels.pop(pid, None)
+            if conn is not None:  # else its client has gone
+                self.selector.unregister(conn)
+                _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
+                conn.close()
+
+    def close(self) -> None:
+        """In the server (not in a kernel returning its request): kill every kernel, remove
+        the socket (and the folder when the owner has gone), restore the signal handlers."""
+        if self.pid != os.getpid():
+            return
+        for pid in self.kernels:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+        for waiting in self.reading.values():
+            waiting.close()
+        with contextlib.suppress(OSError):
+            (self.folder / SOCKET_NAME).unlink()
+        if not _running(self.owner):
+            import shutil
+
+            shutil.rmtree(self.folder, ignore_errors=True)
+        for signum, handler in self.handlers.items():
+            signal.signal(signum, handler)
 
 
 def _refusal(request: dict[str, Any], env: dict[str, str], n_fds: int) -> list[str]:
@@ -442,29 +514,6 @@ def _refusal(request: dict[str, Any], env: dict[str, str], n_fds: int) -> list[s
     if (threads := thread_count()) > 1:
         return [f"the server has {threads} threads; it forks only with one"]
     return []
-
-
-def _reap(
-    kernels: dict[int, socket.socket | None],
-    exit_fds: dict[int, int],
-    selector: selectors.BaseSelector,
-) -> None:
-    """Reap the kernels that ended; tell their clients how."""
-    while kernels:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            break
-        if pid in exit_fds:  # reaped before its pidfd was read
-            selector.unregister(exit_fds[pid])
-            os.close(exit_fds.pop(pid))
-        conn = kernels.pop(pid, None)
-        if conn is not None:  # else its client has gone
-            selector.unregister(conn)
-            _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
-            conn.close()
 
 
 def _log(message: str) -> None:

@@ -540,87 +540,111 @@ def _cells(row: str) -> list[str]:
 def _selfcheck(
     name: str, question: str, options: dict[str, str], body: list[str], ctx: _Context
 ) -> str:
+    """A self-check as Markdown: its question, what to do, and the answer folded below."""
     kicker = options.get("title") or kicker_of(name, options.get("mode"))
     head = f"**{kicker}.** {question}"
+    write = _SELFCHECKS.get(name, _discuss)
+    return f"{head}\n\n" + write(options, body, ctx)
+
+
+def _choice(options: dict[str, str], body: list[str], ctx: _Context) -> str:
     md = lambda lines: _convert_block(lines, ctx)
-    if name == "selfcheck-choice":
-        mode = options.get("mode", "single")
+    mode = options.get("mode", "single")
+    before, items, after = _first_list(body)
+    how = {
+        "single": "Choose one.",
+        "multiple": "Choose every option that applies.",
+        "eliminate": "Rule out the wrong options one by one, saying why.",
+    }.get(mode, "Choose one.")
+    shown = "\n".join(f"- {_inline(item.label, ctx)}" for item in items)
+    right = [item for item in items if (item.mark or "").strip().lower() == "x"]
+    answer = ["**Answer:** " + "; ".join(_inline(item.label, ctx) for item in right)]
+    if options.get("answer"):
+        answer.append(_inline(options["answer"], ctx))
+    notes = [
+        f"- {_inline(item.label, ctx)}: {'right' if item in right else 'wrong'}. "
+        + _inline(_note_text(item.note), ctx)
+        for item in items
+    ]
+    answer += ["", *notes, "", md(after)]
+    return f"{md(before)}\n\n{how}\n\n{shown}\n\n" + _details("Answer", "\n".join(answer))
+
+
+def _predict(options: dict[str, str], body: list[str], ctx: _Context) -> str:
+    answer = _inline(options.get("answer", ""), ctx) + "\n\n" + _convert_block(body, ctx)
+    return "Write down your prediction before you open the answer.\n\n" + _details(
+        "Answer", "**Answer:** " + answer
+    )
+
+
+def _sort(options: dict[str, str], body: list[str], ctx: _Context) -> str:
+    md = lambda lines: _convert_block(lines, ctx)
+    buckets = [b.strip() for b in options.get("buckets", "").split("|") if b.strip()]
+    before, items, after = _first_list(body)
+    shown = "\n".join(f"- {_inline(item.label, ctx)}" for item in items)
+    sorted_items = "\n".join(
+        f"- {_inline(item.label, ctx)}: **{(item.mark or '').strip()}**"
+        + (f". {_inline(_note_text(item.note), ctx)}" if _note_text(item.note) else "")
+        for item in items
+    )
+    groups = " or ".join(f"**{b}**" for b in buckets)
+    return f"{md(before)}\n\nPut each in {groups}:\n\n{shown}\n\n" + _details(
+        "Answer", f"{sorted_items}\n\n{md(after)}"
+    )
+
+
+def _step_through(options: dict[str, str], body: list[str], ctx: _Context) -> str:
+    md = lambda lines: _convert_block(lines, ctx)
+    before, table, after = _table_split(body)
+    if not table:
         before, items, after = _first_list(body)
-        how = {
-            "single": "Choose one.",
-            "multiple": "Choose every option that applies.",
-            "eliminate": "Rule out the wrong options one by one, saying why.",
-        }.get(mode, "Choose one.")
-        shown = "\n".join(f"- {_inline(item.label, ctx)}" for item in items)
-        right = [item for item in items if (item.mark or "").strip().lower() == "x"]
-        answer = ["**Answer:** " + "; ".join(_inline(item.label, ctx) for item in right)]
-        if options.get("answer"):
-            answer.append(_inline(options["answer"], ctx))
-        notes = [
-            f"- {_inline(item.label, ctx)}: {'right' if item in right else 'wrong'}. "
-            + _inline(_note_text(item.note), ctx)
-            for item in items
-        ]
-        answer += ["", *notes, "", md(after)]
-        return f"{head}\n\n{md(before)}\n\n{how}\n\n{shown}\n\n" + _details(
-            "Answer", "\n".join(answer)
-        )
-    if name == "selfcheck-predict":
-        answer = "**Answer:** " + _inline(options.get("answer", ""), ctx) + "\n\n" + md(body)
-        return f"{head}\n\nWrite down your prediction before you open the answer.\n\n" + _details(
-            "Answer", answer
-        )
-    if name == "selfcheck-sort":
-        buckets = [b.strip() for b in options.get("buckets", "").split("|") if b.strip()]
-        before, items, after = _first_list(body)
-        shown = "\n".join(f"- {_inline(item.label, ctx)}" for item in items)
-        sorted_items = "\n".join(
-            f"- {_inline(item.label, ctx)}: **{(item.mark or '').strip()}**"
-            + (f". {_inline(_note_text(item.note), ctx)}" if _note_text(item.note) else "")
-            for item in items
-        )
-        groups = " or ".join(f"**{b}**" for b in buckets)
-        return f"{head}\n\n{md(before)}\n\nPut each in {groups}:\n\n{shown}\n\n" + _details(
-            "Answer", f"{sorted_items}\n\n{md(after)}"
-        )
-    if name == "selfcheck-step-through":
-        before, table, after = _table_split(body)
-        if not table:
-            before, items, after = _first_list(body)
-            rows = "\n".join(f"1. {_inline(item.label, ctx)}" for item in items)
-        else:
-            rows = md(table)
-        nxt = _inline(options.get("next", ""), ctx)
-        ask = f"\n\n**Then:** {nxt}" if nxt else ""
-        return f"{head}\n\n{md(before)}\n\n{rows}{ask}\n\n" + _details("Answer", md(after))
-    if name == "selfcheck-refill":
-        before, table, after = _table_split(body)
-        if not table:
-            return f"{head}\n\n{md(body)}"
-        header = _cells(table[0])
-        wanted = [c.strip() for c in options.get("column", "").split("|") if c.strip()]
-        blank = {
-            int(c) - 1 if c.isdigit() else header.index(c)
-            for c in wanted
-            if c.isdigit() or c in header
-        }
-        blanked = [table[0], table[1]] + [
-            "| " + " | ".join("?" if j in blank else c for j, c in enumerate(_cells(row))) + " |"
-            for row in table[2:]
-        ]
-        names = [f"**{header[j]}**" for j in sorted(blank) if j < len(header)]
-        cols = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
-        which = "columns" if len(names) > 1 else "column"
-        return (
-            f"{head}\n\n{md(before)}\n\nFill in the {which} {cols} from memory:\n\n"
-            + md(blanked)
-            + "\n\n"
-            + _details("Answer", md(table) + "\n\n" + md(after))
-        )
-    # selfcheck-discuss
+        rows = "\n".join(f"1. {_inline(item.label, ctx)}" for item in items)
+    else:
+        rows = md(table)
+    nxt = _inline(options.get("next", ""), ctx)
+    ask = f"\n\n**Then:** {nxt}" if nxt else ""
+    return f"{md(before)}\n\n{rows}{ask}\n\n" + _details("Answer", md(after))
+
+
+def _refill(options: dict[str, str], body: list[str], ctx: _Context) -> str:
+    md = lambda lines: _convert_block(lines, ctx)
+    before, table, after = _table_split(body)
+    if not table:
+        return md(body)
+    header = _cells(table[0])
+    wanted = [c.strip() for c in options.get("column", "").split("|") if c.strip()]
+    blank = {
+        int(c) - 1 if c.isdigit() else header.index(c) for c in wanted if c.isdigit() or c in header
+    }
+    blanked = [table[0], table[1]] + [
+        "| " + " | ".join("?" if j in blank else c for j, c in enumerate(_cells(row))) + " |"
+        for row in table[2:]
+    ]
+    names = [f"**{header[j]}**" for j in sorted(blank) if j < len(header)]
+    cols = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+    which = "columns" if len(names) > 1 else "column"
+    return (
+        f"{md(before)}\n\nFill in the {which} {cols} from memory:\n\n"
+        + md(blanked)
+        + "\n\n"
+        + _details("Answer", md(table) + "\n\n" + md(after))
+    )
+
+
+def _discuss(options: dict[str, str], body: list[str], ctx: _Context) -> str:
     hint = options.get("hint")
-    text = f"{head}\n\n{md(body)}"
+    text = _convert_block(body, ctx)
     return text + ("\n\n" + _details("Hint", _inline(hint, ctx)) if hint else "")
+
+
+_SELFCHECKS = {
+    "selfcheck-choice": _choice,
+    "selfcheck-predict": _predict,
+    "selfcheck-sort": _sort,
+    "selfcheck-step-through": _step_through,
+    "selfcheck-refill": _refill,
+}
+"""How each kind of self-check reads in a notebook (any other: a question to discuss)."""
 
 
 # -- whole notebooks ---------------------------------------------------------------------------------

@@ -199,7 +199,7 @@ def reading_minutes(text: str) -> int:
 
 @functools.cache
 def _self_check_names() -> frozenset[str]:
-    from amp_book.selfcheck.directives import DIRECTIVES
+    from amp_book.selfcheck import DIRECTIVES
 
     return frozenset(DIRECTIVES)
 

@@ -1,3 +1,4 @@
+# One module: every regime measured by one step function and one way of timing it per device.
 """Measuring one training step per model and precision regime.
 
 Each regime runs the same step (:func:`make_train_step`): forward and loss

@@ -1,3 +1,4 @@
+# One module: the benchmark's display layer: every label a reader sees of its results.
 """How the benchmark's results are shown: tables, a figure, and recorded GPU tables.
 
 This is the display layer of :mod:`amp_lesson.bench`: the results are

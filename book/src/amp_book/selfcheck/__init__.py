@@ -1,6 +1,6 @@
 """Self-check exercises as MyST directives that work without JavaScript.
 
-Directives (see :mod:`.directives` and ``docs/guide/selfchecks.md``):
+Directives (see :mod:`.directives`, :mod:`.tables` and ``docs/guide/selfchecks.md``):
 
 - ``{selfcheck-choice}`` -- multiple choice; ``:mode: multiple`` for choose-all-that-apply,
   ``:mode: eliminate`` to strike the wrong options one at a time;
@@ -25,7 +25,30 @@ from sphinx.application import Sphinx
 
 from amp_book import add_static_path
 from amp_book.selfcheck import html
-from amp_book.selfcheck.directives import DIRECTIVES
+from amp_book.selfcheck.directives import (
+    ChoiceDirective,
+    DiscussDirective,
+    PredictDirective,
+    SelfCheckDirective,
+    SortDirective,
+)
+from amp_book.selfcheck.tables import RefillDirective, StepThroughDirective
+
+PREFIX = "selfcheck-"
+"""Every directive's name starts with this, so none can collide with another
+extension's (sphinx-design's ``{steps}`` once did)."""
+
+DIRECTIVES: dict[str, type[SelfCheckDirective]] = {
+    f"{PREFIX}{name}": cls
+    for name, cls in (
+        ("choice", ChoiceDirective),
+        ("predict", PredictDirective),
+        ("sort", SortDirective),
+        ("step-through", StepThroughDirective),
+        ("refill", RefillDirective),
+        ("discuss", DiscussDirective),
+    )
+}
 
 SCRIPT = "selfcheck.js"
 STYLE = "selfcheck.css"

@@ -10,15 +10,16 @@ The syntax keeps everything an author writes in MyST: the question is the
 directive's argument, a short answer or hint is an inline option, and the
 structure (options, items, rows) is the first list or table of the body, with
 a note nested under each list item. Content before that list belongs to the
-question; content after it is the explanation. See ``docs/guide/selfchecks.md``.
+question; content after it is the explanation (read by :mod:`.body`). See
+``docs/guide/selfchecks.md``. The two kinds read from rows, step-through and refill, are
+in :mod:`.tables`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from docutils import nodes
@@ -27,14 +28,19 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 from amp_book.kickers import kicker as kicker_of
+from amp_book.selfcheck.body import (
+    ListEntry,
+    _bucket_list,
+    _copy,
+    _short,
+    read_list,
+    split_at_first,
+)
 from amp_book.selfcheck.html import element, text_element
 
 logger = logging.getLogger(__name__)
 
 ID_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
-# "[x] option", "[ ] option", "[FP16] item": a marker in brackets at the start
-# of a list item's first line.
-MARKER = re.compile(r"^\s*\[([^\[\]]*)\]\s?")
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # Where the ids seen on the page being read are kept; Sphinx empties
 # env.temp_data after each document, so nothing leaks between pages.
@@ -45,118 +51,7 @@ class SelfCheckError(Exception):
     """A directive's input cannot make a self-check; the message says why."""
 
 
-# -- reading the body ---------------------------------------------------------------
-
-
-@dataclass
-class ListEntry:
-    """One item of a body list: its first line (with any marker taken off) and its note."""
-
-    head: list[nodes.Node]
-    note: list[nodes.Node]
-    marker: str | None
-    text: str
-
-
-def split_at_first(
-    body: Sequence[nodes.Node],
-    kinds: tuple[type[nodes.Node], ...],
-) -> tuple[list[nodes.Node], nodes.Node | None, list[nodes.Node]]:
-    """Split top-level ``body`` around its first node of one of ``kinds``.
-
-    >>> p, ul = nodes.paragraph(text="q"), nodes.bullet_list()
-    >>> split_at_first([p, ul, p], (nodes.bullet_list,)) == ([p], ul, [p])
-    True
-    """
-    for index, node in enumerate(body):
-        if isinstance(node, kinds):
-            return list(body[:index]), node, list(body[index + 1 :])
-    return list(body), None, []
-
-
-def _take_marker(head: list[nodes.Node]) -> tuple[str | None, list[nodes.Node]]:
-    """Take a leading ``[...]`` marker (or a task-list checkbox) off ``head``."""
-    if not head:
-        return None, head
-    first = head[0]
-    if isinstance(first, nodes.raw) and "task-list-item-checkbox" in first.astext():
-        # MyST's tasklist extension turns "[x]" into a raw checkbox.
-        return ("x" if "checked" in first.astext() else " "), _strip_leading(head[1:])
-    if isinstance(first, nodes.Text):
-        match = MARKER.match(str(first))
-        if match:
-            rest = str(first)[match.end() :]
-            return match.group(1), ([nodes.Text(rest)] if rest else []) + head[1:]
-    return None, head
-
-
-def _strip_leading(head: list[nodes.Node]) -> list[nodes.Node]:
-    if head and isinstance(head[0], nodes.Text):
-        rest = str(head[0]).lstrip()
-        return ([nodes.Text(rest)] if rest else []) + head[1:]
-    return head
-
-
-def read_list(items: nodes.Element) -> list[ListEntry]:
-    """Read each item of a bullet or enumerated list as a :class:`ListEntry`.
-
-    An item's first paragraph is its head and the rest of the item its note.
-    The definition-list form, a first line followed by ``: note``, is read the
-    same way. An item that does not start with a line of text has an empty head.
-    """
-    entries: list[ListEntry] = []
-    for item in (child for child in items.children if isinstance(child, nodes.list_item)):
-        children = list(item.children)
-        head: list[nodes.Node] = []
-        note: list[nodes.Node] = []
-        if children and isinstance(children[0], nodes.definition_list):
-            first_item = children[0][0]
-            for part in first_item.children:
-                if isinstance(part, nodes.term):
-                    head = list(part.children)
-                elif isinstance(part, nodes.definition):
-                    note.extend(part.children)
-            # Further terms of the same definition list belong to the note, still
-            # as a definition list.
-            others = list(children[0].children[1:])
-            for other in others:
-                children[0].remove(other)
-            if others:
-                note.append(nodes.definition_list("", *others, classes=children[0]["classes"]))
-            note.extend(children[1:])
-        elif children and isinstance(children[0], nodes.paragraph):
-            head = list(children[0].children)
-            note = children[1:]
-        else:
-            note = children
-        marker, head = _take_marker(head)
-        for node in [*head, *note]:
-            if node.parent is not None:
-                node.parent.remove(node)
-        text = "".join(node.astext() for node in head).strip()
-        entries.append(ListEntry(head=head, note=note, marker=marker, text=text))
-    return entries
-
-
-def _copy(nodes_: Iterable[nodes.Node]) -> list[nodes.Node]:
-    return [node.deepcopy() for node in nodes_]
-
-
-def _short(text: str, width: int = 48) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 # -- the directives -----------------------------------------------------------------
-
-
-def _bucket_list(argument: str) -> list[str]:
-    """Bucket names from ``:buckets: FP16 | FP32``.
-
-    >>> _bucket_list(" FP16 |FP32| ")
-    ['FP16', 'FP32']
-    """
-    return [name.strip() for name in argument.split("|") if name.strip()]
 
 
 class SelfCheckDirective(SphinxDirective):
@@ -564,211 +459,6 @@ class SortDirective(SelfCheckDirective):
         return body
 
 
-class StepThroughDirective(SelfCheckDirective):
-    """``{selfcheck-step-through}``: rows revealed one at a time, then "what would the next row be?".
-
-    The rows are the body's first list or table; ``:next:`` asks the closing
-    question (inline MyST) and the content after the rows answers it.
-    ``:answer-label:`` names the box the reader answers it in (plain text), for
-    a closing question that does not ask for the next row.
-    """
-
-    # Not "steps": sphinx-design 0.8 has a {steps} directive for numbered procedures.
-    kind = "steps"
-    kicker = kicker_of("selfcheck-step-through")
-    option_spec: ClassVar[dict[str, Any]] = {
-        **SelfCheckDirective.option_spec,
-        "next": directives.unchanged_required,
-        "answer-label": directives.unchanged,
-    }
-    DEFAULT_NEXT = "What would the next row be?"
-    DEFAULT_ANSWER_LABEL = "Your next row"
-    MAX_ANSWER_LABEL = 60
-
-    @property
-    def answer_label(self) -> str:
-        """The label of the reader's answer box, whitespace collapsed."""
-        if "answer-label" not in self.options:
-            return self.DEFAULT_ANSWER_LABEL
-        return " ".join((self.options["answer-label"] or "").split())
-
-    def data_attributes(self) -> dict[str, str]:
-        # The script labels the reader's answer box, and their answer beside the book's, with it.
-        return {"data_sc_answer_label": self.answer_label}
-
-    def _check_answer_label(self) -> None:
-        label = self.answer_label
-        if not label:
-            raise SelfCheckError(
-                ":answer-label: is empty; give the label of the box the reader answers "
-                "the closing question in, such as 'Your answer'"
-            )
-        if len(label) > self.MAX_ANSWER_LABEL:
-            raise SelfCheckError(
-                f":answer-label: is {len(label)} characters long; a label of the answer box "
-                f"takes at most {self.MAX_ANSWER_LABEL} (put the question itself in :next:)"
-            )
-
-    def build(self, question: list[nodes.Node]) -> list[nodes.Node]:
-        self._check_answer_label()
-        prompt, rows, answer = split_at_first(
-            self.parse_content_to_nodes(), (nodes.bullet_list, nodes.enumerated_list, nodes.table)
-        )
-        if rows is None:
-            raise SelfCheckError("has no steps; write the rows as a numbered list or a table")
-        if isinstance(rows, nodes.table):
-            count = sum(len(body) for body in rows.findall(nodes.tbody))
-            rows["classes"].append("sc-rows-table")
-            shown: nodes.Node = rows
-        else:
-            entries = [child for child in rows.children if isinstance(child, nodes.list_item)]
-            count = len(entries)
-            shown = element(
-                "ol",
-                [element("li", list(entry.children), classes=["sc-row"]) for entry in entries],
-                classes=["sc-rows"],
-            )
-        if count == 0:
-            raise SelfCheckError("has no steps; its list or table of rows is empty")
-        if not answer:
-            raise SelfCheckError(
-                "has no answer to its next-row question; write the answer after the rows"
-            )
-        next_question = (
-            self.inline_option("next")
-            if "next" in self.options
-            else [nodes.Text(self.DEFAULT_NEXT)]
-        )
-        after = element(
-            "div",
-            [
-                nodes.paragraph(
-                    "", "", nodes.strong("", "Next: "), *next_question, classes=["sc-next-question"]
-                ),
-                self.answer_details(answer),
-            ],
-            classes=["sc-next"],
-        )
-        return [self.question_block(question, prompt), shown, after]
-
-
-class RefillDirective(SelfCheckDirective):
-    """``{selfcheck-refill}``: a table with a column the reader fills in from memory.
-
-    ``:column:`` names the column (its header text, or its number counted
-    from 1; several with ``|``). Each of its cells becomes a ``<details>``
-    holding the true value; the script turns them into inputs. Content after
-    the table explains the values.
-    """
-
-    kind = "refill"
-    kicker = kicker_of("selfcheck-refill")
-    option_spec: ClassVar[dict[str, Any]] = {
-        **SelfCheckDirective.option_spec,
-        "column": directives.unchanged_required,
-        "tolerance": directives.unchanged_required,
-    }
-
-    def data_attributes(self) -> dict[str, str]:
-        if "tolerance" not in self.options:
-            return {}
-        return {"data_sc_tolerance": self.options["tolerance"].strip()}
-
-    def build(self, question: list[nodes.Node]) -> list[nodes.Node]:
-        if "tolerance" in self.options:
-            try:
-                tolerance = float(self.options["tolerance"])
-            except ValueError:
-                tolerance = -1.0
-            if not 0 <= tolerance < 1:
-                raise SelfCheckError(
-                    ":tolerance: must be a relative tolerance in [0, 1), "
-                    f"got {self.options['tolerance']!r}"
-                )
-        prompt, table, explanation = split_at_first(self.parse_content_to_nodes(), (nodes.table,))
-        if table is None:
-            raise SelfCheckError("has no table; write one in the body")
-        header = next(table.findall(nodes.thead), None)
-        body_rows = [row for tbody in table.findall(nodes.tbody) for row in tbody]
-        if header is None or not body_rows:
-            raise SelfCheckError("its table needs a header row and at least one body row")
-        names = [entry.astext().strip() for entry in header[0]]
-        columns = self._columns(names)
-        table["classes"].append("sc-refill-table")
-        for index in columns:
-            header[0][index]["classes"].append("sc-refill-header")
-        for row in body_rows:
-            row_label = row[0].astext().strip() if len(row) else ""
-            for index in columns:
-                if index >= len(row):
-                    continue
-                self._make_slot(row[index], f"{row_label}, {names[index]}")
-        parts: list[nodes.Node] = [self.question_block(question, prompt), table]
-        if explanation:
-            parts.append(
-                self.answer_details(
-                    [element("div", explanation, classes=["sc-explanation"])],
-                    summary="Why these values",
-                )
-            )
-        return parts
-
-    def _columns(self, names: list[str]) -> list[int]:
-        if "column" not in self.options:
-            raise SelfCheckError(
-                "has no answer column; name the column the reader refills "
-                f"with ':column:' (its columns are: {' | '.join(names)})"
-            )
-        columns = []
-        for wanted in _bucket_list(self.options["column"]):
-            if wanted.isdigit() and 1 <= int(wanted) <= len(names):
-                columns.append(int(wanted) - 1)
-                continue
-            matches = [i for i, name in enumerate(names) if name.casefold() == wanted.casefold()]
-            if not matches:
-                raise SelfCheckError(
-                    f"its table has no answer column {wanted!r} "
-                    f"(its columns are: {' | '.join(names)})"
-                )
-            columns.append(matches[0])
-        if not columns:
-            raise SelfCheckError("has no answer column; ':column:' is empty")
-        return sorted(set(columns))
-
-    @staticmethod
-    def _make_slot(entry: nodes.Element, label: str) -> None:
-        """Replace a cell's content by a ``<details>`` that holds it (the true value)."""
-        content = list(entry.children)
-        for child in content:
-            entry.remove(child)
-        if len(content) == 1 and isinstance(content[0], nodes.paragraph):
-            content = list(content[0].children)  # a one-line cell: keep it inline
-        if not content:
-            content = [nodes.Text("(blank)")]
-        entry["classes"].append("sc-refill-cell")
-        entry += element(
-            "div",
-            [
-                element(
-                    "details",
-                    [
-                        element(
-                            "summary",
-                            [
-                                nodes.Text("Show"),
-                                nodes.inline("", f" {label}", classes=["sc-visually-hidden"]),
-                            ],
-                        ),
-                        nodes.inline("", "", *content, classes=["sc-truth"]),
-                    ],
-                    classes=["sc-cell-answer"],
-                )
-            ],
-            classes=["sc-refill-slot"],
-            data_sc_label=label,
-        )
-
-
 class DiscussDirective(SelfCheckDirective):
     """``{selfcheck-discuss}``: an open question, with an optional ``:hint:`` behind ``<details>``.
 
@@ -794,20 +484,3 @@ class DiscussDirective(SelfCheckDirective):
                 )
             )
         return parts
-
-
-PREFIX = "selfcheck-"
-"""Every directive's name starts with this, so none can collide with another
-extension's (sphinx-design's ``{steps}`` once did)."""
-
-DIRECTIVES: dict[str, type[SelfCheckDirective]] = {
-    f"{PREFIX}{name}": cls
-    for name, cls in (
-        ("choice", ChoiceDirective),
-        ("predict", PredictDirective),
-        ("sort", SortDirective),
-        ("step-through", StepThroughDirective),
-        ("refill", RefillDirective),
-        ("discuss", DiscussDirective),
-    )
-}
