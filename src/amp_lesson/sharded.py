@@ -305,151 +305,112 @@ def _full_params(model: nn.Module) -> dict[str, Any]:
 def _fsdp_worker(
     rank: int, world_size: int, port: int, out_dir: str, config: dict[str, Any]
 ) -> None:
-    """One rank of :func:`run_fsdp`: each experiment in turn on this rank's shard of the data;
-    rank 0 writes what they found."""
     torch.set_num_threads(1)
     dist.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size
     )
     try:
-        data = _shard(world_size, rank)
-        policies = _policies(data, config)
-        accumulation = _fsdp_accumulation(data, config)
-        bf16_reduction = _bf16_reduction(data, config)
-        accumulation |= _ddp_accumulation(data, config)
-        found = {
-            "policies": policies,
-            "accumulation": accumulation,
-            "bf16_reduction": bf16_reduction,
-        }
-        if rank == 0:
-            Path(out_dir, "rank0.json").write_text(json.dumps(found))
-    finally:
-        dist.destroy_process_group()
+        X, y = _shard(world_size, rank)
+        loss_fn = nn.BCEWithLogitsLoss()
+        steps, n_accum, lr = config["steps"], config["n_accum"], config["lr"]
+        policies = {}
+        for name, (param_dtype, reduce_dtype) in POLICIES.items():
+            policy = MixedPrecisionPolicy(
+                param_dtype=getattr(torch, param_dtype) if param_dtype else None,
+                reduce_dtype=getattr(torch, reduce_dtype) if reduce_dtype else None,
+            )
+            model = _model(config["seed"])
+            gather, scatter = shard_model(model, policy)
+            seen: dict[str, str] = {}
 
+            def look(module: nn.Module, args: Any, seen: dict[str, str] = seen) -> None:
+                weight = module.weight
+                seen.setdefault("weight in forward", f"{weight.dtype} {type(weight).__name__}")
 
-_LOSS = nn.BCEWithLogitsLoss()
+            # registered after fully_shard, so it runs after FSDP's all-gather
+            model[0].register_forward_pre_hook(look)
+            optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+            for _ in range(steps):
+                out = train_fsdp_accumulated(model, optimizer, X, y, loss_fn, n_accum)
+            calls = [len(gather.dtypes) // steps, len(scatter.dtypes) // steps]
+            params = _full_params(model)
+            # zero_grad dropped the last gradients: one more backward to look at a gradient shard
+            model(X[:4]).float().sum().backward()
+            grad, stored = model[0].weight.grad, model[0].weight
+            policies[name] = {
+                "gathered": sorted(set(gather.dtypes)),
+                "weight in forward": seen["weight in forward"],
+                "output": str(out.dtype),
+                "parameter": f"{type(stored).__name__} {stored.dtype}",
+                "reduced": sorted(set(scatter.dtypes)),
+                "gradient shard": f"{grad.dtype} {tuple(grad.to_local().shape)} of {tuple(stored.shape)}",
+                "calls per step": calls,
+                "params": params,
+            }
+        accumulation = {}
+        for name, skip in (
+            ("FSDP2, set_requires_gradient_sync", True),
+            ("FSDP2, sync every micro-batch", False),
+        ):
+            model = _model(config["seed"])
+            _, scatter = shard_model(model, MixedPrecisionPolicy())
+            optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+            for _ in range(steps):
+                train_fsdp_accumulated(model, optimizer, X, y, loss_fn, n_accum, skip_sync=skip)
+            accumulation[name] = {
+                "reductions per step": len(scatter.dtypes) // steps,
+                "params": _full_params(model),
+            }
+        bf16_reduction = {}
+        for name, (reduce_dtype, skip) in BF16_REDUCTION.items():
+            policy = MixedPrecisionPolicy(
+                param_dtype=torch.bfloat16, reduce_dtype=getattr(torch, reduce_dtype)
+            )
+            model = _model(config["seed"])
+            _, scatter = shard_model(model, policy)
+            optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+            first: dict[str, Any] = {}
 
+            def keep_first(opt: Any, args: Any, kwargs: Any, model=model, first=first) -> None:
+                if not first:  # the gradients the first step is about to apply
+                    for pname, param in model.named_parameters():
+                        first[pname] = param.grad.to_local().tolist()
 
-def _policies(data: tuple[torch.Tensor, torch.Tensor], config: dict[str, Any]) -> dict[str, Any]:
-    """For each of :data:`POLICIES`: the dtypes gathered, computed in, kept and reduced."""
-    X, y = data
-    steps, n_accum = config["steps"], config["n_accum"]
-    policies = {}
-    for name, (param_dtype, reduce_dtype) in POLICIES.items():
-        policy = MixedPrecisionPolicy(
-            param_dtype=getattr(torch, param_dtype) if param_dtype else None,
-            reduce_dtype=getattr(torch, reduce_dtype) if reduce_dtype else None,
-        )
-        model = _model(config["seed"])
-        gather, scatter = shard_model(model, policy)
-        seen: dict[str, str] = {}
-
-        def look(module: nn.Module, args: Any, seen: dict[str, str] = seen) -> None:
-            weight = module.weight
-            seen.setdefault("weight in forward", f"{weight.dtype} {type(weight).__name__}")
-
-        # registered after fully_shard, so it runs after FSDP's all-gather
-        model[0].register_forward_pre_hook(look)
-        optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"])
+            optimizer.register_step_pre_hook(keep_first)
+            for _ in range(steps):
+                train_fsdp_accumulated(model, optimizer, X, y, loss_fn, n_accum, skip_sync=skip)
+            bf16_reduction[name] = {
+                "first gradient": first,
+                "reductions per step": len(scatter.dtypes) // steps,
+                "params": _full_params(model),
+            }
+        ddp = nn.parallel.DistributedDataParallel(_model(config["seed"]))
+        counter = CallCounter()
+        ddp.register_comm_hook(counter, counting_allreduce_hook)
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
         for _ in range(steps):
-            out = train_fsdp_accumulated(model, optimizer, X, y, _LOSS, n_accum)
-        calls = [len(gather.dtypes) // steps, len(scatter.dtypes) // steps]
-        params = _full_params(model)
-        # zero_grad dropped the last gradients: one more backward to look at a gradient shard
-        model(X[:4]).float().sum().backward()
-        grad, stored = model[0].weight.grad, model[0].weight
-        policies[name] = {
-            "gathered": sorted(set(gather.dtypes)),
-            "weight in forward": seen["weight in forward"],
-            "output": str(out.dtype),
-            "parameter": f"{type(stored).__name__} {stored.dtype}",
-            "reduced": sorted(set(scatter.dtypes)),
-            "gradient shard": f"{grad.dtype} {tuple(grad.to_local().shape)} of {tuple(stored.shape)}",
-            "calls per step": calls,
-            "params": params,
-        }
-    return policies
-
-
-def _fsdp_accumulation(
-    data: tuple[torch.Tensor, torch.Tensor], config: dict[str, Any]
-) -> dict[str, Any]:
-    """FSDP2 accumulating with gradient sync skipped until the last micro-batch, and not."""
-    X, y = data
-    steps, n_accum = config["steps"], config["n_accum"]
-    accumulation = {}
-    for name, skip in (
-        ("FSDP2, set_requires_gradient_sync", True),
-        ("FSDP2, sync every micro-batch", False),
-    ):
-        model = _model(config["seed"])
-        _, scatter = shard_model(model, MixedPrecisionPolicy())
-        optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"])
-        for _ in range(steps):
-            train_fsdp_accumulated(model, optimizer, X, y, _LOSS, n_accum, skip_sync=skip)
-        accumulation[name] = {
-            "reductions per step": len(scatter.dtypes) // steps,
-            "params": _full_params(model),
-        }
-    return accumulation
-
-
-def _ddp_accumulation(
-    data: tuple[torch.Tensor, torch.Tensor], config: dict[str, Any]
-) -> dict[str, Any]:
-    """DDP accumulating under ``no_sync``, its all-reduces counted: FSDP2's reference."""
-    X, y = data
-    steps, n_accum = config["steps"], config["n_accum"]
-    ddp = nn.parallel.DistributedDataParallel(_model(config["seed"]))
-    counter = CallCounter()
-    ddp.register_comm_hook(counter, counting_allreduce_hook)
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=config["lr"])
-    for _ in range(steps):
-        micro = list(zip(X.tensor_split(n_accum), y.tensor_split(n_accum), strict=True))
-        for i, (xb, yb) in enumerate(micro):
-            with ddp.no_sync() if i < n_accum - 1 else nullcontext():
-                (_LOSS(ddp(xb), yb) / n_accum).backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    return {
-        "DDP, no_sync": {
+            micro = list(zip(X.tensor_split(n_accum), y.tensor_split(n_accum), strict=True))
+            for i, (xb, yb) in enumerate(micro):
+                with ddp.no_sync() if i < n_accum - 1 else nullcontext():
+                    (loss_fn(ddp(xb), yb) / n_accum).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        accumulation["DDP, no_sync"] = {
             "reductions per step": len(counter.calls) // steps,
             "params": {k: v.detach().tolist() for k, v in ddp.module.named_parameters()},
         }
-    }
-
-
-def _bf16_reduction(
-    data: tuple[torch.Tensor, torch.Tensor], config: dict[str, Any]
-) -> dict[str, Any]:
-    """For each of :data:`BF16_REDUCTION`: the first step's gradients and the final weights."""
-    X, y = data
-    steps, n_accum = config["steps"], config["n_accum"]
-    found = {}
-    for name, (reduce_dtype, skip) in BF16_REDUCTION.items():
-        policy = MixedPrecisionPolicy(
-            param_dtype=torch.bfloat16, reduce_dtype=getattr(torch, reduce_dtype)
-        )
-        model = _model(config["seed"])
-        _, scatter = shard_model(model, policy)
-        optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"])
-        first: dict[str, Any] = {}
-
-        def keep_first(opt: Any, args: Any, kwargs: Any, model=model, first=first) -> None:
-            if not first:  # the gradients the first step is about to apply
-                for pname, param in model.named_parameters():
-                    first[pname] = param.grad.to_local().tolist()
-
-        optimizer.register_step_pre_hook(keep_first)
-        for _ in range(steps):
-            train_fsdp_accumulated(model, optimizer, X, y, _LOSS, n_accum, skip_sync=skip)
-        found[name] = {
-            "first gradient": first,
-            "reductions per step": len(scatter.dtypes) // steps,
-            "params": _full_params(model),
-        }
-    return found
+        if rank == 0:
+            Path(out_dir, "rank0.json").write_text(
+                json.dumps(
+                    {
+                        "policies": policies,
+                        "accumulation": accumulation,
+                        "bf16_reduction": bf16_reduction,
+                    }
+                )
+            )
+    finally:
+        dist.destroy_process_group()
 
 
 def run_fsdp(
