@@ -320,7 +320,8 @@ def build_one_page(
     """Build a one-page book holding ``page`` (say ``"chapter/autocast"``), edited by ``edit``.
 
     Without ``-W``: the page links to pages this one-page book does not have. A failing
-    cell or a contradicted claim still fails it.
+    cell or a contradicted claim still fails it. No PDF, as :func:`sphinx_build`'s small
+    books (printing it in Chromium took two thirds of such a build).
     """
     src = tmp_path / "docs"
     (src / page).parent.mkdir(parents=True)
@@ -329,4 +330,5 @@ def build_one_page(
     (src / f"{page}.md").write_text(edit(text), encoding="utf-8")
     (src / "index.md").write_text(f"# Book\n\n```{{toctree}}\n{page}\n```\n", encoding="utf-8")
     cmd = [sys.executable, "-m", "sphinx", "-q", "-b", "html", str(src), str(tmp_path / "html")]
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
+    env = {**os.environ, "AMP_LESSON_PDF": "no"}
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, check=False)
