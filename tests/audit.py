@@ -23,11 +23,16 @@ THEME_RULES = [
     "input-image-alt",
 ]
 
-# The theme's toggle sets data-theme; the colours then ease over (CSS transitions), so the
-# audit waits for every transition to finish before it reads a colour.
+# The theme's toggle sets data-theme; the colours then ease over (CSS transitions). The
+# audit reads the colours they end on: it switches with transitions held off for a frame (no
+# colour is read half-way, and none waited for), then waits for any animation still running.
 SWITCH_TO_DARK = """async () => {
+  const still = document.createElement("style");
+  still.textContent = "*, *::before, *::after { transition: none !important; }";
+  document.head.append(still);
   document.documentElement.dataset.theme = "dark";
   await new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
+  still.remove();
   await Promise.all(document.getAnimations().map((animation) => animation.finished));
 }"""
 
