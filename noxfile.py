@@ -91,8 +91,9 @@ def _env(session: nox.Session) -> dict[str, str]:
         # packages, installed editable, the tests, the tools) is compiled by the first process
         # that imports it and read back by the rest. With PYTHONDONTWRITEBYTECODE set, as on
         # this project's CI machines, every kernel, build and test process compiled it again,
-        # and pytest rewrote every test module's asserts again in every worker: about a fifth
-        # of the fast tier's time. (Empty is off; __pycache__/ is ignored by git.)
+        # and pytest rewrote every test module's asserts again in every worker (CONTRIBUTING,
+        # "The locked toolchain", has the fast tier's times). Empty is off; git ignores
+        # __pycache__/.
         "PYTHONDONTWRITEBYTECODE": "",
     }
 
