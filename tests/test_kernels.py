@@ -368,7 +368,7 @@ def test_a_server_that_fails_is_an_error_that_shows_its_log(
 @pytest.mark.cuda
 def test_no_cuda_device_file_is_open_after_the_imports() -> None:
     code = (
-        "from amp_book import kernels\n"
+        "from amp_book import kernel_server\n"
         "kernel_server.preload([*kernel_server.PRELOAD, *kernel_server.later_modules()])\n"
         "print(kernel_server._cuda_driver_open())"
     )
