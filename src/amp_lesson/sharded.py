@@ -34,6 +34,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 # The default communication classes FSDP2 uses (torch 2.13.0 exports the hooks that take them,
@@ -142,10 +143,13 @@ def shard_model(
     """
     if not isinstance(model, nn.Sequential):
         raise TypeError(f"model must be an nn.Sequential, got {type(model).__name__}")
+    # gloo's ranks hold their shards on the CPU; left to itself, fully_shard would move
+    # them to the current CUDA device wherever one exists.
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     for layer in model:
         if isinstance(layer, nn.Linear):
-            fully_shard(layer, mp_policy=policy)
-    fully_shard(model, mp_policy=policy)
+            fully_shard(layer, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
     # Counting is the book's, not the recipe's: each unit's communication passes through these.
     gather, scatter = CountingAllGather(), CountingReduceScatter()
     for layer in model:
