@@ -290,13 +290,15 @@ def load_checkpoint(
     """
     job = make_job(seed, device)
     model, optimizer, scaler = job.model, job.optimizer, job.scaler
-    checkpoint = torch.load(io.BytesIO(data), map_location=device)
+    # Loaded onto the CPU: load_state_dict copies each tensor to its parameter's device, and
+    # Adam's step counts stay on the CPU, as a fresh Adam keeps them.
+    checkpoint = torch.load(io.BytesIO(data), map_location="cpu")
     model.load_state_dict(checkpoint["model"])
     optimizer.load_state_dict(checkpoint["optimizer"])
     if checkpoint["scaler"] is not None:  # saved without it: the scaler starts afresh
         scaler.load_state_dict(checkpoint["scaler"])
     for p, g in zip(model.parameters(), checkpoint["grads"], strict=True):
-        p.grad = g
+        p.grad = None if g is None else g.to(p.device)
     return job, checkpoint["micro_step"]
 
 
