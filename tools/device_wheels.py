@@ -8,14 +8,21 @@ image with PyTorch seldom has. This downloads them here, where PyPI is
 reachable: the book's build (``book/pyproject.toml``) and the lesson's own
 requirements with its ``notebooks`` extra (``jsonschema`` among them), at the
 lock's versions (``requirements/constraints.txt``), as wheels for the target
-Python on x86-64 Linux. Left out: torch and CUDA's own packages, and what the
-machine holds already: ``--have`` names a file of its ``pip list --format=freeze``;
-without it, :data:`USUALLY_THERE` (the scientific stack such an image carries).
-Carry the folder to the machine, and there, from the repository's root::
+Python on x86-64 Linux, and wheels of the two distributions of this checkout.
+Left out: torch and CUDA's own packages, and what the machine holds already:
+``--have`` names a file of its ``pip list --format=freeze`` (a distribution is
+left out only at the lock's version); without it, :data:`USUALLY_THERE` (the
+scientific stack such an image carries). Carry the folder to the machine, and
+there, from the repository's root::
 
-    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
-    export PYTHONPATH=/tmp/site:$PWD/src:$PWD/book/src
+    python3 -m pip install -q --no-index --no-deps .whl/*.whl
     bash tools/gpu_check.sh
+
+Install into that Python's own environment, not with ``--target``: the kernel
+spec ipykernel installs (``share/jupyter/kernels/python3``), the book's kernel
+provisioner (an entry point) and the lesson's version (package metadata, which
+the build reads) are found only in an environment's prefix. ``gpu_check.sh``
+puts ``src/`` and ``book/src/`` first on the path, so the checkout's code runs.
 
 Standard library only; pip does the work.
 """
@@ -55,9 +62,6 @@ USUALLY_THERE = frozenset(
         "joblib",
         "threadpoolctl",
         "pyyaml",
-        "jinja2",
-        "markupsafe",
-        "pygments",
         "requests",
         "urllib3",
         "certifi",
@@ -67,8 +71,6 @@ USUALLY_THERE = frozenset(
         "psutil",
         "typing-extensions",
         "attrs",
-        "markdown-it-py",
-        "mdurl",
         "tabulate",
         "setuptools",
         "filelock",
@@ -78,7 +80,10 @@ USUALLY_THERE = frozenset(
         "mpmath",
     ]
 )
-"""Distributions a CUDA image with PyTorch and the scientific stack holds (default of --have)."""
+"""Distributions a CUDA image with PyTorch and the scientific stack holds (default of --have).
+
+Not among them, though such images hold them: what the book's parser and templates need at
+versions of their own (Jinja2, MarkupSafe, Pygments, markdown-it-py, mdurl)."""
 
 
 def normalize(name: str) -> str:
@@ -107,15 +112,39 @@ def wanted_requirements(root: Path = ROOT) -> list[str]:
 
 
 def have_from(path: Path | None) -> set[str]:
-    """The distributions the machine has: from a ``pip list --format=freeze`` file, or the default."""
+    r"""What the machine has: ``name==version`` lines from a ``pip list --format=freeze``
+    file, or, without one, the names of :data:`USUALLY_THERE`.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     freeze = Path(tmp, "freeze.txt")
+    ...     _ = freeze.write_text("Jinja2==3.1.4\nnumpy==2.5.2\n-e git+https://x#egg=y\n")
+    ...     sorted(have_from(freeze))
+    ['jinja2==3.1.4', 'numpy==2.5.2']
+    """
     if path is None:
         return set(USUALLY_THERE)
-    names = set()
+    held = set()
     for line in path.read_text(encoding="utf-8").splitlines():
-        name = re.split(r"[=@ ]", line.strip(), maxsplit=1)[0]
-        if name and not name.startswith("#"):
-            names.add(normalize(name))
-    return names
+        name, sep, version = line.strip().partition("==")
+        if sep and name and not name.startswith(("#", "-")):
+            held.add(f"{normalize(name)}=={version.strip()}")
+    return held
+
+
+def held(wheel: Path, have: set[str]) -> bool:
+    """Whether the machine holds ``wheel``'s distribution: the same version, or, where ``have``
+    gives names alone, any.
+
+    >>> held(Path("Jinja2-3.1.6-py3-none-any.whl"), {"jinja2==3.1.4"})
+    False
+    >>> held(Path("numpy-2.5.2-cp312-cp312-manylinux_2_28_x86_64.whl"), {"numpy==2.5.2"})
+    True
+    >>> held(Path("numpy-2.4.6-cp312-cp312-manylinux_2_28_x86_64.whl"), {"numpy"})
+    True
+    """
+    name, version = wheel.name.split("-")[:2]
+    return normalize(name) in have or f"{normalize(name)}=={version}" in have
 
 
 def main(argv: list[str]) -> int:
@@ -135,11 +164,16 @@ def main(argv: list[str]) -> int:
         proc = subprocess.run([*cmd, *wanted_requirements()], check=False)
         if proc.returncode != 0:
             return proc.returncode
+        # This checkout's two distributions, pure Python: pip builds them here.
+        local = [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
+                 "--no-deps", "-w", tmp, str(ROOT), str(ROOT / "book")]  # fmt: skip
+        proc = subprocess.run(local, check=False)
+        if proc.returncode != 0:
+            return proc.returncode
         args.dest.mkdir(parents=True, exist_ok=True)
         kept, size = [], 0
         for wheel in sorted(Path(tmp).glob("*.whl")):
-            name = normalize(wheel.name.split("-")[0])
-            if NEVER.match(name) or name in have:
+            if NEVER.match(normalize(wheel.name.split("-")[0])) or held(wheel, have):
                 continue
             shutil.copy2(wheel, args.dest / wheel.name)
             kept.append(wheel.name)
