@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -252,6 +253,31 @@ def recording_page(browser: Any, site_url: str, **context_options: Any) -> Any:
     ours = (site_url + "/", "data:", "blob:")
     pg.on("request", lambda r: r.url.startswith(ours) or pg.outside_requests.append(r.url))
     return pg
+
+
+EDITION_PREFIX = re.compile(r"^editions/[^/]+/")
+"""A page's address in a stored edition (``editions/<slug>/``): the book opens a page a GPU
+has run on that run, so a reader who follows links walks the edition's copies."""
+
+
+def page_of(address: str) -> str:
+    """The page an address shows, in whichever edition.
+
+    >>> page_of("editions/nvidia-h200/chapter/recipe.html"), page_of("chapter/recipe.html")
+    ('chapter/recipe.html', 'chapter/recipe.html')
+    """
+    return EDITION_PREFIX.sub("", address)
+
+
+def any_edition(site_url: str, page: str) -> re.Pattern[str]:
+    """The addresses of ``page`` on ``site_url``, live or in a stored edition (for
+    ``wait_for_url``)."""
+    return re.compile(rf"{re.escape(site_url)}/(editions/[^/]+/)?{re.escape(page)}(#.*)?$")
+
+
+def live_pages(html: Path) -> list[str]:
+    """:func:`built_pages` of the live site, a stored edition's pages left out."""
+    return [p for p in built_pages(html) if not EDITION_PREFIX.match(p)]
 
 
 def built_pages(html: Path) -> list[str]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
-from helpers import DOCS, build_in_process, built_pages
+from helpers import DOCS, build_in_process, live_pages
 
 from amp_book.corrections import TITLE
 
@@ -24,7 +24,7 @@ def _soup(path: Path) -> BeautifulSoup:
 def _boxes_on_pages(html: Path) -> dict[str, list[str]]:
     """Page -> ids of its correction boxes, for every page but the one that gathers them."""
     found = {}
-    for page in built_pages(html):
+    for page in live_pages(html):
         if page == CORRECTIONS_PAGE:
             continue
         ids = [box["id"] for box in _soup(html / page).select("article div.lesson-correction")]

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -128,7 +129,71 @@ def build_editions(out: Path) -> int:
             took = "unchanged"
         sync_tree(html, Path(edition["target"]), skip=edition["skip"])
         print(f"The edition recorded on {edition['device']}: {took}.")
+    from amp_book.theme import MATH_FONT_OUT, write_math_font
+
+    # One maths font for the live site and its editions: the characters of every page.
+    write_math_font(Path(out))
+    for edition in json.loads(plan_file.read_text(encoding="utf-8"))["editions"]:
+        share_static(Path(out), Path(edition["target"]), always=[MATH_FONT_OUT])
     return 0
+
+
+_STATIC_REF = re.compile(r'((?:src|href)=")((?:\.\./)*)_static/([^"?#]+)')
+
+
+def share_static(out: Path, target: Path, always: Iterable[str] = ()) -> int:
+    """Point an edition's pages at the live site's ``_static/`` files wherever they are the
+    same, and drop the edition's copies; return how many files it shares.
+
+    An edition built by this checkout's extension and theme has the same styles, scripts and
+    fonts as the live site, under other addresses: a reader who opens a page on its GPU
+    edition would load them all twice. ``always`` names files shared though their bytes
+    differ (the maths font, subset for the live site and every edition together).
+
+    >>> import tempfile
+    >>> out = Path(tempfile.mkdtemp()); ed = out / "editions" / "gpu"
+    >>> for root in (out, ed):
+    ...     (root / "_static").mkdir(parents=True); (root / "p").mkdir()
+    ...     _ = (root / "_static" / "a.css").write_text("a")
+    >>> _ = (ed / "_static" / "b.js").write_text("only here")
+    >>> _ = (ed / "p" / "x.html").write_text('<link href="../_static/a.css?v=1"><script src="../_static/b.js">')
+    >>> share_static(out, ed)
+    1
+    >>> (ed / "p" / "x.html").read_text()
+    '<link href="../../../_static/a.css?v=1"><script src="../_static/b.js">'
+    >>> sorted(p.name for p in (ed / "_static").iterdir())
+    ['b.js']
+    """
+    live, own = out / "_static", target / "_static"
+    if not own.is_dir():
+        return 0
+    forced = set(always)
+    shared = set()
+    for path in own.rglob("*"):
+        rel = path.relative_to(own).as_posix()
+        there = live / rel
+        if not (path.is_file() and there.is_file()):
+            continue
+        if rel in forced or there.read_bytes() == path.read_bytes():
+            shared.add(rel)
+    up = "../" * len(target.relative_to(out).parts)
+
+    def to_live(match: re.Match[str]) -> str:
+        if match[3] not in shared:
+            return match[0]
+        return f"{match[1]}{match[2]}{up}_static/{match[3]}"
+
+    for page in target.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        rewritten = _STATIC_REF.sub(to_live, text)
+        if rewritten != text:
+            page.write_text(rewritten, encoding="utf-8")
+    for rel in shared:
+        (own / rel).unlink()
+    for folder in sorted((p for p in own.rglob("*") if p.is_dir()), reverse=True):
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    return len(shared)
 
 
 def sync_tree(source: Path, target: Path, skip: Iterable[str] = ()) -> None:

@@ -133,6 +133,42 @@ def _write_notebooks_zip(app: Sphinx, exception: Exception | None) -> None:
     partial.replace(target)
 
 
+def _edition_sources(
+    app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
+    """A stored edition's page (its source there: the recorded notebook) offers what the live
+    page offers: its Markdown source to edit, its notebook and script to download, Colab.
+
+    The recorded notebook holds the book's own cells (glue, claims); the reader gets the
+    notebook the live build exported from the same page (:func:`_live_downloads`).
+    """
+    if not edition.in_edition(app) or context.get("page_source_suffix") != ".ipynb":
+        return
+    context["page_source_suffix"] = ".md"
+    context["sourcename"] = f"{pagename}.md"
+    context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+def _live_downloads(
+    app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
+    """In a stored edition, the download menu's files are the live site's (see
+    :func:`_edition_sources`): ``_sources/`` and the zip, one :data:`edition.LIVE_ROOT` up."""
+    if not edition.in_edition(app) or "header_buttons" not in context:
+        return
+    pathto = context["pathto"]
+    moved = {
+        pathto("_sources", 1): pathto(edition.LIVE_ROOT + "_sources", 1),
+        pathto(NOTEBOOKS_ZIP, 1): pathto(edition.LIVE_ROOT + NOTEBOOKS_ZIP, 1),
+    }
+    for button in context["header_buttons"]:
+        for entry in button.get("buttons", []):
+            url = entry.get("url", "")
+            for here, live in moved.items():
+                if url == here or url.startswith(here + "/"):
+                    entry["url"] = live + url[len(here) :]
+
+
 def _add_colab_button(
     app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
 ) -> None:
@@ -160,7 +196,9 @@ def setup(app: Sphinx) -> dict[str, bool]:
     app.add_config_value("amp_lesson_branch", "main", "html", types=[str])
     # Before the theme builds its download menu (priority 500), after it adds buttons.
     app.connect("html-page-context", _add_notebook_buttons, priority=450)
+    app.connect("html-page-context", _edition_sources, priority=450)
     app.connect("html-page-context", _add_colab_button, priority=900)
+    app.connect("html-page-context", _live_downloads, priority=910)
     app.connect("build-finished", _write_notebooks_zip)
     app.connect("config-inited", _add_repository_buttons)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -296,6 +296,29 @@ def choices_for(
     ]
 
 
+def opening_script(href: str) -> str:
+    """The script at the top of a live page's ``<head>`` that opens the page on its face,
+    ``href`` (:func:`face_of`), unless the reader chose this build in a switch.
+
+    It runs before the page's styles and scripts are asked for, so a reader who lands on
+    the live address loads one page's worth of them. The choice is kept by the site script
+    (``amp_lesson.js``) under :data:`EDITION_KEY`; with storage off, the page opens on its face.
+
+    >>> print(opening_script("../editions/h200/chapter/x.html"))
+    <script>(function(){var to="../editions/h200/chapter/x.html";try{if(localStorage.getItem("amp-lesson-edition")==="live")return}catch(e){}location.replace(to+location.hash)})()</script>
+    """
+    to = json.dumps(href).replace("<", "\\u003c")
+    key = json.dumps(EDITION_KEY)
+    return (
+        f'<script>(function(){{var to={to};try{{if(localStorage.getItem({key})==="live")return}}'
+        "catch(e){}location.replace(to+location.hash)})()</script>"
+    )
+
+
+EDITION_KEY = "amp-lesson-edition"
+"""Where the site script keeps the edition a reader chose (``localStorage``)."""
+
+
 def face_of(editions: Iterable[Edition], states: Mapping[str, PageState]) -> str | None:
     """The stored edition a live page opens on: the first recorded on a GPU that ran the page
     as it is now (:data:`CURRENT`), or ``None``: then the page opens on this build.
@@ -424,8 +447,11 @@ def _add_switch(
         return
     states = _page_states(app, pagename)
     entries = switch_entries(editions, pagename, states, _live_device())
-    switch = switch_html(choices_for(entries, pagename, "", "live", face_of(editions, states)))
-    context["body"] = switch + context.get("body", "")
+    choices = choices_for(entries, pagename, "", "live", face_of(editions, states))
+    context["body"] = switch_html(choices) + context.get("body", "")
+    face = next((c for c in choices if c.opens), None)
+    if face is not None:
+        context["metatags"] = opening_script(face.href) + context.get("metatags", "")
 
 
 def _edition_page(app: Sphinx, pagename: str, context: dict[str, Any], doctree: Any) -> None:
@@ -446,8 +472,6 @@ def _edition_page(app: Sphinx, pagename: str, context: dict[str, Any], doctree: 
     live_href = live_url(app, pagename, f"{pagename}.html")
     banner = banner_html(PageState(pagename, page["state"], page["note"]), state, live_href)
     context["body"] = switch_html(choices) + banner + context.get("body", "")
-    if page["state"] in STORED:
-        context["page_source_suffix"] = ".md"  # "Edit this page" edits the page's source
 
 
 def _stale_references_as_text(app: Sphinx, env: Any, node: Any, contnode: Any) -> Any:

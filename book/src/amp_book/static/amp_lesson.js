@@ -23,7 +23,9 @@
  * the section the reader is at (the address's #anchor) goes with it. A live
  * page that a stored GPU edition ran as it stands (its switch entry marked
  * data-opens) opens on that edition, unless the reader has chosen this
- * build in a switch or a banner: the choice is kept in localStorage.
+ * build in a switch or a banner: the choice is kept in localStorage, and a
+ * script at the top of the page's head (amp_book.edition.opening_script)
+ * reads it before the page's styles and scripts load.
  *
  * Phone drawers: on a narrow screen the theme shows the navigation and the
  * page's contents in modal dialogs. A link followed inside one closes it, so
@@ -155,16 +157,4 @@
     }
   });
 
-  // The face of the book: a page a GPU has run (and that has not changed since) opens on
-  // that run, unless the reader has picked an edition in the switch.
-  var opens = document.querySelector("a.amp-edition-choice[data-opens]");
-  if (opens && !opens.hasAttribute("aria-current")) {
-    var picked = null;
-    try {
-      picked = window.localStorage.getItem(EDITION_KEY);
-    } catch (e) { /* storage off: open on the GPU's run */ }
-    if (picked !== "live") {
-      window.location.replace(opens.href + window.location.hash);
-    }
-  }
 })();
