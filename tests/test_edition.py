@@ -406,7 +406,7 @@ def gpu_book(tmp_path_factory: pytest.TempPathFactory, sphinx: Any) -> dict[str,
                            "compute_capability": "9.0"}  # fmt: skip
     manifest.write_text(json.dumps(data))
     (src / "other.md").write_text(OTHER + "\nA sentence added since the recording.\n")
-    sphinx(src, out)
+    sphinx(src, out, "-D", "amp_lesson_editions_open=1")  # the book's conf.py leaves it off
     return {"out": out, "slug": edition.slug}
 
 

@@ -447,11 +447,12 @@ def _add_switch(
         return
     states = _page_states(app, pagename)
     entries = switch_entries(editions, pagename, states, _live_device())
-    choices = choices_for(entries, pagename, "", "live", face_of(editions, states))
+    face = face_of(editions, states) if app.config.amp_lesson_editions_open else None
+    choices = choices_for(entries, pagename, "", "live", face)
     context["body"] = switch_html(choices) + context.get("body", "")
-    face = next((c for c in choices if c.opens), None)
-    if face is not None:
-        context["metatags"] = opening_script(face.href) + context.get("metatags", "")
+    opens = next((c for c in choices if c.opens), None)
+    if opens is not None:
+        context["metatags"] = opening_script(opens.href) + context.get("metatags", "")
 
 
 def _edition_page(app: Sphinx, pagename: str, context: dict[str, Any], doctree: Any) -> None:
@@ -648,6 +649,9 @@ def setup(app: Sphinx) -> dict[str, bool]:
     app.add_config_value("amp_lesson_editions", "_editions", "", types=[str])
     # A new recording changes every page's switch: every page is written again.
     app.add_config_value("amp_lesson_editions_key", "", "html", types=[str])
+    # Whether a live page a GPU has run as it stands opens on that run (face_of); else
+    # this build is the book's face and the switch leads to the GPU's run.
+    app.add_config_value("amp_lesson_editions_open", True, "html", types=[bool])
     # Set (to the rendering's state file) only in the build of a stored edition.
     app.add_config_value("amp_lesson_edition", "", "env", types=[str])
     app.connect("config-inited", _configure, priority=60)
