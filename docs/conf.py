@@ -100,11 +100,6 @@ amp_lesson_pdf = os.environ.get("AMP_LESSON_PDF", "auto")
 # `nox -s gpu-edition`), rendered beside this build under editions/<device>/.
 # AMP_LESSON_EDITIONS="" builds none (the live preview: a save rebuilds the live edition only).
 amp_lesson_editions = os.environ.get("AMP_LESSON_EDITIONS", "_editions")
-# A page opens on this build, its GPU run one click away in the switch. Opened on the GPU's
-# run, a reader would lose the sidebar's "API reference" and "For authors" entries (a stored
-# edition leaves those pages to the live book), and a first visit would load two documents,
-# which put the GradScaler page over the first-load budget of tests/test_site_browser.py.
-amp_lesson_editions_open = False
 # Files besides the package whose change must re-execute the book.
 amp_lesson_watch = ["_data"]
 

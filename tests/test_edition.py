@@ -550,7 +550,13 @@ def test_the_whole_book_renders_from_a_recording_of_it(
             assert f'href="editions/{edition.slug}/{docname}.html"'.replace(
                 "editions/", "../" * docname.count("/") + "editions/"
             ) in _read(out / f"{docname}.html"), docname
-        assert not (site / "api").exists()
-        assert not (site / "guide").exists()
+        for section in ("api", "guide"):  # left to the live book: the sidebar's entry opens it
+            forward = [p.relative_to(site).as_posix() for p in (site / section).rglob("*.html")]
+            assert forward == [f"{section}/index.html"], forward
+            live = f"../../../{section}/index.html"
+            assert f'http-equiv="refresh" content="0; url={live}"' in _read(site / forward[0])
+            assert (out / section / "index.html").is_file()
+        sidebar = _read(site / "chapter" / "recipe.html").split('id="pst-primary-sidebar"')[1]
+        assert 'href="../../../api/index.html"' in sidebar.split("</nav>")[0]  # the live one
     finally:
         shutil.rmtree(out, ignore_errors=True)

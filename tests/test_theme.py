@@ -209,3 +209,43 @@ def test_no_page_gives_two_elements_one_id(built_book: Path) -> None:
         if repeated:
             twice[rel] = repeated
     assert twice == {}
+
+
+@pytest.mark.book
+def test_every_icon_the_site_names_is_in_the_cut_down_icon_fonts(built_book: Path) -> None:
+    """The subsets hold the glyph of every ``fa-*`` class a page names and of every icon the
+    theme's stylesheet writes itself; the pages load them, not the theme's full fonts."""
+    static = built_book / "_static"
+    css = (static / "styles" / "pydata-sphinx-theme.css").read_text(encoding="utf-8")
+    full = {}
+    for name in ("fa-solid-900", "fa-regular-400", "fa-brands-400"):
+        full[name] = set(
+            TTFont(str(static / "vendor/fontawesome/webfonts" / f"{name}.woff2")).getBestCmap()
+        )
+    cut = {name: set(TTFont(str(static / "fonts" / f"{name}.woff")).getBestCmap()) for name in full}
+    # Independently of theme.icon_codepoints: the classes the chapter's pages carry, read
+    # with BeautifulSoup, and the stylesheet's --pst-icon-* variables.
+    named = set()
+    for page in built_pages(built_book):
+        for tag in BeautifulSoup(
+            (built_book / page).read_text(encoding="utf-8"), "html.parser"
+        ).select('[class*="fa-"]'):
+            named.update(c for c in tag["class"] if c.startswith("fa-"))
+    points = {}
+    for rule in re.finditer(r"([^{}]+)\{--fa:\"\\([0-9a-f]+)\"\}", css):
+        for selector in rule[1].split(","):
+            points[selector.strip().lstrip(".")] = int(rule[2], 16)
+    wanted = {points[n] for n in named if n in points}
+    wanted |= {ord(c) for c in re.findall(r"--pst-icon-[a-z-]+:\"([\ue000-\uf8ff])\"", css)}
+    assert len(wanted) >= 15, sorted(map(hex, wanted))
+    for name, glyphs in full.items():
+        missing = {hex(p) for p in wanted & glyphs} - {hex(p) for p in cut[name]}
+        assert not missing, (name, sorted(missing))
+        assert len(cut[name]) < len(glyphs) / 10  # cut down indeed
+    icons_css = (static / theme.ICON_FONTS_CSS).read_text(encoding="utf-8")
+    assert icons_css.count("@font-face") == 3
+    assert "webfonts/" not in icons_css
+    head = (built_book / "chapter" / "gradscaler.html").read_text(encoding="utf-8")
+    assert head.index("pydata-sphinx-theme.css") < head.index(
+        theme.ICON_FONTS_CSS
+    )  # declared after

@@ -129,13 +129,63 @@ def build_editions(out: Path) -> int:
             took = "unchanged"
         sync_tree(html, Path(edition["target"]), skip=edition["skip"])
         print(f"The edition recorded on {edition['device']}: {took}.")
-    from amp_book.theme import MATH_FONT_OUT, write_math_font
+    from amp_book.theme import MATH_FONT_OUT, write_icon_fonts, write_math_font
 
-    # One maths font for the live site and its editions: the characters of every page.
+    # One maths font and one set of icon fonts for the live site and its editions: the
+    # characters and icons of every page.
     write_math_font(Path(out))
+    fonts = [MATH_FONT_OUT] + [f"fonts/{p.name}" for p in write_icon_fonts(Path(out))]
     for edition in json.loads(plan_file.read_text(encoding="utf-8"))["editions"]:
-        share_static(Path(out), Path(edition["target"]), always=[MATH_FONT_OUT])
+        share_static(Path(out), Path(edition["target"]), always=fonts)
+        skip_forwards(Path(out), Path(edition["target"]))
     return 0
+
+
+_FORWARD = re.compile(r'<meta http-equiv="refresh" content="0; url=([^"]+)">')
+_HREF = re.compile(r'href="([^":#?]+\.html)(#[^"]*)?"')
+
+
+def skip_forwards(out: Path, target: Path) -> int:
+    """Point an edition's links to the pages it forwards to the live book (its sidebar's
+    entries for the API reference and the authors' guide) at the live pages themselves;
+    return how many links changed.
+
+    >>> import tempfile
+    >>> out = Path(tempfile.mkdtemp()); ed = out / "editions" / "gpu"; (ed / "api").mkdir(parents=True)
+    >>> _ = (ed / "api" / "index.html").write_text('<meta http-equiv="refresh" content="0; url=../../../api/index.html">')
+    >>> _ = (ed / "page.html").write_text('<a href="api/index.html#x">API</a> <a href="other.html">o</a>')
+    >>> skip_forwards(out, ed), (ed / "page.html").read_text()
+    (1, '<a href="../../api/index.html#x">API</a> <a href="other.html">o</a>')
+    """
+    import posixpath
+
+    pages = sorted(target.rglob("*.html"))
+    forwards = {}
+    for page in pages:
+        if match := _FORWARD.search(page.read_text(encoding="utf-8")):
+            here = page.relative_to(out).parent.as_posix()
+            forwards[page.relative_to(out).as_posix()] = posixpath.normpath(
+                posixpath.join(here, match[1])
+            )
+    changed = 0
+    for page in pages:
+        here = page.relative_to(out).parent.as_posix()
+        if page.relative_to(out).as_posix() in forwards:
+            continue
+
+        def to_live(match: re.Match[str], here: str = here) -> str:
+            nonlocal changed
+            linked = posixpath.normpath(posixpath.join(here, match[1]))
+            if linked not in forwards:
+                return match[0]
+            changed += 1
+            return f'href="{posixpath.relpath(forwards[linked], here)}{match[2] or ""}"'
+
+        text = page.read_text(encoding="utf-8")
+        rewritten = _HREF.sub(to_live, text)
+        if rewritten != text:
+            page.write_text(rewritten, encoding="utf-8")
+    return changed
 
 
 _STATIC_REF = re.compile(r'((?:src|href)=")((?:\.\./)*)_static/([^"?#]+)')

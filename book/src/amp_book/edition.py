@@ -222,6 +222,29 @@ def drop_toctree_entries(text: str, docname: str, keep: Callable[[str], bool]) -
     return _FENCE.sub(mend, text)
 
 
+def forward_page(title: str, live: str) -> str:
+    """The source that stands in a stored edition for a section it leaves to the live book
+    (the API reference, the authors' guide): the sidebar keeps the entry, which opens the
+    live page, ``live`` (relative to this one).
+
+    >>> print(forward_page("API reference", "../../../api/index.html"))
+    # API reference
+    <BLANKLINE>
+    ```{raw} html
+    <meta http-equiv="refresh" content="0; url=../../../api/index.html">
+    <p>This part of the book reads the same in every edition: <a href="../../../api/index.html">API reference</a>, in this build.</p>
+    ```
+    <BLANKLINE>
+    """
+    href, name = html.escape(live), html.escape(title)
+    return (
+        f"# {title}\n\n```{{raw}} html\n"
+        f'<meta http-equiv="refresh" content="0; url={href}">\n'
+        f"<p>This part of the book reads the same in every edition: "
+        f'<a href="{href}">{name}</a>, in this build.</p>\n```\n'
+    )
+
+
 def stub_page(title: str, state: PageState, device: str) -> str:
     """The source that stands in for a page the device did not run."""
     why = state.note.rstrip(".")
@@ -570,6 +593,11 @@ def prepare_edition(app: Sphinx, edition: Edition) -> dict[str, Any]:
     src = tree / srcdir.name
     docs = sorted(d for d in env.found_docs if _in_editions(app, d))
     kept = set(docs)
+    # The sections an edition leaves to the live book keep their entries in its sidebar.
+    forwarded = sorted(
+        {d for doc in docs for d in env.toctree_includes.get(doc, []) if d not in kept}
+    )
+    kept.update(forwarded)
     states: dict[str, PageState] = {}
     switch: dict[str, list[dict[str, str]]] = {}
     wanted: dict[Path, bytes] = {}
@@ -588,6 +616,10 @@ def prepare_edition(app: Sphinx, edition: Edition) -> dict[str, Any]:
             source = Path(env.doc2path(doc))
             text = drop_toctree_entries(source.read_text(encoding="utf-8"), doc, kept.__contains__)
             wanted[source.relative_to(srcdir)] = text.encode()
+    for doc in forwarded:
+        title = env.titles[doc].astext() if doc in env.titles else doc
+        live = relative_url(doc, LIVE_ROOT + f"{doc}.html")
+        wanted[Path(f"{doc}.md")] = forward_page(title, live).encode()
     for rel, data in wanted.items():
         write_if_changed(src / rel, data)
     if src.is_dir():
