@@ -287,7 +287,18 @@ def built_pages(html: Path) -> list[str]:
     return sorted(
         p.relative_to(html).as_posix()
         for p in html.rglob("*.html")
-        if p.name not in skip and "_static" not in p.parts and "_sources" not in p.parts
+        if p.name not in skip
+        and "_static" not in p.parts
+        and "_sources" not in p.parts
+        and not _forwards(p)
+    )
+
+
+def _forwards(page: Path) -> bool:
+    """Whether ``page`` only forwards to another (a stored edition's entry for a section it
+    leaves to the live book: ``amp_book.edition.forward_page``)."""
+    return page.parent.name in ("api", "guide") and 'http-equiv="refresh"' in page.read_text(
+        encoding="utf-8"
     )
 
 
