@@ -341,22 +341,8 @@ def subset_math_font(source: Path, target: Path, characters: Iterable[int]) -> N
     The OpenType MATH table (the sizes of big operators, the pieces of
     stretchy brackets, the spacing) is kept, with every glyph it refers to.
     """
-    from fontTools import subset
-    from fontTools.ttLib import TTFont
-
-    options = subset.Options()
-    options.layout_features = ["*"]
-    options.notdef_outline = True
-    options.flavor = "woff"
-    font = TTFont(str(source))
-    subsetter = subset.Subsetter(options)
     wanted = set(characters) | set(range(0x20, 0x7F))
-    wanted |= italic_forms(wanted)
-    subsetter.populate(unicodes=sorted(wanted))
-    subsetter.subset(font)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    font.flavor = "woff"
-    font.save(str(target))
+    subset_font(source, target, wanted | italic_forms(wanted))
 
 
 def write_math_font(outdir: Path) -> Path | None:
@@ -478,7 +464,8 @@ def write_icon_fonts(outdir: Path) -> list[Path]:
 
 
 def subset_font(source: Path, target: Path, characters: Iterable[int]) -> None:
-    """Write the glyphs of ``source`` that ``characters`` need to ``target`` (WOFF)."""
+    """Write the glyphs of ``source`` that ``characters`` need to ``target`` (WOFF), with
+    every layout table (a maths font's MATH table among them) and the glyphs they name."""
     from fontTools import subset
     from fontTools.ttLib import TTFont
 
