@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import os
 import signal
@@ -365,6 +366,40 @@ def test_a_server_that_fails_is_an_error_that_shows_its_log(
     km.cleanup_resources()
 
 
+def test_the_server_imports_start_no_thread() -> None:
+    # As a build's kernels are given one OpenBLAS thread; then nothing the server imports may
+    # start a thread, or it could fork no kernel after importing it.
+    code = (
+        "from amp_book import kernel_server\n"
+        "kernel_server.preload([*kernel_server.PRELOAD, *kernel_server.later_modules()])\n"
+        "print(kernel_server.thread_names())"
+    )
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert len(ast.literal_eval(out.stdout.strip())) == 1, out.stdout + out.stderr
+
+
+def test_an_import_that_starts_a_thread_is_named_in_the_log(tmp_path: Path) -> None:
+    (tmp_path / "starts_a_thread.py").write_text(
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(30,), daemon=True, name='sleeper').start()\n"
+    )
+    code = (
+        "import sys\nsys.path.insert(0, sys.argv[1])\n"
+        "from amp_book import kernel_server\n"
+        "kernel_server.preload(['json', 'starts_a_thread', 'csv'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    lines = [line for line in out.stderr.splitlines() if "started threads" in line]
+    assert len(lines) == 1, out.stderr
+    # The thread's name as the system knows it (Python names its threads there from 3.14).
+    assert "importing starts_a_thread started threads (" in lines[0]
+
+
 @pytest.mark.cuda
 def test_no_cuda_device_file_is_open_after_the_imports() -> None:
     code = (
@@ -385,6 +420,7 @@ def test_a_forked_kernel_uses_the_gpu(shared_server: dict[str, str], tmp_path: P
             "print((x @ x).float().mean().item(), torch.cuda.get_device_name())",
         ),
         tmp_path,
+        shared_server,
     )
     assert probe(nb)["preloaded"] is True
     assert text(nb, 1).split()[0] == "256.0"

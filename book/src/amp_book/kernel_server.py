@@ -31,13 +31,15 @@ starts. Not ``ipykernel.kernelapp``, whose settings read the kernel's own
 ``JPY_PARENT_PID`` at import, nor matplotlib's inline backend, which hooks
 into the IPython shell that imports it (the server has none).
 """
-PRELOAD_LATER = ("amp_lesson", "torch._dynamo", "tabulate", "sklearn.datasets")
+PRELOAD_LATER = ("amp_lesson", "torch._dynamo", "tabulate")
 """Modules the server imports while it waits for requests, one at a time.
 
 ``amp_lesson`` stands for every module of the package but the extension;
 ``torch._dynamo`` is imported by the first optimizer step (1.7 s), ``tabulate``
-by its exit handler in every kernel (0.07 s), and ``sklearn.datasets`` by the
-pages that load the digits (1.3 s), if installed.
+by its exit handler in every kernel (0.07 s). Not ``sklearn.datasets``, which
+three pages import (1.3 s): scikit-learn imports pandas where it is installed,
+pandas imports pyarrow, and pyarrow's allocator starts a thread (on a CUDA image
+with all three), after which the server could fork no kernel.
 A kernel forked before one of them is imported imports it itself: the first
 page of a build does not wait for modules it may not need. A server started
 with ``preload_all`` imports them before it serves the first kernel, which is
@@ -111,8 +113,14 @@ def preload(modules: Iterable[str]) -> None:
     # ipykernel's choice for a kernel (kernelapp.py); matplotlib reads it at import.
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     for name in modules:
+        threads = thread_count()
         with contextlib.suppress(ModuleNotFoundError):
             importlib.import_module(name)
+        if thread_count() > threads == 1:
+            _log(
+                f"importing {name} started threads ({', '.join(thread_names()[1:])}); "
+                "from now on every kernel starts the usual way"
+            )
         if _cuda_driver_open():
             raise RuntimeError(
                 f"importing {name} in the kernel server initialised CUDA; a kernel forked "
@@ -197,6 +205,16 @@ def thread_count() -> int:
         import threading
 
         return threading.active_count()
+
+
+def thread_names() -> list[str]:
+    """The names of this process's threads (Linux; empty elsewhere), the main thread's first."""
+    names = []
+    with contextlib.suppress(OSError):
+        for task in sorted(os.listdir("/proc/self/task"), key=int):
+            with contextlib.suppress(OSError):
+                names.append(Path(f"/proc/self/task/{task}/comm").read_text().strip())
+    return names
 
 
 _PR_SET_PDEATHSIG = 1
