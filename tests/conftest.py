@@ -46,7 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 LONG_TESTS = (
     "test_every_page_in_one_visit_per_viewport",
-    "test_the_whole_book_renders_from_a_recording_of_it",
+    "test_the_whole_book_is_recorded_and_its_stored_edition_rendered",
     "test_flipping_an_outcome_changes_the_sentence_or_fails_the_build",
 )
 """Single tests of a minute or more on two cores (``--durations``), started before the rest."""
