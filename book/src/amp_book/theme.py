@@ -380,7 +380,7 @@ ICON_FONTS_CSS = "amp_lesson_icons.css"
 """Generated: the theme's icon fonts, declared again over the subsets (:func:`write_icon_fonts`)."""
 _FONT_FACE = re.compile(r"@font-face\s*\{([^}]*)\}")
 _ICON_SRC = re.compile(r"url\(([^)]*webfonts/(fa-[\w-]+)\.woff2)\)")
-_ICON_RULE = re.compile(r"([^{}]+)\{--fa:\s*\"(?:\\([0-9a-fA-F]+)|(.))\"\s*\}")
+_ICON_BODY = re.compile(r"\{--fa:\s*\"(?:\\([0-9a-fA-F]+)|(.))\"\s*\}")
 _ICON_ESCAPE = re.compile(r"\\(f[0-9a-fA-F]{3}|e[0-9a-fA-F]{3})\b")
 _PRIVATE_USE = re.compile("[\ue000-\uf8ff]")
 _ICON_NAME = re.compile(r"\bfa-[a-z0-9-]+")
@@ -396,12 +396,22 @@ def icon_codepoints(css: str, used: Iterable[str]) -> set[int]:
     ['0xf058', '0xf303']
     """
     by_name: dict[str, int] = {}
-    for selectors, escaped, literal in _ICON_RULE.findall(css):
+    kept, last = [], 0  # the stylesheets less the icon classes' own rules
+    # Each rule's body first, then its selectors back to the end of the rule or block before
+    # it: a pattern that matched the selectors first was tried at every character of the
+    # 0.6 MB of the theme's stylesheets (1.8 s a build).
+    for body in _ICON_BODY.finditer(css):
+        start = max(css.rfind("}", 0, body.start()), css.rfind("{", 0, body.start())) + 1
+        if start == body.start():  # no selector
+            continue
+        escaped, literal = body.groups()
         point = int(escaped, 16) if escaped else ord(literal)
-        for selector in selectors.split(","):
+        for selector in css[start : body.start()].split(","):
             if selector.strip().startswith(".fa-"):
                 by_name[selector.strip()[1:]] = point
-    rest = _ICON_RULE.sub("", css)
+        kept.append(css[last:start])
+        last = body.end()
+    rest = "".join([*kept, css[last:]])
     found = {int(c, 16) for c in _ICON_ESCAPE.findall(rest)}
     found |= {ord(c) for c in _PRIVATE_USE.findall(rest)}
     return found | {by_name[name] for name in used if name in by_name}
