@@ -598,7 +598,12 @@ def main(argv: list[str]) -> int:
         later = []
     request = serve(listener, folder, owner, env, later)
     if request is None:
-        return 0
+        # Done serving, its kernels killed and its socket removed: the server ends without
+        # Python's teardown of torch's modules (about a second, which the build waits for).
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(0)
     try:
         run_kernel(request)
     except SystemExit as stop:
