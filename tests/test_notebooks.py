@@ -235,6 +235,13 @@ def test_exported_notebooks_run_in_a_fresh_environment(tmp_path: Path) -> None:
             assert WAITING not in shown, f"{twin}: a passage still waits: {shown}"
             printed += 1
     assert printed == sum(len(_text_cells(json.loads(t.read_text()))) for t in TWINS)
+    # The sentence that follows the run (test_a_notebooks_sentences_follow_its_own_run flips it).
+    import torch
+
+    number = TWINS.index(ACCUMULATION)
+    ran = json.loads((tmp_path / "ran" / f"{number}-{ACCUMULATION.name}").read_text())
+    sentence, _ = _passage(ran, "In float32 they")
+    assert sentence.startswith(_float32_verdict(one_step_bitwise(torch.float32)))
 
 
 # -- the words a notebook prints: its own run's ------------------------------------------------
@@ -271,36 +278,36 @@ def _execute(nb: dict, cwd: Path) -> dict:
     return json.loads(nbformat.writes(node))
 
 
+ACCUMULATION = notebooks.OUT / "chapter" / "accumulation-equals-full-batch.ipynb"
+
+
+def _float32_verdict(bitwise: bool) -> str:
+    return f"In float32 they {'are' if bitwise else 'are not'} bitwise identical"
+
+
 @pytest.mark.notebooks
 def test_a_notebooks_sentences_follow_its_own_run(tmp_path: Path) -> None:
-    """The accumulation page's notebook, run as exported and with its float32 runs made float64:
-    the sentence it prints follows each run, and the build's text and label are replaced."""
+    """The accumulation page's notebook with its float32 runs made float64: the sentence it
+    prints follows the run, and the build's text and label are replaced. (As exported, its
+    run prints the float32 verdict: test_exported_notebooks_run_in_a_fresh_environment.)"""
     import torch
 
     expected = {dt: one_step_bitwise(dt) for dt in (torch.float32, torch.float64)}
     assert expected[torch.float32] != expected[torch.float64], "no outcome to flip on this device"
 
-    def verdict(bitwise: bool) -> str:
-        return f"In float32 they {'are' if bitwise else 'are not'} bitwise identical"
-
-    twin = json.loads(
-        (notebooks.OUT / "chapter" / "accumulation-equals-full-batch.ipynb").read_text()
-    )
+    twin = json.loads(ACCUMULATION.read_text())
     built, shown = _passage(twin, "In float32 they")  # as the book's build printed it
-    assert built.startswith(verdict(expected[torch.float32]))
+    assert built.startswith(_float32_verdict(expected[torch.float32]))
     assert shown[-1].startswith(BUILD_LABEL)
-
-    ran, shown = _passage(_execute(twin, tmp_path), "In float32 they")
-    assert ran.startswith(verdict(expected[torch.float32]))
-    assert not any(BUILD_LABEL in text for text in shown), "the build's label outlived the run"
 
     flipped = json.loads(json.dumps(twin))
     for cell in flipped["cells"]:
         if cell["cell_type"] == "code":
             cell["source"] = cell["source"].replace("(dtype=dtype)", "(dtype=torch.float64)")
     assert flipped != twin
-    ran, _ = _passage(_execute(flipped, tmp_path), "In float32 they")
-    assert ran.startswith(verdict(expected[torch.float64]))
+    ran, shown = _passage(_execute(flipped, tmp_path), "In float32 they")
+    assert ran.startswith(_float32_verdict(expected[torch.float64]))
+    assert not any(BUILD_LABEL in text for text in shown), "the build's label outlived the run"
 
 
 def _glue_records(doc: str) -> dict[str, dict]:
