@@ -167,6 +167,21 @@ def test_a_server_told_to_preload_all_imports_everything_before_its_first_kernel
     assert "debugpy" in preloaded  # ... so the server has imported it for them
 
 
+def test_a_server_told_to_preload_nothing_later_imports_only_the_first_modules(
+    server_env: Path,
+) -> None:
+    kernels.start(server_env, os.environ[kernels.OWNER_ENV], preload_later=False)
+    preloaded = server_env / kernel_server.PRELOADED_NAME
+    deadline = time.monotonic() + 120
+    while not preloaded.is_file() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    modules = set(preloaded.read_text().split())
+    assert set(kernel_server.PRELOAD) <= modules
+    later = set(kernel_server.later_modules()) - {"amp_lesson"}  # amp_book reads its version
+    assert "torch._dynamo" in later
+    assert later & modules == set()
+
+
 def test_a_forked_kernel_runs_its_exit_handlers_as_it_ends(
     shared_server: dict[str, str], tmp_path: Path
 ) -> None:

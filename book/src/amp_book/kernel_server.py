@@ -44,7 +44,10 @@ A kernel forked before one of them is imported imports it itself: the first
 page of a build does not wait for modules it may not need. A server started
 with ``preload_all`` imports them before it serves the first kernel, which is
 cheaper for a build that executes many pages: else each of the first
-parallel kernels imports them too, at the same time as the server.
+parallel kernels imports them too, at the same time as the server. One
+started with ``preload_later=False`` imports none of them: a build that runs
+no more pages than it runs at once asks for every kernel at its start, so no
+kernel would be forked after them (they took 2.8 s of a core from the pages).
 """
 PER_LAUNCH_ENV = ("JPY_",)
 """Prefixes of the environment variables a kernel manager sets per kernel.
@@ -66,6 +69,7 @@ REQUEST_TIMEOUT_S = float(os.environ.get(REQUEST_TIMEOUT_ENV) or 10.0)
 """How long the server waits for a connected client to finish sending its request
 (seconds; :data:`REQUEST_TIMEOUT_ENV` changes it, as the tests do)."""
 PRELOAD_ALL_FLAG = "--preload-all"
+NO_LATER_FLAG = "--no-later"
 _KERNEL_MODULE = "ipykernel_launcher"
 
 
@@ -580,7 +584,8 @@ def exit_kernel(code: int = 0) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m amp_book.kernel_server FOLDER OWNER_PID [--preload-all]``: run the server."""
+    """``python -m amp_book.kernel_server FOLDER OWNER_PID [--preload-all | --no-later]``: run
+    the server."""
     import warnings
 
     folder, owner = Path(argv[0]), int(argv[1])
@@ -591,11 +596,12 @@ def main(argv: list[str]) -> int:
     warnings.filterwarnings("error", message=".*fork", category=DeprecationWarning)
     listener = listen(folder)
     preload(PRELOAD)
-    later = later_modules()
+    later = [] if argv[2:] == [NO_LATER_FLAG] else later_modules()
     if argv[2:] == [PRELOAD_ALL_FLAG]:
         preload(later)
-        (folder / PRELOADED_NAME).write_text("\n".join(sorted(sys.modules)))
         later = []
+    if not later:  # all it will import
+        (folder / PRELOADED_NAME).write_text("\n".join(sorted(sys.modules)))
     request = serve(listener, folder, owner, env, later)
     if request is None:
         # Done serving, its kernels killed and its socket removed: the server ends without

@@ -49,6 +49,7 @@ from jupyter_client.provisioning import LocalProvisioner
 from amp_book.kernel_server import (
     _KERNEL_MODULE,
     LOG_NAME,
+    NO_LATER_FLAG,
     PID_NAME,
     PRELOAD_ALL_FLAG,
     SOCKET_NAME,
@@ -154,13 +155,18 @@ class KernelServer:
             factory.default_provisioner_name = PROVISIONER_NAME
         return self.folder
 
-    def start_soon(self, *, preload_all: bool = False) -> None:
+    def start_soon(self, *, preload_all: bool = False, preload_later: bool = True) -> None:
         """Start the server now, in the background, instead of with the first kernel.
 
-        ``preload_all``: see :data:`PRELOAD_LATER`.
+        ``preload_all``, ``preload_later``: see :data:`PRELOAD_LATER`.
         """
         if self.folder is not None:
-            start(self.folder, os.environ[OWNER_ENV], preload_all=preload_all)
+            start(
+                self.folder,
+                os.environ[OWNER_ENV],
+                preload_all=preload_all,
+                preload_later=preload_later,
+            )
 
     def usual_way(self) -> None:
         """Start no server: each kernel starts the usual way, as the pages need nothing the
@@ -292,11 +298,17 @@ _servers: dict[Path, subprocess.Popen[bytes]] = {}
 _started_by: dict[Path, int] = {}
 
 
-def _start_server(folder: Path, owner: str, preload_all: bool) -> subprocess.Popen[bytes]:
+def _start_server(
+    folder: Path, owner: str, preload_all: bool, preload_later: bool
+) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "amp_book.kernel_server", str(folder), owner]
+    if preload_all:
+        cmd.append(PRELOAD_ALL_FLAG)
+    elif not preload_later:
+        cmd.append(NO_LATER_FLAG)
     with open(folder / LOG_NAME, "ab") as log:
         server = subprocess.Popen(
-            [*cmd, PRELOAD_ALL_FLAG] if preload_all else cmd,
+            cmd,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
@@ -310,16 +322,19 @@ def _start_server(folder: Path, owner: str, preload_all: bool) -> subprocess.Pop
     return server
 
 
-def start(folder: Path, owner: str, *, preload_all: bool = False) -> None:
+def start(
+    folder: Path, owner: str, *, preload_all: bool = False, preload_later: bool = True
+) -> None:
     """Start the kernel server of ``folder`` unless a process has; do not wait for it.
 
-    ``preload_all``: import :data:`PRELOAD_LATER` too before serving the first kernel.
+    ``preload_all``: import :data:`PRELOAD_LATER` too before serving the first kernel;
+    ``preload_later=False``: never import them (see :data:`PRELOAD_LATER`).
     """
     with open(folder / START_LOCK_NAME, "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         lock.seek(0)
         if not lock.read():  # nobody has started it yet
-            server = _start_server(folder, owner, preload_all)
+            server = _start_server(folder, owner, preload_all, preload_later)
             lock.write(f"{os.getpid()} {server.pid}")
             lock.flush()
 

@@ -95,8 +95,8 @@ def _prepare_readers(app: Sphinx, env: Any, docnames: list[str]) -> None:
 
     A page with code cells will want a kernel: the kernel server starts now,
     in the background, while Sphinx parses. When more such pages are read than
-    run at once, it imports every module it can before the first kernel (see
-    :data:`.kernels.PRELOAD_LATER`). API pages import ``amp_lesson``
+    run at once, it imports every module it can before the first kernel, else
+    none but those of :data:`.kernels.PRELOAD` (see :data:`.kernels.PRELOAD_LATER`). API pages import ``amp_lesson``
     (and torch with it) for autodoc: imported here once, every parallel
     reader forked after it has it, instead of each importing it (2.5 s each).
     A build that reads no such page (a no-change build) does neither. Nor does
@@ -114,7 +114,8 @@ def _prepare_readers(app: Sphinx, env: Any, docnames: list[str]) -> None:
     with_cells = sum(1 for cells in code if cells)
     if _kernel_server.folder is not None and with_cells:
         if any(kernels.worth_a_server(source) for cells in code for source in cells):
-            _kernel_server.start_soon(preload_all=with_cells > app.parallel)
+            many = with_cells > app.parallel  # more pages to run than run at once
+            _kernel_server.start_soon(preload_all=many, preload_later=many)
         else:
             _kernel_server.usual_way()
     if app.parallel > 1 and len(docnames) > 5 and any(AUTODOC.search(t) for t in texts):
