@@ -21,9 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from amp_book import export, myst
-from amp_lesson.claims import CLAIM_RECORD_PREFIX
-from amp_lesson.notebook import format_glued_text
+from amp_book import variants
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -90,15 +88,11 @@ def edited(page: str, flips: list[tuple[str, str]]) -> str:
 
 
 def claims_of_the_build(built_book: Path, page: str) -> dict[str, str]:
-    """Each claim's words as the build of ``built_book`` ran ``page`` (from the records the
-    claims glue into its executed notebook)."""
-    glue = export.read_glue(built_book.parent / "jupyter_execute" / f"{page}.ipynb")
-    claims = {}
-    for name, bundle in glue.items():
-        if name.startswith(CLAIM_RECORD_PREFIX):
-            record = json.loads(format_glued_text(myst._as_text(bundle["text/plain"]), ""))
-            claims[record["key"]] = record["says"] if record["holds"] else record["otherwise"]
-    return claims
+    """Each claim's words as the build of ``built_book`` ran ``page`` (read from the glue data
+    MyST-NB wrote for it, as the book's claim variants read them)."""
+    glue_file = built_book.parent / "jupyter_execute" / f"{page}.glue.json"
+    claims = variants.read_claims(json.loads(glue_file.read_text(encoding="utf-8")), "")
+    return {c.key: c.says if c.holds else c.otherwise for c in claims}
 
 
 @pytest.mark.parametrize("page", sorted(FLIPS))
