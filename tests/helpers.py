@@ -23,6 +23,7 @@ __all__ = [
     "build_bad_pages",
     "build_in_process",
     "built_pages",
+    "built_soup",
     "examples",
     "mini_book",
     "one_step_bitwise",
@@ -278,6 +279,22 @@ def any_edition(site_url: str, page: str) -> re.Pattern[str]:
 def live_pages(html: Path) -> list[str]:
     """:func:`built_pages` of the live site, a stored edition's pages left out."""
     return [p for p in built_pages(html) if not EDITION_PREFIX.match(p)]
+
+
+_SOUPS: dict[tuple[Path, int, int], Any] = {}
+
+
+def built_soup(page: Path) -> Any:
+    """``page`` of a built site parsed with BeautifulSoup, once per file version in this
+    process: several tests read every page of the whole book, and parsing them was seconds
+    each time. Read it, never change it (another test may be reading the same tree)."""
+    from bs4 import BeautifulSoup
+
+    stat = page.stat()
+    key = (page.resolve(), stat.st_mtime_ns, stat.st_size)
+    if key not in _SOUPS:
+        _SOUPS[key] = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+    return _SOUPS[key]
 
 
 def built_pages(html: Path) -> list[str]:

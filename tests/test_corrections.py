@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
-from helpers import DOCS, build_in_process, live_pages
+from helpers import DOCS, build_in_process, built_soup, live_pages
 
 from amp_book.corrections import TITLE
 
@@ -18,7 +18,7 @@ LEANS_ON_ITS_PAGE = re.compile(r"\bThe lesson says\b|\babove\b", re.IGNORECASE)
 
 
 def _soup(path: Path) -> BeautifulSoup:
-    return BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+    return built_soup(path)
 
 
 def _boxes_on_pages(html: Path) -> dict[str, list[str]]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import notebooks
 import pytest
 from bs4 import BeautifulSoup
-from helpers import ROOT, one_step_bitwise
+from helpers import ROOT, built_soup, one_step_bitwise
 from pip_config import uv_find_links
 
 import amp_lesson
@@ -367,7 +367,6 @@ def _roles(page: Path) -> list[tuple[str, str]]:
 def test_every_cross_reference_is_a_link_to_the_hosted_page_and_anchor(built_book: Path) -> None:
     titles, labels = notebooks._titles_and_labels()
     docs_url = urls.documentation_url()
-    parsed: dict[str, BeautifulSoup] = {}
     seen = 0
     for page in notebooks.pages():
         doc = notebooks.docname(page)
@@ -402,12 +401,9 @@ def test_every_cross_reference_is_a_link_to_the_hosted_page_and_anchor(built_boo
                 url = f"{docs_url}/{target_doc}.html#{anchor}"
                 words = re.sub(r"\s*\{(number|name)\}", "", title).strip() or section
             assert f"[{words}]({url})" in text, f"{doc}: {{{role}}}`{content}` is not a link"
-            if target_doc not in parsed:  # many references share a page: each is parsed once
-                html = (built_book / f"{target_doc}.html").read_text()
-                parsed[target_doc] = BeautifulSoup(html, "html.parser")
-            assert anchor is None or parsed[target_doc].find(id=anchor), (
-                f"{url}: no such anchor on the site"
-            )
+            assert anchor is None or built_soup(built_book / f"{target_doc}.html").find(
+                id=anchor
+            ), f"{url}: no such anchor on the site"
             seen += 1
     assert seen > 230, seen  # 197 terms and 30 other references when written
 
@@ -421,7 +417,7 @@ def test_self_checks_carry_the_sites_labels(built_book: Path) -> None:
     compared = 0
     for twin in TWINS:
         doc = twin.relative_to(notebooks.OUT).with_suffix("").as_posix()
-        html = BeautifulSoup((built_book / f"{doc}.html").read_text(), "html.parser")
+        html = built_soup(built_book / f"{doc}.html")
         site = [p.get_text(strip=True) for p in html.select("article .sc-kicker")]
         nb = json.loads(twin.read_text(encoding="utf-8"))
         known = set(site) | set(KICKERS.values())
@@ -462,7 +458,7 @@ def test_the_site_offers_every_notebook_in_one_zip_and_each_page_as_a_script(
     for doc in docs:
         script = (built_book / "_sources" / f"{doc}.py").read_text(encoding="utf-8")
         compile(script, f"{doc}.py", "exec")
-        html = BeautifulSoup((built_book / f"{doc}.html").read_text(), "html.parser")
+        html = built_soup(built_book / f"{doc}.html")
         links = {
             a.get("href", "").rsplit("/", 1)[-1]
             for a in html.select(".dropdown-download-buttons a")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 from fontTools.ttLib import TTFont
-from helpers import built_pages
+from helpers import built_pages, built_soup
 
 from amp_book import theme
 
@@ -109,7 +109,7 @@ def test_reference_sections_match_by_glob() -> None:
 
 
 def _soup(built_book: Path, rel: str) -> BeautifulSoup:
-    return BeautifulSoup((built_book / rel).read_text(encoding="utf-8"), "html.parser")
+    return built_soup(built_book / rel)
 
 
 @pytest.mark.book
@@ -227,9 +227,7 @@ def test_every_icon_the_site_names_is_in_the_cut_down_icon_fonts(built_book: Pat
     # with BeautifulSoup, and the stylesheet's --pst-icon-* variables.
     named = set()
     for page in built_pages(built_book):
-        for tag in BeautifulSoup(
-            (built_book / page).read_text(encoding="utf-8"), "html.parser"
-        ).select('[class*="fa-"]'):
+        for tag in built_soup(built_book / page).select('[class*="fa-"]'):
             named.update(c for c in tag["class"] if c.startswith("fa-"))
     points = {}
     for rule in re.finditer(r"([^{}]+)\{--fa:\"\\([0-9a-f]+)\"\}", css):
