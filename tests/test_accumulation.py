@@ -724,3 +724,17 @@ def test_the_bound_rejects_bad_input():
         first_step_bound(X, y[:5], 0.1)
     with pytest.raises(TypeError, match=r"X must be a torch\.Tensor"):
         first_step_bound(X.tolist(), y, 0.1)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n_samples": 2**62}, r"n_samples must be an integer in \[1, 268435456\] \(the toy"),
+        ({"n_features": 2**40}, r"n_features must be an integer in \[1, 268435456\]"),
+        ({"n_samples": 2**20, "n_features": 2**9}, r"n_samples \* n_features must be at most"),
+    ],
+)
+def test_a_toy_problem_too_large_to_draw_is_named_before_torch_allocates(kwargs, message) -> None:
+    """Before: torch's ``Storage size calculation overflowed with sizes=[...]``."""
+    with pytest.raises(ValueError, match=message):
+        make_toy_problem(**kwargs)

@@ -20,6 +20,8 @@ from amp_lesson.formats import (
     FORMATS,
     FormatSpec,
     add_in,
+    beyond_range,
+    format_spec,
     format_table,
     round_to_tf32,
     store,
@@ -671,3 +673,48 @@ def test_an_int_too_long_to_print_is_described_not_printed() -> None:
     # repr itself raised "Exceeds the limit (4300 digits) for integer string conversion"
     with pytest.raises(ValueError, match=r"^value is too large to be a float: an integer of about"):
         store(10**5000, "fp16")
+
+
+@pytest.mark.parametrize(
+    ("magnitude", "error", "message"),
+    [
+        (None, TypeError, r"magnitude must be a real number or a tensor, got NoneType None"),
+        ("abc", TypeError, r"magnitude must be a real number or a tensor, got str 'abc'"),
+        (True, TypeError, r"magnitude must be a real number or a tensor, got bool True"),
+        ([1.0, 7e4], TypeError, r"got list \[1.0, 70000.0\]; pass torch.tensor\(...\)"),
+        (-1e6, ValueError, r"magnitude must be a non-negative number, got -1000000.0"),
+        (math.nan, ValueError, r"magnitude must be a non-negative number, got nan"),
+        (-(10**400), ValueError, r"non-negative number, got a negative integer of about 401"),
+        (torch.tensor([1.0, -2.0]), ValueError, r"magnitude must hold non-negative values"),
+        (torch.tensor([True]), TypeError, r"magnitude must be a real tensor, got a torch.bool"),
+        (torch.ones(2, device="meta"), ValueError, r"magnitude is a meta tensor"),
+    ],
+)
+def test_beyond_range_names_a_bad_magnitude(magnitude, error, message) -> None:
+    with pytest.raises(error, match=message):
+        beyond_range(magnitude, "fp16")
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "fp32", "fp8_e4m3", "fp8_e5m2"])
+def test_beyond_range_compares_any_python_number_exactly(fmt: str) -> None:
+    """An int of any size, a Fraction or a float is compared with the midpoint exactly: one
+    unit either side of it lands on either side (an int past float64's range is beyond)."""
+    spec = format_spec(fmt)
+    gap = Fraction(2) ** (math.frexp(spec.max)[1] - 1 - spec.mantissa_bits)
+    midpoint = Fraction(spec.max) + gap / 2
+    ties_up = int(Fraction(spec.max) / gap) % 2 == 1
+    tiny = Fraction(1, 2**200)
+    assert beyond_range(midpoint + tiny, fmt).item() is True
+    assert beyond_range(midpoint - tiny, fmt).item() is False
+    assert beyond_range(midpoint, fmt).item() is ties_up
+    assert beyond_range(10**400, fmt).item() is True
+    assert beyond_range(math.inf, fmt).item() is True
+    assert beyond_range(0, fmt).item() is False
+    # a tensor of the same values, in float64, agrees where float64 holds them
+    values = torch.tensor([float(midpoint), spec.max, math.inf], dtype=torch.float64)
+    assert beyond_range(values, fmt).tolist() == [ties_up, False, True]
+
+
+def test_store_names_a_meta_tensor() -> None:
+    with pytest.raises(ValueError, match=r"value is a meta tensor, which has a shape but no"):
+        store(torch.ones((), device="meta"), "fp16")

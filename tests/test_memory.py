@@ -269,3 +269,17 @@ def test_the_memory_pages_state_cell_survives_skipped_first_steps(capsys) -> Non
     assert "weights    4.0" in printed, printed
     assert ".grad      4.0" in printed, printed
     assert "Adam m, v  8.0" in printed, printed
+
+
+@pytest.mark.parametrize("n_params", [10**400, 2**63, 1e300])
+def test_a_parameter_count_past_what_torch_counts_is_named(n_params) -> None:
+    """Before: ``OverflowError: integer division result too large for a float``."""
+    with pytest.raises(
+        ValueError, match=r"n_params must be an integer in \[1, 9223372036854775807\]"
+    ):
+        memory_table(n_params)
+    with pytest.raises(
+        ValueError, match=r"n_params must be an integer in \[1, 9223372036854775807\]"
+    ):
+        total_bytes(n_params, "fp32_adam")
+    assert total_bytes(2**63 - 1, "fp32_adam") == 16 * (2**63 - 1)  # the largest is taken

@@ -204,6 +204,26 @@ def test_rceil_picks_the_smallest_exponent_that_saturates_nothing(fmt: str) -> N
             TypeError,
             "got a torch.int32 tensor",
         ),
+        (  # before: torch's "Storage size calculation overflowed"
+            lambda: quantize_mx(torch.ones(4), block_size=2**62),
+            ValueError,
+            r"block_size must be an integer in \[1, 65536\] .*got 4611686018427387904",
+        ),
+        (  # refused before the padded blocks are made
+            lambda: quantize_mx(torch.ones(4), block_size=2**16 + 1, scale_rounding="up"),
+            ValueError,
+            r"block_size must be an integer in \[1, 65536\]",
+        ),
+        (
+            lambda: quantize_mx(torch.ones(4), scale_rounding="up"),
+            ValueError,
+            r"scale_rounding must be one of 'floor', 'rceil'; got 'up'",
+        ),
+        (  # before: torch's "Tensor.item() cannot be called on meta tensors"
+            lambda: quantize_mx(torch.ones(4, device="meta")),
+            ValueError,
+            r"x is a meta tensor, which has a shape but no values",
+        ),
     ],
 )
 def test_bad_input_is_named(call, error, message) -> None:

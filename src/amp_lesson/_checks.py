@@ -62,8 +62,17 @@ def described(value: Any) -> str:
     return type(value).__name__
 
 
-def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
-    """Return ``value`` if it is an int (not a bool) no smaller than ``minimum``.
+def check_int(
+    name: str,
+    value: Any,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    why: str = "",
+) -> int:
+    """Return ``value`` if it is an int (not a bool) in ``[minimum, maximum]``.
+
+    ``why``, where given, says in the message what the upper bound is for.
 
     >>> check_int("n_accum", 4, minimum=1)
     4
@@ -71,12 +80,43 @@ def check_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     Traceback (most recent call last):
     ...
     ValueError: n_accum must be an integer >= 1, got 0
+    >>> check_int("block_size", 2**62, minimum=1, maximum=2**16, why="at most 2**16 values")
+    Traceback (most recent call last):
+    ...
+    ValueError: block_size must be an integer in [1, 65536] (at most 2**16 values), got
+    4611686018427387904
     """
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__} {shown(value)}")
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {shown(value)}")
+    if maximum is not None and value > maximum:
+        allowed = f"<= {maximum}" if minimum is None else f"in [{minimum}, {maximum}]"
+        reason = f" ({why})" if why else ""
+        raise ValueError(f"{name} must be an integer {allowed}{reason}, got {shown(value)}")
     return value
+
+
+def check_values(name: str, x: Any) -> Any:
+    """Return ``x`` if it is a tensor whose values can be read: not on the ``meta`` device.
+
+    A meta tensor has a shape and a dtype but no values, so nothing can be
+    computed from it; torch would fail later, at the first read, without
+    naming the argument.
+
+    >>> import torch
+    >>> check_values("x", torch.ones(2, device="meta"))
+    Traceback (most recent call last):
+    ...
+    ValueError: x is a meta tensor, which has a shape but no values; pass a tensor on a real
+    device (cpu, cuda)
+    """
+    if getattr(x, "is_meta", False):
+        raise ValueError(
+            f"{name} is a meta tensor, which has a shape but no values; pass a tensor on a real "
+            "device (cpu, cuda)"
+        )
+    return x
 
 
 def check_bool(name: str, value: Any) -> bool:

@@ -234,6 +234,13 @@ class ParamComparison:
 # --------------------------------------------------------------------------- the toy problem
 
 
+TOY_MAX_VALUES = 2**28
+"""The most values :func:`make_toy_problem` draws (``n_samples * n_features``): 1 GiB in
+float32, all drawn at once."""
+
+_TOY_WHY = "the toy problem is drawn in memory at once, 1 GiB of float32 at most"
+
+
 def make_toy_problem(
     seed: int = 42,
     n_samples: int = 128,
@@ -274,7 +281,8 @@ def make_toy_problem(
     TypeError
         If ``dtype`` is not a torch dtype, or ``seed`` or a count not an int.
     ValueError
-        If a count or ``seed`` is out of range or ``dtype`` is neither float32 nor float64.
+        If a count or ``seed`` is out of range (the counts' product at most
+        :data:`TOY_MAX_VALUES`) or ``dtype`` is neither float32 nor float64.
 
     Examples
     --------
@@ -283,8 +291,13 @@ def make_toy_problem(
     ((128, 2), (128, 1), 69.0)
     """
     check_seed("seed", seed)
-    check_int("n_samples", n_samples, minimum=1)
-    check_int("n_features", n_features, minimum=1)
+    check_int("n_samples", n_samples, minimum=1, maximum=TOY_MAX_VALUES, why=_TOY_WHY)
+    check_int("n_features", n_features, minimum=1, maximum=TOY_MAX_VALUES, why=_TOY_WHY)
+    if n_samples * n_features > TOY_MAX_VALUES:
+        raise ValueError(
+            f"n_samples * n_features must be at most 2**28 ({_TOY_WHY}), got "
+            f"{n_samples} * {n_features} = {n_samples * n_features}"
+        )
     check_dtype("dtype", dtype, (torch.float32, torch.float64))
     device = resolve_device(device)
     generator = torch.Generator().manual_seed(seed)

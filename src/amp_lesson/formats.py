@@ -47,6 +47,7 @@ store, ulp and the dtype resolver read it; more than half of its lines are docst
 from __future__ import annotations
 
 import dataclasses
+import fractions
 import math
 import numbers
 import re
@@ -58,7 +59,7 @@ from typing import Any
 import torch
 
 from amp_lesson import mx
-from amp_lesson._checks import check_choice, check_finite, shown
+from amp_lesson._checks import check_choice, check_finite, check_values, shown
 
 __all__ = [
     "COLUMN_TITLES",
@@ -450,6 +451,7 @@ def _check_real(name: str, value: Any) -> float:
 def _as_tensor(name: str, value: Any) -> torch.Tensor:
     """``value`` as a 0-dim CPU tensor that keeps its own dtype (float64 for a Python float)."""
     if isinstance(value, torch.Tensor):
+        check_values(name, value)
         if value.dim() != 0:
             raise ValueError(f"{name} must be a 0-dim tensor, got shape {tuple(value.shape)}")
         if not value.is_floating_point():
@@ -538,8 +540,9 @@ def beyond_range(
 
     Parameters
     ----------
-    magnitude : float or torch.Tensor
-        Non-negative values, compared exactly (in float64).
+    magnitude : float, int or torch.Tensor
+        Non-negative values: a real number (an int, Fraction or float,
+        compared exactly, however large) or a real tensor (compared in float64, exact for every float dtype).
     fmt : str, FormatSpec or torch.dtype
         The format, as :func:`store` accepts it.
 
@@ -550,8 +553,11 @@ def beyond_range(
 
     Raises
     ------
+    TypeError
+        If ``magnitude`` is neither a real number nor a real tensor.
     ValueError
-        If ``fmt`` is not a known format.
+        If ``fmt`` is not a known format, or ``magnitude`` is negative, NaN
+        or a meta tensor.
 
     Examples
     --------
@@ -568,17 +574,48 @@ def beyond_range(
 
     >>> beyond_range(464.000000000422, "fp8_e4m3").item()
     True
+
+    An integer too large for a float is past every format's range:
+
+    >>> beyond_range(10**400, "fp32").item()
+    True
     """
     spec = format_spec(fmt)
-    if isinstance(magnitude, torch.Tensor):
-        magnitude = magnitude.to(torch.float64)
-    else:  # a Python float is a float64: keep every bit of it
-        magnitude = torch.tensor(magnitude, dtype=torch.float64)
     gap = math.ldexp(1.0, math.frexp(spec.max)[1] - 1 - spec.mantissa_bits)
     midpoint = spec.max + gap / 2
-    if int(spec.max / gap) % 2 == 1:
-        return magnitude >= midpoint
-    return magnitude > midpoint
+    rounds_up = int(spec.max / gap) % 2 == 1  # the midpoint rounds up to the next value
+    if isinstance(magnitude, torch.Tensor):
+        check_values("magnitude", magnitude)
+        if magnitude.dtype == torch.bool or magnitude.is_complex():
+            raise TypeError(f"magnitude must be a real tensor, got a {magnitude.dtype} tensor")
+        values = magnitude.to(torch.float64)  # exact for every float dtype up to float64
+        if bool((values < 0).any()) or bool(values.isnan().any()):
+            raise ValueError("magnitude must hold non-negative values (no NaN)")
+        return values >= midpoint if rounds_up else values > midpoint
+    if isinstance(magnitude, bool) or not isinstance(magnitude, numbers.Real):
+        raise TypeError(
+            "magnitude must be a real number or a tensor, got "
+            f"{type(magnitude).__name__} {shown(magnitude)}"
+            + (
+                "; pass torch.tensor(...) for several values"
+                if isinstance(magnitude, (list, tuple))
+                else ""
+            )
+        )
+    # Exact, whatever the number: an int of any size, a Fraction, a float's every bit.
+    if isinstance(magnitude, numbers.Rational):
+        exact: fractions.Fraction | None = fractions.Fraction(
+            int(magnitude.numerator), int(magnitude.denominator)
+        )
+    else:
+        as_float = float(magnitude)
+        exact = fractions.Fraction(as_float) if math.isfinite(as_float) else None
+        if math.isnan(as_float):
+            raise ValueError(f"magnitude must be a non-negative number, got {shown(magnitude)}")
+    if magnitude < 0:
+        raise ValueError(f"magnitude must be a non-negative number, got {shown(magnitude)}")
+    beyond = exact is None or (exact >= midpoint if rounds_up else exact > midpoint)
+    return torch.tensor(beyond)
 
 
 def _stored_and_pattern(spec: FormatSpec, source: torch.Tensor) -> tuple[float, int]:

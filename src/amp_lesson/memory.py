@@ -41,7 +41,13 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from amp_lesson._checks import check_choice, check_input_dtype, check_int, check_positive
+from amp_lesson._checks import (
+    INT64_MAX,
+    check_choice,
+    check_input_dtype,
+    check_int,
+    check_positive,
+)
 from amp_lesson.device import place_model
 from amp_lesson.formats import dtype_name, dtype_of
 
@@ -194,11 +200,14 @@ def _check_n_params(n_params: Any) -> int:
             f"got {type(n_params).__name__} {n_params!r}"
         )
     if isinstance(n_params, numbers.Integral):
-        return check_int("n_params", int(n_params), minimum=1)
+        return check_int("n_params", int(n_params), minimum=1, maximum=INT64_MAX, why=_N_PARAMS_WHY)
     value = check_positive("n_params", n_params)
     if not value.is_integer():
         raise ValueError(f"n_params must be a whole number of parameters, got {n_params!r}")
-    return int(value)
+    return check_int("n_params", int(value), minimum=1, maximum=INT64_MAX, why=_N_PARAMS_WHY)
+
+
+_N_PARAMS_WHY = "the most elements torch can count"
 
 
 def total_bytes(n_params: float, regime: str, *, include_transient: bool = False) -> int:

@@ -47,7 +47,7 @@ from typing import Any
 
 import torch
 
-from amp_lesson._checks import check_choice, check_int, check_positive, described
+from amp_lesson._checks import check_choice, check_int, check_positive, check_values, described
 
 __all__ = [
     "BLOCK_SIZE",
@@ -69,6 +69,13 @@ __all__ = [
 
 BLOCK_SIZE = 32
 """Elements per shared scale in every MX format of the OCP specification v1.0."""
+
+MAX_BLOCK_SIZE = 2**16
+"""The longest block :func:`quantize_mx` takes. Blocks other than 32 are for experiments;
+the last block is padded with zeros to the full size, so a block far longer than any tensor
+would only allocate zeros."""
+
+_BLOCK_SIZE_WHY = "blocks other than the specification's 32 are for experiments"
 
 
 @dataclass(frozen=True)
@@ -122,6 +129,7 @@ def _element(element: Any) -> ElementFormat:
 def _check_tensor(name: str, x: Any) -> torch.Tensor:
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor, got {described(x)}")
+    check_values(name, x)
     if x.numel() == 0:
         raise ValueError(f"{name} must hold at least one value, got an empty tensor")
     if not bool(torch.isfinite(x).all()):
@@ -393,7 +401,8 @@ def quantize_mx(
     fmt : {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp4_e2m1"}, default "mxfp8_e4m3"
         The MX format.
     block_size : int, default 32
-        Values per scale (the specification fixes 32).
+        Values per scale (the specification fixes 32), at most
+        :data:`MAX_BLOCK_SIZE`.
     scale_rounding : {"floor", "rceil"}, default "floor"
         The specification's exponent, or the one rounded up so that nothing
         saturates (:data:`SCALE_ROUNDINGS`).
@@ -408,8 +417,8 @@ def quantize_mx(
     TypeError
         If ``x`` is not a floating-point tensor.
     ValueError
-        If ``x`` is empty or not finite, ``fmt`` or ``scale_rounding`` unknown, or
-        ``block_size`` below 1.
+        If ``x`` is empty, not finite or a meta tensor, ``fmt`` or
+        ``scale_rounding`` unknown, or ``block_size`` outside ``[1, MAX_BLOCK_SIZE]``.
 
     Examples
     --------
@@ -425,12 +434,14 @@ def quantize_mx(
     ([1], [1.0, 3.0, 512.0, 0.01171875])
     """
     spec = ELEMENTS[MX_FORMATS[check_choice("fmt", fmt, tuple(MX_FORMATS))]]
-    block_size = check_int("block_size", block_size, minimum=1)
+    block_size = check_int(
+        "block_size", block_size, minimum=1, maximum=MAX_BLOCK_SIZE, why=_BLOCK_SIZE_WHY
+    )
+    rounding = check_choice("scale_rounding", scale_rounding, SCALE_ROUNDINGS)
     x = _check_tensor("x", x)
     flat = x.detach().double().flatten()
     pad = -flat.numel() % block_size
     blocks = torch.nn.functional.pad(flat, (0, pad)).view(-1, block_size)
-    rounding = check_choice("scale_rounding", scale_rounding, SCALE_ROUNDINGS)
     shared = _shared_exponents(blocks.abs().amax(1), spec, rounding)
     elements = round_to_element(blocks / torch.exp2(shared).unsqueeze(1), spec)
     return MXTensor(fmt, x.shape, block_size, shared.to(torch.int16), elements)
