@@ -124,6 +124,19 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, flo
     return wall, _children_cpu() - cpu0
 
 
+def own_caches(env: dict[str, str], folder: Path) -> dict[str, str]:
+    """``env`` with caches of its own in ``folder``: the book's execution cache and Inductor's
+    compiled graphs. A cold build is cold whatever the caller's environment shares between
+    clones (``AMP_LESSON_CACHE_DIR``); two cold builds compared share nothing either."""
+    from amp_book.cache import CACHE_DIR_ENV
+
+    return {
+        **env,
+        CACHE_DIR_ENV: str(folder / "execution"),
+        "TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor"),
+    }
+
+
 def build(src: Path, out: Path, jobs: str, env: dict[str, str], *extra: str) -> dict[str, float]:
     # The PDF is timed on its own (``pdf`` in the results): printed after every edit it
     # would hide what an edit costs Sphinx and the kernels.
@@ -357,10 +370,10 @@ def main() -> int:
         )
 
     root = args.root.resolve()
-    env = dict(os.environ)
+    scratch = Path(tempfile.mkdtemp(prefix="amp-bench-"))
+    env = own_caches(dict(os.environ), scratch / "caches" / "forked")
     if root != ROOT:
         env["PYTHONPATH"] = os.pathsep.join([str(root / "src"), env.get("PYTHONPATH", "")])
-    scratch = Path(tempfile.mkdtemp(prefix="amp-bench-"))
     results: dict[str, object] = {"jobs": args.jobs, "root": str(root), "cpus": os.cpu_count()}
     try:
         src = scratch / "docs"
@@ -419,7 +432,10 @@ def main() -> int:
             shutil.copytree(root / "docs", stock_src, ignore=shutil.ignore_patterns("_build"))
             (scratch / "stock" / "src").symlink_to(scratch / "src", target_is_directory=True)
             stock_out = scratch / "stock" / "_build" / "html"
-            stock = build(stock_src, stock_out, args.jobs, env, "-D", "amp_lesson_fork_kernels=0")
+            stock_env = own_caches(env, scratch / "caches" / "stock")  # cold: nothing shared
+            stock = build(
+                stock_src, stock_out, args.jobs, stock_env, "-D", "amp_lesson_fork_kernels=0"
+            )
             results["cold_stock_kernels"] = stock
             results["cold_ratio_stock_over_forked"] = {
                 k: round(stock[k] / results["cold"][k], 2) for k in ("wall", "cpu")

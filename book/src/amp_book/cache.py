@@ -36,6 +36,10 @@ PACKAGE_DIR = Path(amp_lesson.__file__).resolve().parent
 EXTENSION_DIR = Path(__file__).resolve().parent
 """This package: the book's build."""
 
+CACHE_DIR_ENV = "AMP_LESSON_CACHE_DIR"
+"""Where the execution caches live, when set (else beside the output folder): a folder
+several clones may share."""
+
 KEEP_CACHES = 3
 
 _SKIP_PARTS = {"__pycache__", ".ipynb_checkpoints"}
@@ -220,9 +224,7 @@ def key_cache_on_sources(app: Sphinx, config: Config) -> None:
     config.amp_lesson_extension_hash = extension_key()
     if config.amp_lesson_edition:
         return  # a stored edition executes nothing: no cache, no kernels
-    base = Path(
-        os.environ.get("AMP_LESSON_CACHE_DIR") or Path(app.outdir).parent / ".jupyter_cache"
-    )
+    base = Path(os.environ.get(CACHE_DIR_ENV) or Path(app.outdir).parent / ".jupyter_cache")
     cache = base / key[:16]
     config.nb_execution_cache_path = str(cache)
     prune_caches(base, cache)
