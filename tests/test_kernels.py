@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -558,6 +559,55 @@ def test_the_server_answers_bad_requests_and_goes_on_serving(
     print(f"an 8 MB request was refused after {cut_off_s:.2f} s")
 
 
+def test_a_deeply_nested_request_is_refused_and_the_server_goes_on_serving(
+    server_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """100 KB of ``[`` made ``json.loads`` raise RecursionError, which ended the server."""
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    env = dict(os.environ)
+    reply = raw_request(server_env, b"[" * 100_000 + b"\n")
+    assert reply is not None
+    assert "not nested deeper" in str(reply["error"]), reply
+    assert probe(run(notebook(PROBE), tmp_path, env))["preloaded"] is True  # still serving
+
+
+def test_idle_connections_cannot_exhaust_the_servers_descriptors(
+    server_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hundreds of connections that send nothing, to a server allowed few file descriptors,
+    ended it with "Too many open files"; now it reads at most MAX_WAITING_REQUESTS at once,
+    dropping the longest waiting, and a build's request that comes after them is served."""
+    import resource
+    import socket
+
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    monkeypatch.setenv(kernel_server.REQUEST_TIMEOUT_ENV, "120")  # none expires meanwhile
+    env = dict(os.environ)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))  # the server inherits the limit
+    try:
+        kernels.connect(server_env, env[kernels.OWNER_ENV]).close()  # started with it
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    server_pid = int((server_env / kernel_server.PID_NAME).read_text())
+    limits = (Path("/proc") / str(server_pid) / "limits").read_text()
+    assert re.search(r"Max open files\s+256\s", limits), limits
+    idle = []
+    try:
+        for _ in range(400):
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            conn.connect(str(server_env / kernel_server.SOCKET_NAME))
+            idle.append(conn)
+        nb = run(notebook(PROBE), tmp_path, env)
+        assert probe(nb)["preloaded"] is True  # forked by the server, after all of them
+    finally:
+        for conn in idle:
+            conn.close()
+    log = (server_env / kernel_server.LOG_NAME).read_text()
+    assert "dropped the one that had waited longest" in log, log[-2000:]
+    assert "Too many open files" not in log, log[-2000:]
+
+
 def test_a_silent_client_is_dropped_after_the_timeout(
     server_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -697,3 +747,25 @@ def test_a_signal_ends_the_server_though_a_module_it_imports_swallows_it(
         assert "stopped by signal 15" in server.stderr.read()  # type: ignore[union-attr]
     finally:
         server.kill()
+
+
+def test_only_the_kernel_folders_of_ended_builds_are_removed(tmp_path: Path) -> None:
+    """A build killed outright (SIGKILL) leaves its kernel folder; the next build removes it,
+    and never a running build's, nor a folder being made (no owner yet)."""
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    folders = {}
+    for name, owner in [
+        ("live", kernels._process_id(os.getpid())),
+        ("ended", f"{ended.pid} 1"),
+        ("reused", f"{os.getpid()} 1"),  # this pid, but another process's start time
+        ("new", None),
+    ]:
+        folders[name] = tmp_path / f"{kernels.FOLDER_PREFIX}{name}"
+        folders[name].mkdir()
+        if owner is not None:
+            (folders[name] / kernels.OWNER_NAME).write_text(owner)
+    removed = kernels.remove_orphaned_folders(tmp_path)
+    assert sorted(removed) == sorted([folders["ended"], folders["reused"]])
+    assert folders["live"].is_dir()
+    assert folders["new"].is_dir()

@@ -12,7 +12,9 @@ CUDA, which does not survive a fork. Linux only; it does not import Sphinx.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import math
 import os
 import selectors
 import signal
@@ -64,8 +66,26 @@ START_LOCK_NAME = "start.lock"  # holds "STARTER_PID SERVER_PID" once a process 
 START_TIMEOUT_S = 120.0
 MAX_REQUEST_BYTES = 1 << 20
 """The largest request the server reads (a build's requests are a few kilobytes: its environment)."""
+MAX_WAITING_REQUESTS = 64
+"""The most connections the server reads requests from at once (a build has one per reader
+starting a kernel). With one more, the one that has waited longest is answered with an error
+and dropped, so idle clients can neither take the server's file descriptors nor keep a
+build's request out."""
 REQUEST_TIMEOUT_ENV = "AMP_LESSON_KERNEL_REQUEST_TIMEOUT"
-REQUEST_TIMEOUT_S = float(os.environ.get(REQUEST_TIMEOUT_ENV) or 10.0)
+
+
+def _request_timeout() -> float:
+    value = os.environ.get(REQUEST_TIMEOUT_ENV) or "10"
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{REQUEST_TIMEOUT_ENV} must be a number of seconds > 0, got {value!r}")
+    return seconds
+
+
+REQUEST_TIMEOUT_S = _request_timeout()
 """How long the server waits for a connected client to finish sending its request
 (seconds; :data:`REQUEST_TIMEOUT_ENV` changes it, as the tests do)."""
 PRELOAD_ALL_FLAG = "--preload-all"
@@ -152,6 +172,8 @@ def parse_request(data: bytes) -> dict[str, Any]:
         request = json.loads(data.decode())
     except (UnicodeDecodeError, ValueError) as error:
         raise BadRequest(f"a request is one line of JSON ({error})") from None
+    except RecursionError:  # arrays or objects nested past Python's recursion limit
+        raise BadRequest("a request is a JSON object two levels deep, not nested deeper") from None
     if not isinstance(request, dict):
         raise BadRequest(
             "a request is a JSON object with args, cwd and env, not " + type(request).__name__
@@ -374,12 +396,20 @@ class _Server:
             if key.data == "owner":
                 self.owner_alive = False
             elif key.data == "accept":
-                conn, _ = self.listener.accept()
-                conn.setblocking(False)
-                self.reading[conn] = _PendingRequest(conn)
-                self.selector.register(conn, selectors.EVENT_READ, "request")
+                self._accept()
             elif key.data == "request":
-                request = self._answer(self.reading[key.fileobj])  # type: ignore[index]
+                waiting = self.reading[key.fileobj]  # type: ignore[index]
+                try:
+                    request = self._answer(waiting)
+                except Exception as error:  # no request ends the server
+                    if self.pid == 0:
+                        raise  # in a forked kernel: the kernel's own error
+                    _log(f"request failed: {type(error).__name__}: {error}")
+                    if waiting.conn in self.reading:
+                        self._forget(waiting)
+                    _send(waiting.conn, {"error": f"{type(error).__name__}: {error}"})
+                    waiting.close()
+                    continue
                 if request is not None:
                     return request
             elif isinstance(key.data, tuple):  # ("exited", pid): reaped below
@@ -395,6 +425,31 @@ class _Server:
                 self.owner_alive = False
         self._reap()
         return None
+
+    def _accept(self) -> None:
+        """Take a connection; with :data:`MAX_WAITING_REQUESTS` already being read, the one
+        that has waited longest is dropped for it (the newest is the likeliest to be a build's)."""
+        try:
+            conn, _ = self.listener.accept()
+        except OSError as error:  # out of file descriptors, or the client already left
+            _log(f"connection not accepted: {error}")
+            if error.errno in (errno.EMFILE, errno.ENFILE) and self.reading:
+                self._drop_oldest("to free a file descriptor")
+            return
+        if len(self.reading) >= MAX_WAITING_REQUESTS:
+            self._drop_oldest(f"{MAX_WAITING_REQUESTS} requests were being read at once")
+        conn.setblocking(False)
+        self.reading[conn] = _PendingRequest(conn)
+        self.selector.register(conn, selectors.EVENT_READ, "request")
+
+    def _drop_oldest(self, why: str) -> None:
+        oldest = min(self.reading.values(), key=lambda r: r.deadline)
+        _log(f"request refused: {why}; dropped the one that had waited longest")
+        self._forget(oldest)
+        oldest.conn.setblocking(True)
+        oldest.conn.settimeout(0.1)
+        _send(oldest.conn, {"error": f"refused: {why}"})
+        oldest.close()
 
     def _preload_next(self) -> None:
         preload([self.pending.pop(0)])

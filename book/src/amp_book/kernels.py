@@ -121,6 +121,38 @@ def provisioner_installed() -> bool:
     return any(ep.name == PROVISIONER_NAME for ep in entry_points(group=group))
 
 
+OWNER_NAME = "owner"
+"""In each build's kernel folder: the build's process (pid and start time), so that a later
+build removes the folder of one that was killed outright (nothing of it could)."""
+
+
+def _process_id(pid: int) -> str:
+    """``pid`` with its start time: a pid can be taken by another process later."""
+    try:
+        started = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19]
+    except (OSError, IndexError):
+        started = "?"
+    return f"{pid} {started}"
+
+
+def remove_orphaned_folders(base: Path) -> list[Path]:
+    """Remove the kernel folders in ``base`` whose build has ended (killed with SIGKILL, say,
+    when its own :meth:`KernelServer.close` could not run); return them."""
+    import shutil
+
+    removed = []
+    for folder in base.glob(FOLDER_PREFIX + "*"):
+        try:
+            owner = (folder / OWNER_NAME).read_text()
+        except OSError:  # being made now, or not a build's
+            continue
+        pid = owner.split()[0]
+        if pid.isdigit() and _process_id(int(pid)) != owner:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
 class KernelServer:
     """The kernel server of one build: where it listens, and how it ends.
 
@@ -144,7 +176,9 @@ class KernelServer:
             return self.folder
         # Short and in /tmp: a Unix socket's path has a limit of about 100 bytes.
         base = os.environ.get(TMPDIR_ENV) or "/tmp"
+        remove_orphaned_folders(Path(base))
         self.folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=base))
+        (self.folder / OWNER_NAME).write_text(_process_id(os.getpid()))
         self._saved = {name: os.environ.get(name) for name in self._ENV}
         os.environ[SERVER_ENV] = str(self.folder)
         os.environ[OWNER_ENV] = str(os.getpid())
@@ -244,6 +278,7 @@ class ForkedKernel:
     def __init__(self, conn: socket.socket, pid: int, received: bytes = b"") -> None:
         self.pid = pid
         self.returncode: int | None = None
+        self.lost_with_server = False  # the server went away, killing its kernels
         self._conn: socket.socket | None = conn
         self._buffer = received  # what the server sent after the pid, if anything
 
@@ -261,6 +296,7 @@ class ForkedKernel:
                 return
             if not chunk:  # the server is gone; so is the kernel (see serve)
                 self._buffer += b'{"exit": -9}\n'
+                self.lost_with_server = True
                 break
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
@@ -380,10 +416,48 @@ def connect(folder: Path, owner: str, timeout: float = START_TIMEOUT_S) -> socke
     start(folder, owner)
     deadline = time.monotonic() + timeout
     while (conn := attempt()) is None:
-        if time.monotonic() > deadline or server_exited(folder):
-            raise server_failed(folder, "did not start")
+        if server_exited(folder):
+            raise server_failed(folder, server_end(folder))
+        if time.monotonic() > deadline:
+            raise server_failed(folder, f"did not start within {timeout:g} s")
         time.sleep(0.05)
     return conn
+
+
+def describe_exit(returncode: int | None) -> str:
+    """How a process ended, from its return code (negative: the signal that ended it).
+
+    >>> describe_exit(1), describe_exit(-9)
+    ('exit status 1', 'signal SIGKILL (9; the out-of-memory killer sends it, as does kill -9)')
+    >>> describe_exit(-11)
+    'signal SIGSEGV (11; a crash in compiled code)'
+    """
+    if returncode is None:
+        return "an unknown exit status"
+    if returncode >= 0:
+        return f"exit status {returncode}"
+    number = -returncode
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        name = "a signal"
+    why = {
+        signal.SIGKILL: "the out-of-memory killer sends it, as does kill -9",
+        signal.SIGSEGV: "a crash in compiled code",
+        signal.SIGABRT: "an abort in compiled code",
+        signal.SIGBUS: "a crash in compiled code",
+    }.get(number)
+    return f"signal {name} ({number}{'; ' + why if why else ''})"
+
+
+def server_end(folder: Path) -> str:
+    """What became of the server of ``folder`` that has exited: whether it had started
+    serving, and how it ended where this process started it."""
+    server = own_server(folder)
+    how = f" ({describe_exit(server.returncode)})" if server is not None else ""
+    if (folder / PID_NAME).is_file():  # written once it listened
+        return f"ended{how}, after it had started serving"
+    return f"did not start: it ended{how} first"
 
 
 def server_failed(folder: Path, what: str) -> RuntimeError:
@@ -456,6 +530,26 @@ def start_kernel(request: dict[str, Any]) -> ForkedKernel | None:
     return ForkedKernel(conn, int(answer["pid"]), rest)
 
 
+_ENDS: dict[int, str] = {}
+"""How each kernel this process has seen end ended, by its pid (:func:`kernel_ends`)."""
+
+
+def _note_end(process: Any) -> None:
+    if getattr(process, "lost_with_server", False):
+        _ENDS[process.pid] = "ended with its kernel server"
+    elif process.returncode is not None:
+        _ENDS[process.pid] = f"ended with {describe_exit(process.returncode)}"
+
+
+def kernel_ends(clear: bool = False) -> dict[int, str]:
+    """How the kernels this process started and saw end ended, by pid (``clear``: and forget
+    them). A dead kernel gives no Python traceback; its exit status or signal is the clue."""
+    ends = dict(_ENDS)
+    if clear:
+        _ENDS.clear()
+    return ends
+
+
 class ForkingProvisioner(LocalProvisioner):  # type: ignore[misc]
     """Start ipykernel kernels by forking the build's kernel server.
 
@@ -481,6 +575,14 @@ class ForkingProvisioner(LocalProvisioner):  # type: ignore[misc]
             km.transport = "ipc"
             km.ip = str(Path(folder) / f"k{os.urandom(6).hex()}")  # sockets: <ip>-1 ... <ip>-5
         return dict(await super().pre_launch(**kwargs))
+
+    async def poll(self) -> int | None:
+        """As :class:`LocalProvisioner` polls; a kernel seen to have ended is noted
+        (:func:`kernel_ends`), so that a dead kernel's report can say how it ended."""
+        returncode = await super().poll()
+        if returncode is not None and self.process is not None:
+            _note_end(self.process)
+        return returncode
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
         request = fork_request(cmd, kwargs)
