@@ -142,6 +142,27 @@ def test_a_signal_to_build_book_ends_every_process_of_the_build(
     )
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_a_signal_to_sphinx_alone_makes_build_book_exit_128_plus_its_number(
+    slow_book: tuple[Path, Path, dict[str, str], str], signum: int
+) -> None:
+    """As the out-of-memory killer ends the build and not the script around it: the script
+    exited 241 (SIGTERM) or 247 (SIGKILL), Python's 256 - N, which a shell reads as neither."""
+    src, marker, env, tag = slow_book
+    proc = start([*BUILD_BOOK, "--docs", str(src), str(src.parent / "html")], env)
+    assert wait_for(marker.exists, timeout=120), "the cell never started"
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    (sphinx,) = [int(pid) for pid in children if "sphinx" in _cmdline(int(pid))]
+    os.kill(sphinx, signum)
+    if signum == signal.SIGKILL:  # Sphinx removes nothing: the next build's server does
+        proc.wait(timeout=30)
+        assert wait_for(lambda: not processes_tagged(tag), timeout=10)
+        left = list(Path(env[kernels.TMPDIR_ENV]).glob(kernels.FOLDER_PREFIX + "*"))
+        assert kernels.remove_orphaned_folders(Path(env[kernels.TMPDIR_ENV])) == left
+    assert_everything_ended(proc, env, tag)
+    assert proc.returncode == 128 + signum
+
+
 def test_a_build_whose_parent_is_killed_ends_every_process(
     slow_book: tuple[Path, Path, dict[str, str], str],
 ) -> None:

@@ -299,10 +299,13 @@ def _die_with_parent() -> None:
 
 
 def run_to_the_end(cmd: list[str], env: dict[str, str] | None = None) -> int:
-    """Run ``cmd`` from the repository's root; pass signals on; return its status.
+    """Run ``cmd`` from the repository's root; pass signals on; return its exit status.
 
     A signal received is passed on, and the command has :data:`KILL_AFTER_S`
     to end before it is killed; this process then ends by the same signal.
+    A command ended by signal N that this process did not receive (the
+    out-of-memory killer, a ``kill`` of the build alone) gives 128 + N, as a
+    shell reports it (``tests/test_build_signals.py``).
     """
     received: list[int] = []
     since: list[float] = []  # when the first signal arrived
@@ -335,7 +338,7 @@ def run_to_the_end(cmd: list[str], env: dict[str, str] | None = None) -> int:
     if received:
         signal.signal(received[0], signal.SIG_DFL)
         os.kill(os.getpid(), received[0])
-    return status
+    return 128 - status if status < 0 else status
 
 
 if __name__ == "__main__":

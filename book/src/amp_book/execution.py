@@ -46,7 +46,7 @@ from myst_parser.parsers.sphinx_ import MystParser
 from nbclient.exceptions import DeadKernelError
 from sphinx.application import Sphinx
 
-from amp_book import pages
+from amp_book import kernels, pages
 
 PACKAGE = "amp_lesson"
 KEY_FIELD = "amp_lesson_inputs"
@@ -386,6 +386,7 @@ class Parser(MystNbParser):  # type: ignore[misc]
         record = _record_path()
         if record is not None:
             record.unlink(missing_ok=True)
+        kernels.kernel_ends(clear=True)
         try:
             super().parse(inputstring, document)
         except DeadKernelError as error:
@@ -393,8 +394,10 @@ class Parser(MystNbParser):  # type: ignore[misc]
             if record is not None and record.is_file():
                 recorded = record.read_text(encoding="utf-8")
             where = running_cell(page, recorded)
+            ends = kernels.kernel_ends(clear=True)
+            how = f"; it {'; '.join(ends.values())}" if ends else ""
             env.metadata[env.docname][DEAD_KERNEL_FIELD] = (
-                f"the kernel died {where} ({type(error).__name__}: {error}): a crash in "
+                f"the kernel died {where} ({type(error).__name__}: {error}{how}): a crash in "
                 "compiled code, os._exit, the out-of-memory killer or a signal ends a kernel "
                 "so, without a Python traceback"
             )
