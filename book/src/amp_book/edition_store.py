@@ -119,12 +119,60 @@ class Edition:
         return " · ".join(parts)
 
     def notebook(self, docname: str) -> dict[str, Any]:
-        """The stored notebook of ``docname`` (a recorded page), as a JSON object."""
+        """The stored notebook of ``docname`` (a recorded page), as a JSON object, read and
+        checked as :func:`load_edition` does (:mod:`.edition_outputs`)."""
         page = self.pages[docname]
         if page.status != RECORDED or page.file is None:
             raise KeyError(f"{docname} was not recorded in {self.folder}: {page.reason}")
-        with gzip.open(self.folder / page.file, "rt", encoding="utf-8") as f:
-            return json.load(f)
+        return _checked_notebook(self.folder, page)
+
+
+def _checked_notebook(folder: Path, page: StoredPage) -> dict[str, Any]:
+    """The stored notebook of ``page``, refused (:class:`EditionError`, naming the page and
+    the file) if it is not one the book would show (:mod:`.edition_outputs`)."""
+    from amp_book import edition_outputs as outputs
+
+    where = f"{folder / MANIFEST}: page {page.docname}"
+    try:
+        path = outputs.stored_path(folder, page.file)
+    except ValueError as error:
+        raise EditionError(f"{where}: refused, {error}") from None
+    if not path.is_file():
+        raise EditionError(f"{where}: {page.file} is missing")
+    try:
+        notebook = outputs.read_notebook(path)
+    except ValueError as error:
+        raise EditionError(f"{path} (page {page.docname}): refused, {error}") from None
+    if problems := outputs.notebook_problems(notebook):
+        shown = "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else "")
+        raise EditionError(
+            f"{path} (page {page.docname}): refused, it holds what the book does not show: {shown}"
+        )
+    summary = outputs.summary_path(path)
+    if not summary.is_file():
+        raise EditionError(
+            f"{summary} (page {page.docname}): missing; the recorder writes it beside the "
+            "notebook, so that a pull request shows what a recording changed"
+        )
+    if summary.read_bytes()[: outputs.MAX_NOTEBOOK_BYTES] != outputs.summary(notebook).encode():
+        raise EditionError(
+            f"{summary} (page {page.docname}): refused, it is not the summary of {path.name} "
+            "(one of the two was changed by hand); record the edition again"
+        )
+    return notebook
+
+
+def write_summaries(folder: str | Path) -> list[Path]:
+    """Write the plain-text summary beside each stored notebook of the edition in
+    ``folder`` (the recorder does; this is for an edition recorded before summaries)."""
+    from amp_book import edition_outputs as outputs
+
+    written = []
+    for path in sorted(Path(folder).rglob("*" + outputs.NOTEBOOK_SUFFIX)):
+        target = outputs.summary_path(path)
+        target.write_text(outputs.summary(outputs.read_notebook(path)), encoding="utf-8")
+        written.append(target)
+    return written
 
 
 def _missing(record: Mapping[str, Any], names: Iterable[str]) -> list[str]:
@@ -167,10 +215,14 @@ def load_edition(folder: str | Path) -> Edition:
         the provenance is incomplete (:func:`check_provenance`); if a page's
         entry lacks a field its status needs, or its notebook is missing.
     """
+    from amp_book.edition_outputs import MAX_MANIFEST_BYTES
+
     folder = Path(folder)
     manifest = folder / MANIFEST
     if not manifest.is_file():
         raise EditionError(f"{folder}: no {MANIFEST}; record it with `nox -s gpu-edition`")
+    if manifest.stat().st_size > MAX_MANIFEST_BYTES:
+        raise EditionError(f"{manifest}: refused, larger than {MAX_MANIFEST_BYTES} bytes")
     try:
         data = json.loads(manifest.read_text(encoding="utf-8"))
     except ValueError as error:
@@ -198,8 +250,8 @@ def load_edition(folder: str | Path) -> Edition:
             )
         known = {k: entry.get(k) for k in StoredPage.__dataclass_fields__ if k != "docname"}
         page = StoredPage(docname=docname, **known)
-        if status == RECORDED and not (folder / str(page.file)).is_file():
-            raise EditionError(f"{manifest}: page {docname}: {page.file} is missing")
+        if status == RECORDED:
+            _checked_notebook(folder, page)  # refused now, not half-way through a build
         pages[docname] = page
     return Edition(folder, dict(data["provenance"]), pages)
 
@@ -437,6 +489,7 @@ def record(
         # mtime 0: the same run stores the same bytes.
         with open(target, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
             gz.write(payload)
+    write_summaries(partial)
     partial.mkdir(parents=True, exist_ok=True)
     manifest = {"schema": SCHEMA, "provenance": provenance, "pages": stored}
     (partial / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
