@@ -225,6 +225,57 @@ def test_a_page_is_keyed_on_the_modules_it_imports_and_not_on_the_extension(
     assert extension_key_of(extension) != extension_before
 
 
+def test_a_page_is_keyed_on_modules_imported_at_run_time_and_on_the_packages_data(
+    tmp_path: Path,
+) -> None:
+    """Before: a cell's ``importlib.import_module("amp_lesson.x")`` was served from the cache
+    after ``x`` changed, and ``recording.schema.json`` (read by a module) was in no key."""
+    from amp_book import execution, pages
+
+    package = tmp_path / "amp_lesson"
+    (package / "bench").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "formats.py").write_text("X = 1\n")
+    (package / "scaler.py").write_text("Y = 1\n")
+    (package / "bench" / "__init__.py").write_text("")
+    (package / "bench" / "recording.py").write_text(
+        "SCHEMA = Path(__file__).with_name('recording.schema.json')\n"
+    )
+    (package / "bench" / "recording.schema.json").write_text("{}")
+    front = "---\nfile_format: mystnb\nkernelspec: {name: python3, display_name: P}\n---\n"
+    cells = {
+        "dynamic": "import importlib\nfmt = importlib.import_module('amp_lesson.formats')",
+        "computed": "import importlib\nname = 'formats'\nimportlib.import_module(f'amp_lesson.{name}')",
+        "recording": "from amp_lesson.bench import recording",
+        "scaler": "from amp_lesson.scaler import Y",
+    }
+    book_pages = {
+        name: pages.read_text(front + f"```{{code-cell}} ipython3\n{code}\n```\n")
+        for name, code in cells.items()
+    }
+
+    def keys() -> dict[str, str]:
+        graph = execution.PackageGraph(package)
+        return {
+            name: execution.inputs_key(execution.page_inputs(page, graph), graph)
+            for name, page in book_pages.items()
+        }
+
+    before = keys()
+    (package / "formats.py").write_text("X = 2\n")
+    after = keys()
+    changed = {name for name in before if before[name] != after[name]}
+    assert changed == {"dynamic", "computed"}  # a computed name could be any module
+    (package / "bench" / "recording.schema.json").write_text('{"type": "object"}')
+    changed = {name for name, key in keys().items() if key != after[name]}
+    assert changed == {"recording", "computed"}
+    # a data file no module names could be read by any: every page depends on it
+    (package / "bench" / "other.json").write_text("[]")
+    final = keys()
+    (package / "bench" / "other.json").write_text("[1]")
+    assert all(key != final[name] for name, key in keys().items())
+
+
 def extension_key_of(extension: Path) -> str:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(book, "EXTENSION_DIR", extension)

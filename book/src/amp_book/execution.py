@@ -71,10 +71,18 @@ def imported_modules(code: str, package: str = PACKAGE, module: str = "") -> set
     Lines of IPython (``%magic``, ``!shell``) are left out; code that still does
     not parse gives ``{"*"}``, every module.
 
+    A module imported at run time counts too: ``importlib.import_module``,
+    ``__import__`` or ``runpy.run_module`` of a name written out. One whose name
+    is computed could be any module: ``{"*"}`` again.
+
     >>> sorted(imported_modules("from amp_lesson.formats import ulp\\nimport torch"))
     ['amp_lesson.formats', 'amp_lesson.formats.ulp']
     >>> sorted(imported_modules("from . import display", module="amp_lesson.bench.tables"))
     ['amp_lesson.bench', 'amp_lesson.bench.display']
+    >>> sorted(imported_modules("importlib.import_module('amp_lesson.mx')"))
+    ['amp_lesson.mx']
+    >>> imported_modules("import_module(f'amp_lesson.{name}')")
+    {'*'}
     """
     text = "\n".join(
         "" if line.lstrip().startswith(("%", "!")) else line for line in code.splitlines()
@@ -96,7 +104,45 @@ def imported_modules(code: str, package: str = PACKAGE, module: str = "") -> set
             if _in(base, package):
                 found.add(base)
                 found.update(f"{base}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Call) and _call_name(node.func) in RUNTIME_IMPORTS:
+            found.update(_imported_at_run_time(node, package, module))
     return found
+
+
+RUNTIME_IMPORTS = frozenset({"import_module", "__import__", "run_module"})
+"""The calls that import a module named by a string (``importlib``, builtins, ``runpy``)."""
+
+
+def _call_name(func: ast.expr) -> str:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else ""
+
+
+def _imported_at_run_time(call: ast.Call, package: str, module: str) -> set[str]:
+    """What a call of :data:`RUNTIME_IMPORTS` imports of ``package``: the module named, or
+    ``{"*"}`` where the name is computed (it could be any)."""
+    if not call.args:
+        return set()
+    first = call.args[0]
+    if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+        return {"*"}
+    name = first.value
+    if name.startswith("."):  # import_module(".x", package="amp_lesson.y")
+        anchor = next(
+            (k.value for k in call.keywords if k.arg == "package"),
+            call.args[1] if len(call.args) > 1 else None,
+        )
+        if isinstance(anchor, ast.Constant) and isinstance(anchor.value, str):
+            base = anchor.value
+        elif module:
+            base = module.rsplit(".", 1)[0]
+        else:
+            return {"*"}
+        dots = len(name) - len(name.lstrip("."))
+        parts = base.split(".")[: len(base.split(".")) - dots + 1]
+        name = ".".join([*parts, name.lstrip(".")])
+    return {name} if _in(name, package) else set()
 
 
 def _in(name: str, package: str) -> bool:
@@ -118,6 +164,8 @@ class PackageGraph:
             if parts[-1] == "__init__":
                 parts = parts[:-1]
             self.files[".".join(parts)] = path
+        self.data_files = package_data_files(self.package_dir)
+        """The package's files that are not Python (a JSON schema, say)."""
 
     @functools.cached_property
     def _imports(self) -> dict[str, set[str]]:
@@ -150,8 +198,24 @@ class PackageGraph:
         return seen
 
     @functools.cached_property
+    def data_readers(self) -> dict[str, list[Path]]:
+        """The data files each module depends on: those its source names, and every file
+        no module names (it could be read by any, through a name computed at run time)."""
+        texts = {n: p.read_text(encoding="utf-8") for n, p in self.files.items()}
+        named = {n: [d for d in self.data_files if names_path(t, d)] for n, t in texts.items()}
+        unnamed = [d for d in self.data_files if not any(d in ds for ds in named.values())]
+        return {n: sorted({*named[n], *unnamed}) for n in self.files}
+
+    @functools.cached_property
     def _digests(self) -> dict[str, bytes]:
-        return {n: hashlib.sha256(p.read_bytes()).digest() for n, p in self.files.items()}
+        digests = {}
+        for name, path in self.files.items():
+            h = hashlib.sha256(path.read_bytes())
+            for data in self.data_readers[name]:
+                h.update(b"\0" + data.relative_to(self.package_dir).as_posix().encode() + b"\0")
+                h.update(data.read_bytes())
+            digests[name] = h.digest()
+        return digests
 
     def digest(self, names: Iterable[str]) -> str:
         """SHA-256 over the names and bytes of the modules ``names`` (a missing one counts)."""
@@ -159,6 +223,15 @@ class PackageGraph:
         for name in sorted(names):
             h.update(name.encode() + b"\0" + self._digests.get(name, b"missing") + b"\0")
         return h.hexdigest()
+
+
+def package_data_files(package_dir: Path) -> list[Path]:
+    """The files of the package in ``package_dir`` that are not Python source or bytecode."""
+    return sorted(
+        p
+        for p in Path(package_dir).rglob("*")
+        if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts
+    )
 
 
 DIRECTIVE_MODULES: dict[str, str] = {
@@ -416,7 +489,7 @@ def _graph_for(package_dir: str, stamp: tuple[tuple[str, int, int], ...]) -> Pac
 
 def package_graph(package_dir: Path) -> PackageGraph:
     """The package's import graph, read again only when one of its files changed."""
-    files = sorted(Path(package_dir).rglob("*.py"))
+    files = [*sorted(Path(package_dir).rglob("*.py")), *package_data_files(Path(package_dir))]
     stamp = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
     return _graph_for(str(package_dir), stamp)
 
