@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from amp_book.cache import (
     is_book_cache,
     prune_caches,
 )
-from amp_book.patches import encrypt_kernel_transport, lock_cache_writes
+from amp_book.patches import encrypt_kernel_transport, entry_problem, lock_cache_writes
 
 
 def _fake_gpu(proc: Path, slot: str, model: str) -> None:
@@ -367,3 +368,86 @@ def test_parallel_readers_adding_to_one_cache_lose_nothing(tmp_path: Path) -> No
     assert [w.exitcode for w in writers] == [0, 0, 0]
     assert len(get_cache(str(tmp_path)).list_cache_records()) == 90
     assert (tmp_path / patches.CACHE_LOCK).is_file()
+
+
+def _entry(cache_root: Path) -> Path:
+    """The one executed notebook of a one-page book's execution cache."""
+    (notebook,) = cache_root.glob("*/executed/*/base.ipynb")
+    return notebook
+
+
+@pytest.mark.usefixtures("sphinx")
+@pytest.mark.parametrize("fault", ["truncated", "deleted", "edited"])
+def test_a_broken_cache_entry_is_dropped_and_its_page_runs_again(
+    tmp_path: Path, fault: str
+) -> None:
+    """Before: a cut-short entry failed every later build (``NotJSONError``, naming neither
+    page nor path), a deleted one with ``KeyError: 'Notebook file does not exist for cache
+    record PK: 1'``, and an edited one was served as the page's run."""
+    src = mini_book(tmp_path, "```{code-cell} ipython3\nprint('answer', 6 * 7)\n```\n")
+    out = tmp_path / "html"
+    sphinx_build(src, out)
+    notebook = _entry(tmp_path / ".jupyter_cache")
+    if fault == "truncated":  # as a full disk or a kill mid-write left it
+        notebook.write_bytes(notebook.read_bytes()[:100])
+    elif fault == "deleted":
+        shutil.rmtree(notebook.parent)
+    else:
+        notebook.write_text(notebook.read_text().replace("answer 42", "answer 41"))
+    page = (out / "page.html").read_text
+    broken = sphinx_build(src, out, "-E", check=False)
+    log = broken.stdout + broken.stderr
+    assert broken.returncode != 0  # the book builds with -W: this build says so, not the next
+    assert f"page: the execution cache's entry {notebook.parent} was dropped: " in log, log[-3000:]
+    assert log.count("was dropped") == 1
+    assert "Traceback" not in log, log[-3000:]
+    assert "answer 42" in page()  # run again, not served as it was
+    assert "answer 41" not in page()
+    again = sphinx_build(src, out, "-E")  # and the next build is clean, from the cache
+    assert "dropped" not in again.stdout + again.stderr
+    assert "Executing notebook" not in again.stdout + again.stderr
+    assert entry_problem(_entry(tmp_path / ".jupyter_cache")) is None
+
+
+def test_a_write_that_fails_half_way_leaves_no_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """jupyter-cache commits the record, then writes the notebook: a disk that fills up
+    between the two left a record of half a notebook. Now nothing is kept, and the error
+    names the entry; the next addition, with space again, is whole."""
+    import errno
+
+    import nbformat
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+    from jupyter_cache.cache.db import create_db
+
+    create_db(tmp_path).dispose()
+    cache = get_cache(str(tmp_path))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    write_text = Path.write_text
+
+    def full_disk(self: Path, data: str, *args: Any, **kwargs: Any) -> int:
+        if self.name == "base.ipynb":
+            write_text(self, data[:50], *args, **kwargs)
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write_text(self, data, *args, **kwargs)
+
+    undo = lock_cache_writes()
+    assert undo is not None
+    try:
+        monkeypatch.setattr(Path, "write_text", full_disk)
+        with pytest.raises(OSError, match=r"could not be stored in the execution cache at .*"
+                           r"\(No space left on device\); nothing of it was kept"):  # fmt: skip
+            cache.cache_notebook_bundle(CacheBundleIn(nb, "/book/p.md"), check_validity=False)
+        monkeypatch.undo()
+        assert cache.list_cache_records() == []
+        assert not list(tmp_path.glob("executed/*"))
+        with pytest.raises(KeyError):
+            cache.match_cache_notebook(nb)
+        record = cache.cache_notebook_bundle(CacheBundleIn(nb, "/book/p.md"), check_validity=False)
+        assert cache.match_cache_notebook(nb).pk == record.pk
+        assert entry_problem(cache._get_notebook_path_cache(record.hashkey)) is None
+    finally:
+        undo()

@@ -36,6 +36,20 @@ def test_jupyter_cache_still_adds_and_trims_in_cache_notebook_bundle() -> None:
     assert "self.truncate_caches()" in source
 
 
+def test_jupyter_cache_still_commits_an_entrys_record_before_writing_its_notebook() -> None:
+    # patches.lock_cache_writes seals each notebook with its digest once written, and drops
+    # on lookup an entry without one: the record alone does not say the notebook is whole.
+    source = inspect.getsource(JupyterCacheBase.cache_notebook_bundle)
+    assert source.index("NbCacheRecord.create_record(") < source.index("path.write_text(")
+    lookup = inspect.getsource(JupyterCacheBase.merge_match_into_notebook)
+    assert "self.match_cache_notebook(nb)" in lookup  # the lookup the patch checks
+    for name in ("_get_notebook_path_cache", "create_hashed_notebook"):
+        assert callable(getattr(JupyterCacheBase, name)), name
+    from jupyter_cache.cache.db import NbCacheRecord
+
+    assert list(inspect.signature(NbCacheRecord.remove_records).parameters) == ["pks", "db"]
+
+
 def test_jupyter_cache_still_merges_cached_outputs_into_a_notebook() -> None:
     # cache.write_cached_outputs gives jupyter_execute/<page>.ipynb its outputs from the cache.
     parameters = inspect.signature(JupyterCacheBase.merge_match_into_notebook).parameters

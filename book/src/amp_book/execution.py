@@ -46,7 +46,7 @@ from myst_parser.parsers.sphinx_ import MystParser
 from nbclient.exceptions import DeadKernelError
 from sphinx.application import Sphinx
 
-from amp_book import kernels, pages
+from amp_book import kernels, pages, patches
 
 PACKAGE = "amp_lesson"
 KEY_FIELD = "amp_lesson_inputs"
@@ -460,6 +460,7 @@ class Parser(MystNbParser):  # type: ignore[misc]
         if record is not None:
             record.unlink(missing_ok=True)
         kernels.kernel_ends(clear=True)
+        reading = patches.reading_page.set(env.docname)
         try:
             super().parse(inputstring, document)
         except DeadKernelError as error:
@@ -480,6 +481,8 @@ class Parser(MystNbParser):  # type: ignore[misc]
             # MyST-NB holds its renderer on the document until it has rendered the page.
             document.attributes.pop("nb_renderer", None)
             MystParser.parse(self, stand_in, document)
+        finally:
+            patches.reading_page.reset(reading)
 
 
 @functools.cache

@@ -9,7 +9,12 @@ build leans on private APIs", gives the bug each works around).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
+import hashlib
+import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,10 +34,51 @@ def _nothing() -> None:
 
 CACHE_LOCK = ".amp-lesson-write.lock"
 """File in an execution cache that :func:`lock_cache_writes` locks."""
+SEAL_NAME = "base.ipynb.sha256"
+"""Beside each executed notebook in the cache: the SHA-256 of its bytes, written last."""
+
+reading_page: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "reading_page", default=None
+)
+"""The page this process is reading (set by :class:`amp_book.execution.Parser`), for the
+warning about a broken cache entry."""
+
+
+def _seal(notebook: Path) -> None:
+    """Write ``notebook``'s digest beside it, the notebook first on disk and then the digest,
+    each whole: a digest exists only for a notebook written to its end."""
+    with open(notebook, "rb+") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+        os.fsync(f.fileno())
+    seal = notebook.with_name(SEAL_NAME)
+    partial = seal.with_name(f"{SEAL_NAME}.{os.getpid()}")
+    with open(partial, "w", encoding="ascii") as f:
+        f.write(digest + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(partial, seal)
+
+
+def entry_problem(notebook: Path) -> str | None:
+    """What is wrong with a cache entry whose notebook is ``notebook`` (``None``: nothing):
+    missing, written half-way (no digest), or changed since it was written."""
+    seal = notebook.with_name(SEAL_NAME)
+    try:
+        data = notebook.read_bytes()
+    except OSError as error:
+        return f"its notebook cannot be read ({error.strerror or error})"
+    try:
+        digest = seal.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return "its notebook was not written to its end (it has no digest)"
+    if hashlib.sha256(data).hexdigest() != digest:
+        return "its notebook is not the one the build wrote (its digest differs)"
+    return None
 
 
 def lock_cache_writes() -> Undo | None:
-    """Let one process at a time add an executed notebook to a jupyter-cache.
+    """Let one process at a time add an executed notebook to a jupyter-cache, whole, and
+    never serve an entry that is not.
 
     After each addition jupyter-cache trims the cache to its size limit in two
     queries: the records to keep, then every record not among them, deleted.
@@ -41,6 +87,14 @@ def lock_cache_writes() -> Undo | None:
     build stopped with "Notebook file does not exist for cache record" in
     two of some 25 cold builds here. An exclusive lock on a file in the cache
     folder (:data:`CACHE_LOCK`) makes each addition and its trim one step.
+
+    jupyter-cache also commits an entry's record before it writes its notebook,
+    so a full disk or a killed build could leave a record whose notebook is cut
+    short, and every later build failed reading it. Each notebook is now sealed
+    with its digest once written (:data:`SEAL_NAME`); an entry found without a
+    matching one, half-written or changed by hand, is dropped, with a warning
+    naming the page and the entry, and the page runs again.
+
     Applies to this process and those it forks from now on; calling it again
     changes nothing. Returns the undo, or ``None`` where the platform has no
     ``fcntl`` (which is also where Sphinx reads serially).
@@ -49,23 +103,89 @@ def lock_cache_writes() -> Undo | None:
         import fcntl
     except ImportError:
         return None
+    from jupyter_cache.cache.db import NbCacheRecord
     from jupyter_cache.cache.main import JupyterCacheBase
 
     add = JupyterCacheBase.cache_notebook_bundle
+    match = JupyterCacheBase.match_cache_notebook
+    merge = JupyterCacheBase.merge_match_into_notebook
     if getattr(add, "amp_lesson_locked", False):
         return _nothing  # locked already: the first call's undo unlocks
+    sharing: contextvars.ContextVar[bool] = contextvars.ContextVar("sharing", default=False)
+
+    def locked(self: Any, mode: int) -> Any:
+        lock = open(Path(self.path) / CACHE_LOCK, "a")  # noqa: SIM115  (closed by the caller)
+        fcntl.flock(lock, mode)  # released when the file closes
+        return lock
+
+    def drop(self: Any, record: Any, notebook: Path) -> None:
+        shutil.rmtree(notebook.parent, ignore_errors=True)
+        with contextlib.suppress(KeyError):
+            NbCacheRecord.remove_records([record.pk], self.db)
 
     @functools.wraps(add)
-    def add_locked(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with open(Path(self.path) / CACHE_LOCK, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-            return add(self, *args, **kwargs)
+    def add_locked(self: Any, bundle: Any, *args: Any, **kwargs: Any) -> Any:
+        with locked(self, fcntl.LOCK_EX):
+            try:
+                record = add(self, bundle, *args, **kwargs)
+                _seal(self._get_notebook_path_cache(record.hashkey))
+            except OSError as error:  # a full disk, say: nothing half-written is left
+                _, hashkey = self.create_hashed_notebook(bundle.nb)
+                notebook = self._get_notebook_path_cache(hashkey)
+                with contextlib.suppress(KeyError):
+                    drop(self, NbCacheRecord.record_from_hashkey(hashkey, self.db), notebook)
+                shutil.rmtree(notebook.parent, ignore_errors=True)
+                page = reading_page.get()
+                raise OSError(
+                    error.errno,
+                    f"{page + ': ' if page else ''}its run could not be stored in the "
+                    f"execution cache at {notebook.parent} ({error.strerror or error}); "
+                    "nothing of it was kept",
+                ) from error
+            return record
+
+    @functools.wraps(match)
+    def match_whole(self: Any, nb: Any) -> Any:
+        record = match(self, nb)  # KeyError: no entry
+        notebook = self._get_notebook_path_cache(record.hashkey)
+        if (problem := entry_problem(notebook)) is None:
+            return record
+        if sharing.get():  # a writer cannot be at work: dropped by the next lookup
+            raise KeyError(f"cache entry {notebook.parent}: {problem}")
+        with locked(self, fcntl.LOCK_EX):  # drop it, unless a writer just replaced it
+            if (problem := entry_problem(notebook)) is None:
+                return match(self, nb)
+            drop(self, record, notebook)
+        page = reading_page.get()
+        logger.warning(
+            "%sthe execution cache's entry %s was dropped: %s; the page runs again",
+            f"{page}: " if page else "",
+            notebook.parent,
+            problem,
+            type="amp_lesson",
+            subtype="cache",
+        )
+        raise KeyError(f"cache entry {notebook.parent} dropped: {problem}")
+
+    @functools.wraps(merge)
+    def merge_whole(self: Any, nb: Any, *args: Any, **kwargs: Any) -> Any:
+        match_whole(self, nb)  # a broken entry is dropped (KeyError) before the shared lock
+        with locked(self, fcntl.LOCK_SH):  # no writer replaces the entry while it is read
+            token = sharing.set(True)
+            try:
+                return merge(self, nb, *args, **kwargs)
+            finally:
+                sharing.reset(token)
 
     add_locked.amp_lesson_locked = True  # type: ignore[attr-defined]
     JupyterCacheBase.cache_notebook_bundle = add_locked  # type: ignore[method-assign]
+    JupyterCacheBase.match_cache_notebook = match_whole  # type: ignore[method-assign]
+    JupyterCacheBase.merge_match_into_notebook = merge_whole  # type: ignore[method-assign]
 
     def undo() -> None:
         JupyterCacheBase.cache_notebook_bundle = add  # type: ignore[method-assign]
+        JupyterCacheBase.match_cache_notebook = match  # type: ignore[method-assign]
+        JupyterCacheBase.merge_match_into_notebook = merge  # type: ignore[method-assign]
 
     return undo
 
