@@ -36,6 +36,10 @@ PACKAGE_DIR = Path(amp_lesson.__file__).resolve().parent
 EXTENSION_DIR = Path(__file__).resolve().parent
 """This package: the book's build."""
 
+ENTRY_FORMAT = 2
+"""How the book writes a cache entry: 2, each notebook sealed with its digest
+(:func:`amp_book.patches.lock_cache_writes`). Part of the cache folder's key."""
+
 CACHE_DIR_ENV = "AMP_LESSON_CACHE_DIR"
 """Where the execution caches live, when set (else beside the output folder): a folder
 several clones may share."""
@@ -156,8 +160,10 @@ def execution_key(gpus: Iterable[str] | None = None) -> str:
     What a page depends on besides (the package's modules it imports, the data
     it reads) is that page's own key (:mod:`.execution`). torch itself is not
     imported: that alone would cost an author two seconds on every rebuild.
+    And :data:`ENTRY_FORMAT`: a cache whose entries another version of the book
+    wrote otherwise is never read.
     """
-    return execution.environment_key(device_description(gpus))
+    return execution.environment_key([*device_description(gpus), f"entries={ENTRY_FORMAT}"])
 
 
 def extension_key() -> str:
