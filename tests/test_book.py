@@ -16,6 +16,7 @@ import pytest
 from helpers import DOCS, FRONT_MATTER, add_extension, mini_book, sphinx_build
 
 import amp_lesson
+from amp_book import workdirs
 from amp_book.pages import code_cell_lines
 
 pytestmark = pytest.mark.book
@@ -53,7 +54,7 @@ def test_every_page_in_the_toctree_was_executed(built_book: Path) -> None:
         exec_data = env.nb_metadata[doc].get("exec_data")
         assert exec_data, f"{doc} was not executed"
         assert exec_data["succeeded"], f"{doc} failed to execute"
-        executed = json.loads((built_book.parent / "jupyter_execute" / f"{doc}.ipynb").read_text())
+        executed = json.loads((workdirs.executed_folder(built_book) / f"{doc}.ipynb").read_text())
         code = [c for c in executed["cells"] if c["cell_type"] == "code"]
         assert code, f"{doc}: no code cells in the executed notebook"
         # Outputs restored from the cache carry no execution counts, so look at

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from amp_book import variants
+from amp_book import variants, workdirs
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -90,7 +90,7 @@ def edited(page: str, flips: list[tuple[str, str]]) -> str:
 def claims_of_the_build(built_book: Path, page: str) -> dict[str, str]:
     """Each claim's words as the build of ``built_book`` ran ``page`` (read from the glue data
     MyST-NB wrote for it, as the book's claim variants read them)."""
-    glue_file = built_book.parent / "jupyter_execute" / f"{page}.glue.json"
+    glue_file = workdirs.executed_folder(built_book) / f"{page}.glue.json"
     claims = variants.read_claims(json.loads(glue_file.read_text(encoding="utf-8")), "")
     return {c.key: c.says if c.holds else c.otherwise for c in claims}
 

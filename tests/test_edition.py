@@ -23,6 +23,7 @@ from helpers import DOCS, FRONT_MATTER, HTML
 
 from amp_book import edition as ed
 from amp_book import edition_store as store
+from amp_book import workdirs
 from amp_book.edition_store import EditionError
 
 CPU_PROVENANCE = {
@@ -289,7 +290,7 @@ def book(tmp_path_factory: pytest.TempPathFactory, sphinx: Any) -> dict[str, Any
     tmp = tmp_path_factory.mktemp("edition")
     src, out = _small_book(tmp)
     sphinx(src, out)
-    edition = store.record(src, tmp / "jupyter_execute", src / "_editions",
+    edition = store.record(src, workdirs.executed_folder(out), src / "_editions",
                         store.record_provenance("cpu"), ["guide/*"])  # fmt: skip
     proc = sphinx(src, out)
     return {"src": src, "out": out, "edition": edition, "log": proc.stdout + proc.stderr}
@@ -325,8 +326,8 @@ def test_the_next_build_renders_the_recording_beside_the_live_book_executing_not
     assert f'href="editions/{edition.slug}/page.html"' in live
     assert 'href="../../page.html"' in recorded
     assert "amp-edition-switch" not in _read(out / "guide" / "notes.html")
-    assert not any((out / "editions").rglob(".jupyter_cache"))
-    assert not (out / "editions" / "jupyter_execute").exists()
+    assert not any((out / "editions").rglob("jupyter_cache"))
+    assert not any((out / "editions").rglob("jupyter_execute"))
     assert "Runs no code" in _read(site / "plain.html")
     assert 'data-edition-state="no-code"' in _read(site / "plain.html")
 
@@ -397,7 +398,7 @@ def gpu_book(tmp_path_factory: pytest.TempPathFactory, sphinx: Any) -> dict[str,
     tmp = tmp_path_factory.mktemp("gpu-edition")
     src, out = _small_book(tmp)
     sphinx(src, out)
-    edition = store.record(src, tmp / "jupyter_execute", src / "_editions",
+    edition = store.record(src, workdirs.executed_folder(out), src / "_editions",
                         store.record_provenance("cpu"), ["guide/*"])  # fmt: skip
     manifest = edition.folder / store.MANIFEST
     data = json.loads(_read(manifest))
@@ -469,7 +470,7 @@ def test_an_edited_page_a_changed_input_and_a_new_page_are_marked_not_shown_as_c
     book: dict[str, Any], sphinx: Any
 ) -> None:
     src, out, slug = book["src"], book["out"], book["edition"].slug
-    plain = out.parent / ed.WORK_FOLDER / slug / "doctrees" / "plain.doctree"
+    plain = workdirs.editions_folder(out) / slug / "doctrees" / "plain.doctree"
     read = plain.stat().st_mtime_ns
     page = src / "page.md"
     page.write_text(_read(page).replace("The first version", "The second version"))
@@ -530,7 +531,7 @@ def test_the_whole_book_is_recorded_and_its_stored_edition_rendered(
     import runpy
 
     refs = runpy.run_path(str(DOCS / "conf.py"))["amp_lesson_reference_pages"]
-    recording = store.record(DOCS, HTML.parent / "jupyter_execute", tmp_path / "editions",
+    recording = store.record(DOCS, workdirs.executed_folder(HTML), tmp_path / "editions",
                              store.record_provenance("cpu"), refs)  # fmt: skip
     assert all(p.status == store.RECORDED for p in recording.pages.values()), recording.pages
     assert len(recording.pages) >= 24  # the book's pages with code

@@ -14,7 +14,7 @@ from helpers import mini_book, sphinx_build
 
 import amp_lesson
 from amp_book import cache as book
-from amp_book import patches
+from amp_book import patches, workdirs
 from amp_book.cache import (
     CACHE_MARKER,
     KEEP_CACHES,
@@ -309,7 +309,7 @@ def test_a_page_read_again_from_the_cache_keeps_its_outputs_in_its_notebook(
     """MyST-NB writes the executed notebook without the outputs it takes from the cache."""
     src = mini_book(tmp_path, "```{code-cell} ipython3\nprint(6 * 7)\n```\n")
     out = tmp_path / "html"
-    notebook = tmp_path / "jupyter_execute" / "page.ipynb"
+    notebook = workdirs.executed_folder(out) / "page.ipynb"
 
     def outputs() -> list[Any]:
         cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
@@ -387,7 +387,7 @@ def test_a_broken_cache_entry_is_dropped_and_its_page_runs_again(
     src = mini_book(tmp_path, "```{code-cell} ipython3\nprint('answer', 6 * 7)\n```\n")
     out = tmp_path / "html"
     sphinx_build(src, out)
-    notebook = _entry(tmp_path / ".jupyter_cache")
+    notebook = _entry(workdirs.cache_folder(out))
     if fault == "truncated":  # as a full disk or a kill mid-write left it
         notebook.write_bytes(notebook.read_bytes()[:100])
     elif fault == "deleted":
@@ -406,7 +406,7 @@ def test_a_broken_cache_entry_is_dropped_and_its_page_runs_again(
     again = sphinx_build(src, out, "-E")  # and the next build is clean, from the cache
     assert "dropped" not in again.stdout + again.stderr
     assert "Executing notebook" not in again.stdout + again.stderr
-    assert entry_problem(_entry(tmp_path / ".jupyter_cache")) is None
+    assert entry_problem(_entry(workdirs.cache_folder(out))) is None
 
 
 def test_a_write_that_fails_half_way_leaves_no_entry(

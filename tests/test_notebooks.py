@@ -311,7 +311,7 @@ def test_a_notebooks_sentences_follow_its_own_run(tmp_path: Path) -> None:
 
 
 def _glue_records(doc: str) -> dict[str, dict]:
-    return export.read_glue(ROOT / "docs" / "_build" / "jupyter_execute" / f"{doc}.ipynb")
+    return export.read_glue(notebooks.EXECUTED / f"{doc}.ipynb")
 
 
 def _wordings(glue: dict[str, dict]) -> set[str]:

@@ -7,6 +7,7 @@ import json
 import pytest
 from bs4 import BeautifulSoup
 
+from amp_book import workdirs
 from amp_book.variants import VARIANT_CLASS, glued_text, in_context, read_claims
 from amp_lesson.claims import CLAIM_RECORD_PREFIX
 
@@ -61,7 +62,7 @@ def test_in_context_fills_every_glued_value_and_reads_roles_as_their_text():
 @pytest.mark.book
 def test_the_claims_page_lists_every_wording_of_every_claim_of_the_book(built_book):
     """Every claim record any page glued, with each of its wordings, is on guide/claims.html."""
-    execute = built_book.parent / "jupyter_execute"
+    execute = workdirs.executed_folder(built_book)
     expected: dict[str, list[dict[str, object]]] = {}
     for glue_path in sorted(execute.rglob("*.glue.json")):
         docname = glue_path.relative_to(execute).as_posix().removesuffix(".glue.json")

@@ -462,11 +462,10 @@ def time_edition(
     import runpy
 
     from amp_book.edition_store import record, record_provenance
+    from amp_book.workdirs import executed_folder
 
     refs = runpy.run_path(str(src / "conf.py")).get("amp_lesson_reference_pages", [])
-    edition = record(
-        src, out.parent / "jupyter_execute", src / "_editions", record_provenance("cpu"), refs
-    )
+    edition = record(src, executed_folder(out), src / "_editions", record_provenance("cpu"), refs)
     stored = sum(p.stat().st_size for p in edition.folder.rglob("*") if p.is_file())
     site = out / "editions" / edition.slug
     first = build(src, out, jobs, env)  # every live page written again, with its switch

@@ -95,9 +95,10 @@ def main(argv: list[str]) -> int:
     return status
 
 
-EDITIONS_PLAN = Path(".amp-lesson-editions") / "plan.json"
-"""Beside the output folder: the stored editions' builds that the book's build planned
-(``amp_book.edition``), for :func:`build_editions` to run once it has finished."""
+EDITIONS_PLAN = "plan.json"
+"""In the output folder's editions work folder (``amp_book.workdirs.editions_folder``): the
+stored editions' builds that the book's build planned (``amp_book.edition``), for
+:func:`build_editions` to run once it has finished."""
 
 
 def build_editions(out: Path) -> int:
@@ -107,7 +108,9 @@ def build_editions(out: Path) -> int:
     when something it depends on changed since its last build; its site is then copied to
     ``out/editions/<slug>/``. A failure names the edition and ends with Sphinx's status.
     """
-    plan_file = Path(out).parent / EDITIONS_PLAN
+    from amp_book.workdirs import editions_folder
+
+    plan_file = editions_folder(out) / EDITIONS_PLAN
     if not plan_file.is_file():
         return 0
     for edition in json.loads(plan_file.read_text(encoding="utf-8"))["editions"]:

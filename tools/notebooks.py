@@ -9,7 +9,7 @@ notebook's own run (showing, until then, the last build's text and device),
 and a first cell that installs ``amp_lesson``.
 
 - ``write`` regenerates every twin. The glued values come from the last build
-  of the book (``docs/_build/jupyter_execute``), so build first
+  of the book (``docs/_build/html.work/jupyter_execute``), so build first
   (``nox -s notebooks`` does both).
 - ``check`` exits non-zero when a twin is missing, orphaned or differs from
   what its page gives now. Each twin records the glued values it quotes, and
@@ -30,7 +30,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 OUT = ROOT / "notebooks"
-EXECUTED = DOCS / "_build" / "jupyter_execute"
+EXECUTED = DOCS / "_build" / "html.work" / "jupyter_execute"
+"""The book's build's executed notebooks (``amp_book.workdirs.executed_folder`` of
+``docs/_build/html``, named here so that the check needs no import of the book)."""
 
 
 def pages() -> list[Path]:

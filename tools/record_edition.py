@@ -34,7 +34,9 @@ def main(argv: list[str]) -> int:
     # The pages run on the device asked for, or fail: no quiet fallback to the CPU.
     os.environ["AMP_LESSON_DEVICE"] = args.device
     os.environ["AMP_LESSON_PDF"] = "no"
-    executed = args.out.parent / "jupyter_execute"
+    from amp_book.workdirs import executed_folder
+
+    executed = executed_folder(args.out)
     # Only this build's runs are recorded: none left from an earlier build.
     shutil.rmtree(executed, ignore_errors=True)
     extra = ["-E"]  # every page read again: its notebook is this build's

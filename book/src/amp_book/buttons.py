@@ -46,7 +46,7 @@ def _add_notebook_buttons(
     app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
 ) -> None:
     """Offer the executed page as a plain Jupyter notebook (see :mod:`.export`)."""
-    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+    executed = Path(app.env.mystnb_config.output_folder) / f"{pagename}.ipynb"
     if doctree is None or not executed.is_file() or edition.in_edition(app):
         return
     # The titles and labels read from the sources, as tools/notebooks.py reads them for the

@@ -26,7 +26,7 @@ from sphinx.config import Config
 from sphinx.util import logging
 
 import amp_lesson
-from amp_book import execution
+from amp_book import execution, workdirs
 
 logger = logging.getLogger(__name__)
 
@@ -230,7 +230,7 @@ def key_cache_on_sources(app: Sphinx, config: Config) -> None:
     config.amp_lesson_extension_hash = extension_key()
     if config.amp_lesson_edition:
         return  # a stored edition executes nothing: no cache, no kernels
-    base = Path(os.environ.get(CACHE_DIR_ENV) or Path(app.outdir).parent / ".jupyter_cache")
+    base = Path(os.environ.get(CACHE_DIR_ENV) or workdirs.cache_folder(app.outdir))
     cache = base / key[:16]
     config.nb_execution_cache_path = str(cache)
     prune_caches(base, cache)
@@ -260,7 +260,7 @@ def write_cached_outputs(app: Sphinx, doctree: nodes.document) -> None:
     page read again from the cache (an extension edit, ``-E``) would offer a
     notebook without outputs. Merge them in here, from the same cache.
     """
-    path = Path(app.outdir).parent / "jupyter_execute" / f"{app.env.docname}.ipynb"
+    path = Path(app.env.mystnb_config.output_folder) / f"{app.env.docname}.ipynb"
     if app.config.nb_execution_mode != "cache" or not path.is_file():
         return
     import nbformat
@@ -288,4 +288,15 @@ def setup(app: Sphinx) -> dict[str, bool]:
     # Before MyST-NB reads nb_execution_cache_path at builder-inited.
     app.connect("config-inited", key_cache_on_sources, priority=100)
     app.connect("doctree-read", write_cached_outputs)
+    app.connect("builder-inited", use_own_output_folder, priority=600)  # after MyST-NB's
     return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+def use_own_output_folder(app: Sphinx) -> None:
+    """Have MyST-NB write the executed notebooks in this build's own folder
+    (:func:`.workdirs.executed_folder`), not in ``jupyter_execute/`` beside the output
+    folder, which another build into a sibling folder would share."""
+    config = getattr(app.env, "mystnb_config", None)
+    if config is not None:
+        folder = workdirs.executed_folder(app.outdir).resolve()
+        app.env.mystnb_config = config.copy(output_folder=str(folder))

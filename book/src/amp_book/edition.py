@@ -36,6 +36,7 @@ from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.util import logging
 
+from amp_book import workdirs
 from amp_book.edition_store import (
     CURRENT,
     EDITIONS_URL,
@@ -365,8 +366,6 @@ def face_of(editions: Iterable[Edition], states: Mapping[str, PageState]) -> str
 
 # -- the Sphinx extension ------------------------------------------------------------------
 
-WORK_FOLDER = ".amp-lesson-editions"
-"""Beside the build's output (as the execution cache is): each edition's sources and build."""
 LIVE_ROOT = "../../"
 """The live site's root, from a stored edition's root (``editions/<slug>/``)."""
 STORED = (CURRENT, PAGE_CHANGED, INPUTS_CHANGED)
@@ -550,7 +549,8 @@ def _keep_page_entries(app: Sphinx, env: Any) -> None:
 
 
 PLAN = "plan.json"
-"""In :data:`WORK_FOLDER`: the editions' builds for the build tool to run after this build."""
+"""In :func:`.workdirs.editions_folder`: the editions' builds for the build tool to run after
+this build."""
 
 
 def _render_editions(app: Sphinx, exception: Exception | None) -> None:
@@ -564,7 +564,7 @@ def _render_editions(app: Sphinx, exception: Exception | None) -> None:
     editions = getattr(app, "_amp_lesson_editions", [])
     site = Path(app.outdir) / EDITIONS_URL
     plan = [prepare_edition(app, edition) for edition in editions]
-    plan_file = Path(app.outdir).parent / WORK_FOLDER / PLAN
+    plan_file = workdirs.editions_folder(app.outdir) / PLAN
     if plan:
         write_if_changed(plan_file, json.dumps({"editions": plan}, indent=1).encode())
     else:
@@ -580,7 +580,7 @@ def _render_editions(app: Sphinx, exception: Exception | None) -> None:
 def prepare_edition(app: Sphinx, edition: Edition) -> dict[str, Any]:
     """Write ``edition``'s sources and state; return how the build tool builds and copies it.
 
-    Its sources are written to ``<outdir>/../.amp-lesson-editions/<slug>/`` (each file only
+    Its sources are written to ``<outdir>.work/editions/<slug>/`` (each file only
     when it changed, so Sphinx reads again only those). The entry names the Sphinx
     command's parts (sources, configuration, output, doctrees, the settings that make it a
     stored edition: nothing executed), whether anything it depends on changed since its last
@@ -588,7 +588,7 @@ def prepare_edition(app: Sphinx, edition: Edition) -> dict[str, Any]:
     """
     env = app.env
     srcdir = Path(app.srcdir)
-    work = Path(app.outdir).parent / WORK_FOLDER / edition.slug
+    work = workdirs.editions_folder(app.outdir) / edition.slug
     tree = work / "tree"
     src = tree / srcdir.name
     docs = sorted(d for d in env.found_docs if _in_editions(app, d))

@@ -435,7 +435,7 @@ def record(
     docs : str or Path
         The book's sources (``docs/``).
     executed : str or Path
-        Where that build wrote each executed page (``docs/_build/jupyter_execute``).
+        Where that build wrote each executed page (``docs/_build/html.work/jupyter_execute``).
     into : str or Path
         The folder of editions (``docs/_editions``); the edition goes in a
         folder named for the device, which is replaced whole.

@@ -34,7 +34,7 @@ from sphinx.config import Config
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from amp_book import execution, kernel_server, kernels, pages, patches, shutdown
+from amp_book import execution, kernel_server, kernels, pages, patches, shutdown, workdirs
 from amp_book.scheduling import AUTODOC
 
 logger = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ def _start(app: Sphinx, config: Config) -> None:
 def _record_cells(app: Sphinx, config: Config) -> None:
     """Each kernel records the cell it starts, so that a kernel that dies is named with its cell."""
     if not getattr(config, "amp_lesson_edition", ""):
-        execution.record_cells(Path(app.outdir).parent / ".amp-lesson-kernels")
+        execution.record_cells(workdirs.kernels_folder(app.outdir))
 
 
 def _finish(app: Sphinx, exception: BaseException | None) -> None:
