@@ -73,6 +73,7 @@ from amp_lesson.formats import dtype_of
 
 __all__ = [
     "MISTAKES",
+    "TOY_MAX_VALUES",
     "ParamComparison",
     "StepLog",
     "TrainResult",

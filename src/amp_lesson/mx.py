@@ -52,6 +52,7 @@ from amp_lesson._checks import check_choice, check_int, check_positive, check_va
 __all__ = [
     "BLOCK_SIZE",
     "ELEMENTS",
+    "MAX_BLOCK_SIZE",
     "MX_FORMATS",
     "SCALE_ROUNDINGS",
     "ElementFormat",
