@@ -370,43 +370,55 @@ def test_parallel_readers_adding_to_one_cache_lose_nothing(tmp_path: Path) -> No
     assert (tmp_path / patches.CACHE_LOCK).is_file()
 
 
-def _entry(cache_root: Path) -> Path:
-    """The one executed notebook of a one-page book's execution cache."""
-    (notebook,) = cache_root.glob("*/executed/*/base.ipynb")
-    return notebook
+FAULTS = ("truncated", "deleted", "edited")
 
 
 @pytest.mark.usefixtures("sphinx")
-@pytest.mark.parametrize("fault", ["truncated", "deleted", "edited"])
-def test_a_broken_cache_entry_is_dropped_and_its_page_runs_again(
-    tmp_path: Path, fault: str
-) -> None:
+def test_a_broken_cache_entry_is_dropped_and_its_page_runs_again(tmp_path: Path) -> None:
     """Before: a cut-short entry failed every later build (``NotJSONError``, naming neither
     page nor path), a deleted one with ``KeyError: 'Notebook file does not exist for cache
-    record PK: 1'``, and an edited one was served as the page's run."""
+    record PK: 1'``, and an edited one was served as the page's run. One page for each."""
     src = mini_book(tmp_path, "```{code-cell} ipython3\nprint('answer', 6 * 7)\n```\n")
+    page = (src / "page.md").read_text()
+    for fault in FAULTS:  # a page each, each its own entry (the cells differ)
+        (src / f"{fault}.md").write_text(page.replace("6 * 7)", f"6 * 7, {fault!r})"))
+    index = src / "index.md"
+    index.write_text(index.read_text().replace("page\n", "page\n" + "\n".join(FAULTS) + "\n"))
     out = tmp_path / "html"
     sphinx_build(src, out)
-    notebook = _entry(workdirs.cache_folder(out))
-    if fault == "truncated":  # as a full disk or a kill mid-write left it
-        notebook.write_bytes(notebook.read_bytes()[:100])
-    elif fault == "deleted":
-        shutil.rmtree(notebook.parent)
-    else:
-        notebook.write_text(notebook.read_text().replace("answer 42", "answer 41"))
-    page = (out / "page.html").read_text
-    broken = sphinx_build(src, out, "-E", check=False)
-    log = broken.stdout + broken.stderr
-    assert broken.returncode != 0  # the book builds with -W: this build says so, not the next
-    assert f"page: the execution cache's entry {notebook.parent} was dropped: " in log, log[-3000:]
-    assert log.count("was dropped") == 1
+    cache = workdirs.cache_folder(out)
+
+    def entry(title: str) -> Path:
+        (found,) = [
+            nb
+            for nb in cache.glob("*/executed/*/base.ipynb")
+            if (f"'{title}')" if title else "6 * 7)") in nb.read_text()
+        ]
+        return found
+
+    broken = {fault: entry(fault) for fault in FAULTS}
+    broken["truncated"].write_bytes(broken["truncated"].read_bytes()[:100])  # a full disk
+    shutil.rmtree(broken["deleted"].parent)
+    edited = broken["edited"]
+    edited.write_text(edited.read_text().replace("answer 42 edited", "answer 41 edited"))
+    proc = sphinx_build(src, out, "-E", check=False)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0  # the book builds with -W: this build says so, not the next
+    for fault, notebook in broken.items():
+        assert f"{fault}: the execution cache's entry {notebook.parent} was dropped: " in log, (
+            fault,
+            log[-3000:],
+        )
+    assert log.count("was dropped") == len(FAULTS)  # the healthy page's entry was served
     assert "Traceback" not in log, log[-3000:]
-    assert "answer 42" in page()  # run again, not served as it was
-    assert "answer 41" not in page()
+    for fault in FAULTS:
+        html = (out / f"{fault}.html").read_text()
+        assert f"answer 42 {fault}" in html  # run again, not served as it was
+        assert "answer 41" not in html
     again = sphinx_build(src, out, "-E")  # and the next build is clean, from the cache
     assert "dropped" not in again.stdout + again.stderr
     assert "Executing notebook" not in again.stdout + again.stderr
-    assert entry_problem(_entry(workdirs.cache_folder(out))) is None
+    assert all(entry_problem(entry(title)) is None for title in [*FAULTS, ""])
 
 
 def test_a_write_that_fails_half_way_leaves_no_entry(
