@@ -174,12 +174,26 @@ def test_a_page_with_a_playground_depends_on_the_module_that_computes_it() -> No
     assert execution.page_modules(quoted, graph) == set()
 
 
+def _page_keys(
+    package: Path, cells: dict[str, str], watch: tuple[Path, ...] | list[Path] = ()
+) -> dict[str, str]:
+    """The key of a one-cell page of each code in ``cells``, against ``package`` as it is now."""
+    from amp_book import execution, pages
+
+    front = "---\nfile_format: mystnb\nkernelspec: {name: python3, display_name: P}\n---\n"
+    graph = execution.PackageGraph(package)
+    keys = {}
+    for name, code in cells.items():
+        page = pages.read_text(front + f"```{{code-cell}} ipython3\n{code}\n```\n")
+        keys[name] = execution.inputs_key(execution.page_inputs(page, graph, watch), graph)
+    return keys
+
+
 def test_a_page_is_keyed_on_the_modules_it_imports_and_not_on_the_extension(
     tmp_path: Path,
 ) -> None:
     """A module edit changes the keys of the pages that import it (directly or not) only;
     an extension edit changes no page's key, only the key that has Sphinx read them again."""
-    from amp_book import execution, pages
 
     package = tmp_path / "amp_lesson"
     package.mkdir()
@@ -193,23 +207,14 @@ def test_a_page_is_keyed_on_the_modules_it_imports_and_not_on_the_extension(
     data = tmp_path / "_data"
     data.mkdir()
     (data / "gpu.json").write_text("{}")
-    front = "---\nfile_format: mystnb\nkernelspec: {name: python3, display_name: P}\n---\n"
     cells = {
         "display": "import amp_lesson.display",
         "scaler": "from amp_lesson.scaler import Y",
         "data": "from pathlib import Path\nPath('../_data/gpu.json')",
     }
-    book_pages = {
-        name: pages.read_text(front + f"```{{code-cell}} ipython3\n{code}\n```\n")
-        for name, code in cells.items()
-    }
 
     def keys() -> dict[str, str]:
-        graph = execution.PackageGraph(package)
-        return {
-            name: execution.inputs_key(execution.page_inputs(page, graph, [data]), graph)
-            for name, page in book_pages.items()
-        }
+        return _page_keys(package, cells, [data])
 
     before = keys()
     (package / "formats.py").write_text("X = 2\n")  # imported by display, not by scaler
@@ -231,7 +236,6 @@ def test_a_page_is_keyed_on_modules_imported_at_run_time_and_on_the_packages_dat
 ) -> None:
     """Before: a cell's ``importlib.import_module("amp_lesson.x")`` was served from the cache
     after ``x`` changed, and ``recording.schema.json`` (read by a module) was in no key."""
-    from amp_book import execution, pages
 
     package = tmp_path / "amp_lesson"
     (package / "bench").mkdir(parents=True)
@@ -243,24 +247,15 @@ def test_a_page_is_keyed_on_modules_imported_at_run_time_and_on_the_packages_dat
         "SCHEMA = Path(__file__).with_name('recording.schema.json')\n"
     )
     (package / "bench" / "recording.schema.json").write_text("{}")
-    front = "---\nfile_format: mystnb\nkernelspec: {name: python3, display_name: P}\n---\n"
     cells = {
         "dynamic": "import importlib\nfmt = importlib.import_module('amp_lesson.formats')",
         "computed": "import importlib\nname = 'formats'\nimportlib.import_module(f'amp_lesson.{name}')",
         "recording": "from amp_lesson.bench import recording",
         "scaler": "from amp_lesson.scaler import Y",
     }
-    book_pages = {
-        name: pages.read_text(front + f"```{{code-cell}} ipython3\n{code}\n```\n")
-        for name, code in cells.items()
-    }
 
     def keys() -> dict[str, str]:
-        graph = execution.PackageGraph(package)
-        return {
-            name: execution.inputs_key(execution.page_inputs(page, graph), graph)
-            for name, page in book_pages.items()
-        }
+        return _page_keys(package, cells)
 
     before = keys()
     (package / "formats.py").write_text("X = 2\n")
