@@ -571,6 +571,64 @@ def test_a_deeply_nested_request_is_refused_and_the_server_goes_on_serving(
     assert probe(run(notebook(PROBE), tmp_path, env))["preloaded"] is True  # still serving
 
 
+def test_the_server_survives_a_storm_of_malformed_requests(
+    server_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Random bytes, JSON of every shape, requests cut off or sent with the wrong number of
+    descriptors: each is answered with a refusal or hung up on, and the same server then forks
+    a build's kernel (the parser alone is fuzzed harder in test_kernel_server.py)."""
+    import json
+    import random
+    import socket
+
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    env = dict(os.environ)
+    kernels.connect(server_env, env[kernels.OWNER_ENV]).close()  # started
+    server_pid = int((server_env / kernel_server.PID_NAME).read_text())
+    rng = random.Random(45)
+    shapes = [
+        lambda: bytes(rng.getrandbits(8) for _ in range(rng.randrange(1, 300))) + b"\n",
+        lambda: (
+            json.dumps(rng.choice([None, 1, "x", [], {}, [[[]]], {"args": {}}])).encode() + b"\n"
+        ),
+        lambda: json.dumps({"args": ["-f"], "cwd": "/", "env": {"A": "1"}}).encode() + b"\n",
+        lambda: b"{" * rng.randrange(1, 50_000) + b"\n",
+        lambda: b"\xff\xfe" * rng.randrange(1, 100) + b"\n",
+    ]
+    answered = hung_up = 0
+    with open(os.devnull, "rb") as devnull:
+        for _ in range(150):
+            payload = rng.choice(shapes)()
+            n_fds = rng.choice([0, 1, 3, 3, 4])
+            cut = rng.random() < 0.2  # the client leaves half-way through its request
+            conn = kernels.connect(server_env, env[kernels.OWNER_ENV])
+            try:
+                socket.send_fds(
+                    conn,
+                    [payload[: len(payload) // 2] if cut else payload],
+                    [devnull.fileno()] * n_fds,
+                )
+                if cut:
+                    continue
+                conn.settimeout(30)
+                reply = conn.makefile("rb").readline()
+            except OSError:  # the server hung up while it was being sent
+                hung_up += 1
+                continue
+            finally:
+                conn.close()
+            if not reply:
+                hung_up += 1
+                continue
+            message = json.loads(reply)
+            assert "error" in message or "refused" in message, (payload[:80], n_fds, message)
+            answered += 1
+    assert int((server_env / kernel_server.PID_NAME).read_text()) == server_pid
+    os.kill(server_pid, 0)  # the same server, still running
+    assert probe(run(notebook(PROBE), tmp_path, env))["preloaded"] is True
+    assert answered > 100, (answered, hung_up)
+
+
 def test_idle_connections_cannot_exhaust_the_servers_descriptors(
     server_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
