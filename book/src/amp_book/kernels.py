@@ -40,6 +40,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -162,12 +163,10 @@ class KernelServer:
     and removes the folder.
     """
 
-    _ENV = (*SERVER_VARIABLES, "JUPYTER_DEFAULT_PROVISIONER_NAME")
-
     def __init__(self) -> None:
         self.folder: Path | None = None
         self._saved: dict[str, str | None] = {}
-        self._saved_default: str | None = None
+        self._undo_provisioner: Callable[[], None] | None = None
 
     def open(self) -> Path:
         import tempfile
@@ -179,14 +178,10 @@ class KernelServer:
         remove_orphaned_folders(Path(base))
         self.folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=base))
         (self.folder / OWNER_NAME).write_text(_process_id(os.getpid()))
-        self._saved = {name: os.environ.get(name) for name in self._ENV}
+        self._saved = {name: os.environ.get(name) for name in SERVER_VARIABLES}
         os.environ[SERVER_ENV] = str(self.folder)
         os.environ[OWNER_ENV] = str(os.getpid())
-        os.environ["JUPYTER_DEFAULT_PROVISIONER_NAME"] = PROVISIONER_NAME
-        factory = _provisioner_factory()
-        if factory is not None:  # made before: it read the variable then
-            self._saved_default = factory.default_provisioner_name
-            factory.default_provisioner_name = PROVISIONER_NAME
+        self._undo_provisioner = use_provisioner()
         return self.folder
 
     def start_soon(self, *, preload_all: bool = False, preload_later: bool = True) -> None:
@@ -238,11 +233,38 @@ class KernelServer:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        factory = _provisioner_factory()
-        if factory is not None and self._saved_default is not None:
-            factory.default_provisioner_name = self._saved_default
-        self._saved_default = None
+        if self._undo_provisioner is not None:
+            self._undo_provisioner()
+            self._undo_provisioner = None
         self.folder = None
+
+
+def use_provisioner() -> Callable[[], None]:
+    """Have the kernels this process (and its forked readers) start go through
+    :class:`ForkingProvisioner`; returns what undoes it.
+
+    With no server open, the provisioner starts each kernel as jupyter_client's
+    own does, and still notes how a kernel ended (:func:`kernel_ends`), which
+    the stock provisioner tells nobody.
+    """
+    saved_variable = os.environ.get("JUPYTER_DEFAULT_PROVISIONER_NAME")
+    os.environ["JUPYTER_DEFAULT_PROVISIONER_NAME"] = PROVISIONER_NAME
+    factory = _provisioner_factory()
+    saved_default = None
+    if factory is not None:  # made before: it read the variable then
+        saved_default = factory.default_provisioner_name
+        factory.default_provisioner_name = PROVISIONER_NAME
+
+    def undo() -> None:
+        if saved_variable is None:
+            os.environ.pop("JUPYTER_DEFAULT_PROVISIONER_NAME", None)
+        else:
+            os.environ["JUPYTER_DEFAULT_PROVISIONER_NAME"] = saved_variable
+        made = _provisioner_factory()
+        if made is not None:
+            made.default_provisioner_name = saved_default or "local-provisioner"
+
+    return undo
 
 
 def forget_inherited_server() -> None:

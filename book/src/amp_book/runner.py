@@ -150,27 +150,32 @@ def _fork_kernels(app: Sphinx, config: Config) -> None:
 
     In the main process, before ``-j`` forks the readers, so that they share
     the server. Off with ``amp_lesson_fork_kernels = False``, off the Linux
-    platform, and when nothing executes.
+    platform, and when nothing executes. Off, each kernel starts as
+    jupyter_client starts it, through the book's provisioner where it is
+    installed, so that a kernel that dies is still reported with its exit
+    status or signal.
     """
     if not config.amp_lesson_fork_kernels or config.nb_execution_mode == "off":
         kernels.forget_inherited_server()  # off means MyST-NB's stock kernels, whoever started us
-        return
-    if sys.platform != "linux":
-        return
-    if not kernels.provisioner_installed():
-        raise ExtensionError(
-            f"the kernel provisioner {kernels.PROVISIONER_NAME!r} is not installed: install "
-            "the book's build again (pip install -e ./book), or set amp_lesson_fork_kernels = False"
-        )
-    _kernel_server.open()
-    atexit.register(_kernel_server.close)
-    shutdown.watch(_kernel_server.close)  # a signal ends the server too
+    elif sys.platform == "linux":
+        if not kernels.provisioner_installed():
+            raise ExtensionError(
+                f"the kernel provisioner {kernels.PROVISIONER_NAME!r} is not installed: install "
+                "the book's build again (pip install -e ./book), or set "
+                "amp_lesson_fork_kernels = False"
+            )
+        _kernel_server.open()
+        atexit.register(_kernel_server.close)
+        shutdown.watch(_kernel_server.close)  # a signal ends the server too
 
-    def close() -> None:
-        _kernel_server.close()
-        atexit.unregister(_kernel_server.close)
+        def close() -> None:
+            _kernel_server.close()
+            atexit.unregister(_kernel_server.close)
 
-    _undo.append(close)
+        _undo.append(close)
+        return
+    if config.nb_execution_mode != "off" and kernels.provisioner_installed():
+        _undo.append(kernels.use_provisioner())
 
 
 def setup(app: Sphinx) -> dict[str, bool]:
