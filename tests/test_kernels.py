@@ -666,6 +666,77 @@ def test_idle_connections_cannot_exhaust_the_servers_descriptors(
     assert "Too many open files" not in log, log[-2000:]
 
 
+def test_a_client_that_never_reads_its_long_refusal_holds_up_no_one(
+    server_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request from an environment with 60 000 extra variables was refused with all their
+    names, written to a client that read nothing: the server blocked in send for ever."""
+    import json
+    import socket
+
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    env = dict(os.environ)
+    extra = {f"X{i:05d}": "" for i in range(60_000)}  # 0.8 MB: under the size cap
+    request = {"args": [], "cwd": "/", "env": {**env, **extra}}
+    mute = kernels.connect(server_env, env[kernels.OWNER_ENV])
+    try:
+        with open(os.devnull, "rb") as devnull:
+            socket.send_fds(mute, [json.dumps(request).encode() + b"\n"], [devnull.fileno()] * 3)
+        # ... and never reads the answer, while a build asks for its kernel.
+        assert probe(run(notebook(PROBE), tmp_path, env))["preloaded"] is True
+        reply = json.loads(mute.makefile("rb").readline())
+    finally:
+        mute.close()
+    assert len(reply["refused"]) == kernel_server.MAX_NAMES_SHOWN + 1
+    assert reply["refused"][-1] == f"{60_000 - kernel_server.MAX_NAMES_SHOWN} more"
+    log = (server_env / kernel_server.LOG_NAME).read_text()
+    assert max(len(line) for line in log.splitlines()) < kernel_server.MAX_LOG_LINE + 200
+
+
+def test_a_connection_dropped_in_the_round_it_spoke_does_not_end_the_server(
+    server_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With MAX_WAITING_REQUESTS being read, a new connection drops the oldest; when the
+    oldest had also spoken in that same round of events, the server looked it up after the
+    drop and ended with a KeyError."""
+    import socket
+
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    monkeypatch.setenv(kernel_server.REQUEST_TIMEOUT_ENV, "120")
+    env = dict(os.environ)
+    kernels.connect(server_env, env[kernels.OWNER_ENV]).close()  # started
+    server_pid = int((server_env / kernel_server.PID_NAME).read_text())
+    path = str(server_env / kernel_server.SOCKET_NAME)
+    fds = Path(f"/proc/{server_pid}/fd")
+    waiting = []
+    try:
+        before = len(list(fds.iterdir()))
+        for _ in range(kernel_server.MAX_WAITING_REQUESTS):
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            conn.connect(path)
+            conn.sendall(b"{")
+            waiting.append(conn)
+        deadline = time.monotonic() + 300
+        while len(list(fds.iterdir())) < before + len(waiting) and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the server has taken every one (it may be importing)
+        assert len(list(fds.iterdir())) >= before + len(waiting)
+        time.sleep(0.5)  # and read what each sent
+        os.kill(server_pid, signal.SIGSTOP)  # busy (a module being imported), say
+        try:
+            newest = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            newest.connect(path)
+            waiting.append(newest)
+            waiting[0].sendall(b'"')  # the oldest speaks in the same round
+        finally:
+            os.kill(server_pid, signal.SIGCONT)
+        assert probe(run(notebook(PROBE), tmp_path, env))["preloaded"] is True
+        os.kill(server_pid, 0)  # the same server
+    finally:
+        for conn in waiting:
+            conn.close()
+    assert "KeyError" not in (server_env / kernel_server.LOG_NAME).read_text()
+
+
 def test_a_silent_client_is_dropped_after_the_timeout(
     server_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -818,6 +889,8 @@ def test_only_the_kernel_folders_of_ended_builds_are_removed(tmp_path: Path) -> 
         ("ended", f"{ended.pid} 1"),
         ("reused", f"{os.getpid()} 1"),  # this pid, but another process's start time
         ("new", None),
+        ("half-written", ""),  # the owner file opened, its line not yet written
+        ("not a build's", "x y z"),
     ]:
         folders[name] = tmp_path / f"{kernels.FOLDER_PREFIX}{name}"
         folders[name].mkdir()
@@ -825,5 +898,5 @@ def test_only_the_kernel_folders_of_ended_builds_are_removed(tmp_path: Path) -> 
             (folders[name] / kernels.OWNER_NAME).write_text(owner)
     removed = kernels.remove_orphaned_folders(tmp_path)
     assert sorted(removed) == sorted([folders["ended"], folders["reused"]])
-    assert folders["live"].is_dir()
-    assert folders["new"].is_dir()
+    for kept in ("live", "new", "half-written", "not a build's"):
+        assert folders[kept].is_dir(), kept

@@ -260,8 +260,20 @@ def die_with_parent(signum: int = signal.SIGKILL) -> bool:
         return False
 
 
+MAX_LOG_LINE = 2000
+"""The longest line the server logs (what a request holds may be long)."""
+
+MAX_NAMES_SHOWN = 20
+"""The most variable names a refusal lists (a request may differ in thousands)."""
+
+SEND_TIMEOUT_S = 1.0
+"""How long the server waits for a client to take a reply (one that does not read it must not
+hold up the others)."""
+
+
 def _send(conn: socket.socket, message: dict[str, Any]) -> None:
     with contextlib.suppress(OSError):
+        conn.settimeout(SEND_TIMEOUT_S)
         conn.sendall(json.dumps(message).encode() + b"\n")
 
 
@@ -398,7 +410,9 @@ class _Server:
             elif key.data == "accept":
                 self._accept()
             elif key.data == "request":
-                waiting = self.reading[key.fileobj]  # type: ignore[index]
+                waiting = self.reading.get(key.fileobj)  # type: ignore[call-overload]
+                if waiting is None:  # dropped by an accept earlier in this round
+                    continue
                 try:
                     request = self._answer(waiting)
                 except Exception as error:  # no request ends the server
@@ -446,8 +460,6 @@ class _Server:
         oldest = min(self.reading.values(), key=lambda r: r.deadline)
         _log(f"request refused: {why}; dropped the one that had waited longest")
         self._forget(oldest)
-        oldest.conn.setblocking(True)
-        oldest.conn.settimeout(0.1)
         _send(oldest.conn, {"error": f"refused: {why}"})
         oldest.close()
 
@@ -469,8 +481,6 @@ class _Server:
             request = parse_request(waiting.data)
         except BadRequest as error:
             _log(f"request refused: {error}")
-            waiting.conn.setblocking(True)
-            waiting.conn.settimeout(1.0)
             _send(waiting.conn, {"error": str(error)})
             self._forget(waiting)
             waiting.close()
@@ -586,8 +596,9 @@ def _refusal(request: dict[str, Any], env: dict[str, str], n_fds: int) -> list[s
     """Why the server does not fork the kernel of ``request`` (empty: it does)."""
     if n_fds != 3:
         return [f"a request sends 3 file descriptors (stdin, stdout, stderr), not {n_fds}"]
-    if differ := env_differences(request["env"], env):
-        return differ  # the names of the variables that differ
+    if differ := env_differences(request["env"], env):  # the names of those that differ
+        shown = MAX_NAMES_SHOWN
+        return differ if len(differ) <= shown else [*differ[:shown], f"{len(differ) - shown} more"]
     if (threads := thread_count()) > 1:
         return [f"the server has {threads} threads; it forks only with one"]
     return []
@@ -595,6 +606,8 @@ def _refusal(request: dict[str, Any], env: dict[str, str], n_fds: int) -> list[s
 
 def _log(message: str) -> None:
     """A line in the server's log (its standard error)."""
+    if len(message) > MAX_LOG_LINE:
+        message = message[:MAX_LOG_LINE] + f"… ({len(message) - MAX_LOG_LINE} characters more)"
     with contextlib.suppress(Exception):
         print(f"[kernel server {os.getpid()}] {message}", file=sys.stderr, flush=True)
 

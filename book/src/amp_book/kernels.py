@@ -147,8 +147,10 @@ def remove_orphaned_folders(base: Path) -> list[Path]:
             owner = (folder / OWNER_NAME).read_text()
         except OSError:  # being made now, or not a build's
             continue
-        pid = owner.split()[0]
-        if pid.isdigit() and _process_id(int(pid)) != owner:
+        parts = owner.split()
+        if len(parts) != 2 or not parts[0].isdigit():  # half-written, or not a build's
+            continue
+        if _process_id(int(parts[0])) != owner:
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
     return removed
@@ -177,7 +179,9 @@ class KernelServer:
         base = os.environ.get(TMPDIR_ENV) or "/tmp"
         remove_orphaned_folders(Path(base))
         self.folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=base))
-        (self.folder / OWNER_NAME).write_text(_process_id(os.getpid()))
+        owner = self.folder / f"{OWNER_NAME}.tmp"
+        owner.write_text(_process_id(os.getpid()))
+        owner.replace(self.folder / OWNER_NAME)  # never read half-written
         self._saved = {name: os.environ.get(name) for name in SERVER_VARIABLES}
         os.environ[SERVER_ENV] = str(self.folder)
         os.environ[OWNER_ENV] = str(os.getpid())
