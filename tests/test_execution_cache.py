@@ -458,3 +458,76 @@ def test_a_write_that_fails_half_way_leaves_no_entry(
         assert entry_problem(cache._get_notebook_path_cache(record.hashkey)) is None
     finally:
         undo()
+
+
+@pytest.mark.parametrize("damage", ["cut short", "overwritten"])
+def test_a_damaged_cache_database_is_emptied_instead_of_failing_every_build(
+    tmp_path: Path, damage: str
+) -> None:
+    """A cut-short or overwritten ``global.db`` failed every later build ("database disk image
+    is malformed"); now the cache is emptied, once, and its pages run again."""
+    from jupyter_cache.cache.db import create_db
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / book.CACHE_MARKER).write_text("")
+    create_db(cache).dispose()
+    with sqlite3.connect(cache / book.DATABASE_NAME) as db:  # some records, as a build leaves
+        db.execute("CREATE TABLE filler (x TEXT)")
+        db.executemany("INSERT INTO filler VALUES (?)", [("x" * 500,)] * 200)
+    db.close()
+    entry = cache / "executed" / "0123abcd"
+    entry.mkdir(parents=True)
+    (entry / "base.ipynb").write_text("{}")
+    assert book.database_problem(cache) is None  # whole: left as it is
+    assert entry.is_dir()
+    path = cache / book.DATABASE_NAME
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2] if damage == "cut short" else b"x" * len(data))
+    problem = book.database_problem(cache)
+    assert problem is not None
+    assert ("malformed" if damage == "cut short" else "not a database") in problem, problem
+    assert sorted(p.name for p in cache.iterdir()) == sorted(
+        [book.CACHE_MARKER, patches.CACHE_LOCK]
+    )
+    create_db(cache).dispose()  # what the build does next: a new, empty database
+    assert book.database_problem(cache) is None
+
+
+def test_an_entry_removed_while_it_is_read_fails_the_page_with_a_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another build sharing the cache may trim an entry between the lookup and the read; the
+    read then raised a bare KeyError. Now the error says what happened and what to do."""
+    import fcntl
+
+    import nbformat
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+    from jupyter_cache.cache.db import NbCacheRecord, create_db
+
+    create_db(tmp_path).dispose()
+    cache = get_cache(str(tmp_path))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    undo = lock_cache_writes()
+    assert undo is not None
+    try:
+        record = cache.cache_notebook_bundle(CacheBundleIn(nb, "/book/p.md"), check_validity=False)
+        flock = fcntl.flock
+
+        def trimmed_meanwhile(lock: Any, mode: int) -> None:
+            if mode == fcntl.LOCK_SH:  # the other build's trim, just before this read
+                NbCacheRecord.remove_records([record.pk], cache.db)
+            flock(lock, mode)
+
+        monkeypatch.setattr(fcntl, "flock", trimmed_meanwhile)
+        token = patches.reading_page.set("chapter/p")
+        try:
+            with pytest.raises(RuntimeError, match=r"^chapter/p: the execution cache's entry "
+                               r"was removed by another build while this one read it"):  # fmt: skip
+                cache.merge_match_into_notebook(nb)
+        finally:
+            patches.reading_page.reset(token)
+    finally:
+        undo()

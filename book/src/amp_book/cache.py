@@ -12,6 +12,7 @@ created are ever deleted.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -223,6 +224,51 @@ def prune_caches(base: Path, current: Path, keep: int = KEEP_CACHES) -> list[Pat
     return stale
 
 
+DATABASE_NAME = "global.db"
+"""jupyter-cache's database in each cache folder."""
+
+
+def database_problem(cache: Path) -> str | None:
+    """What is wrong with the database of the execution cache ``cache`` (``None``: nothing, or
+    no database yet); a database that is damaged (cut short, overwritten) is removed, with the
+    entries it indexed, under the cache's write lock, so that no build writing to it is cut off.
+
+    A damaged database made every later build fail ("database disk image is malformed").
+    """
+    import sqlite3
+
+    from amp_book.patches import CACHE_LOCK
+
+    path = cache / DATABASE_NAME
+    if not path.is_file():
+        return None
+    with open(cache / CACHE_LOCK, "a") as lock:
+        try:
+            import fcntl
+
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        except ImportError:
+            pass
+        try:
+            with contextlib.closing(sqlite3.connect(path, timeout=60)) as db:
+                result = db.execute("PRAGMA quick_check").fetchone()
+            problem = None if result == ("ok",) else f"its database fails its check: {result[0]}"
+        except sqlite3.OperationalError as error:
+            if "locked" in str(error) or "busy" in str(error):
+                return None  # in use by a build that does not take the lock: not damaged
+            problem = f"its database: {error}"
+        except sqlite3.DatabaseError as error:
+            problem = f"its database: {error}"
+        if problem is not None:
+            for entry in cache.iterdir():
+                if entry.name not in (CACHE_LOCK, CACHE_MARKER):
+                    if entry.is_dir() and not entry.is_symlink():
+                        shutil.rmtree(entry, ignore_errors=True)
+                    else:
+                        entry.unlink(missing_ok=True)
+    return problem
+
+
 def key_cache_on_sources(app: Sphinx, config: Config) -> None:
     """Choose this build's cache folder (:func:`execution_key`) and prune the older ones."""
     key = execution_key()
@@ -242,6 +288,15 @@ def key_cache_on_sources(app: Sphinx, config: Config) -> None:
     )
     os.utime(cache)  # most recently used: pruning orders the caches by this time
     if config.nb_execution_mode == "cache":
+        if (problem := database_problem(cache)) is not None:
+            logger.warning(
+                "the execution cache at %s could not be read (%s); it was emptied, and its "
+                "pages run again",
+                cache,
+                problem,
+                type="amp_lesson",
+                subtype="cache",
+            )
         # Create the cache's database here, once: parallel readers (-j) that
         # each find it missing race to create it ("table settings already exists").
         from jupyter_cache.cache.db import create_db

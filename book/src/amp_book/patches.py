@@ -47,7 +47,7 @@ warning about a broken cache entry."""
 def _seal(notebook: Path) -> None:
     """Write ``notebook``'s digest beside it, the notebook first on disk and then the digest,
     each whole: a digest exists only for a notebook written to its end."""
-    with open(notebook, "rb+") as f:
+    with open(notebook, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
         os.fsync(f.fileno())
     seal = notebook.with_name(SEAL_NAME)
@@ -57,6 +57,11 @@ def _seal(notebook: Path) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(partial, seal)
+    folder = os.open(notebook.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)  # the rename itself on disk
+    finally:
+        os.close(folder)
 
 
 def entry_problem(notebook: Path) -> str | None:
@@ -153,8 +158,10 @@ def lock_cache_writes() -> Undo | None:
         if sharing.get():  # a writer cannot be at work: dropped by the next lookup
             raise KeyError(f"cache entry {notebook.parent}: {problem}")
         with locked(self, fcntl.LOCK_EX):  # drop it, unless a writer just replaced it
+            record = match(self, nb)  # KeyError: another build trimmed it meanwhile, a miss
+            notebook = self._get_notebook_path_cache(record.hashkey)
             if (problem := entry_problem(notebook)) is None:
-                return match(self, nb)
+                return record
             drop(self, record, notebook)
         page = reading_page.get()
         logger.warning(
@@ -174,6 +181,12 @@ def lock_cache_writes() -> Undo | None:
             token = sharing.set(True)
             try:
                 return merge(self, nb, *args, **kwargs)
+            except KeyError as error:  # another build sharing the cache removed it just now
+                page = reading_page.get()
+                raise RuntimeError(
+                    f"{page + ': ' if page else ''}the execution cache's entry was removed by "
+                    f"another build while this one read it ({error}); build again"
+                ) from error
             finally:
                 sharing.reset(token)
 
