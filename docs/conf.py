@@ -30,7 +30,7 @@ root_doc = "index"
 exclude_patterns = ["_build", "**.ipynb_checkpoints", "README.md", "_data", "_editions"]
 
 # -- MyST and MyST-NB ---------------------------------------------------------
-myst_enable_extensions = ["colon_fence", "dollarmath", "amsmath", "deflist", "substitution"]
+myst_enable_extensions = ["colon_fence", "dollarmath", "amsmath", "deflist"]
 myst_heading_anchors = 3
 
 # "cache" executes a page when its cells or amp_lesson's source change and

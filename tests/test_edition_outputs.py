@@ -40,7 +40,8 @@ def test_the_recorder_writes_a_plain_text_summary_a_pull_request_shows(tmp_path:
     path = _notebook_path(edition)
     text = outputs.summary_path(path).read_text(encoding="utf-8")
     assert outputs.summary_path(path).name == "p.summary.txt"
-    assert text.startswith("[1] from amp_lesson.device import provenance\n")
+    assert text.startswith('metadata {"kernelspec": {"amp_lesson_inputs": "k1"}}\n| # Page\n')
+    assert "\n[1] from amp_lesson.device import provenance\n" in text
     assert "    Provenance(device_type='cpu', device_name='CPU (x86_64, 2 cores)'" in text
     assert store.load_edition(edition.folder).notebook("p")["cells"]
 
@@ -70,7 +71,7 @@ def _display(mime: str, value: str) -> dict[str, Any]:
             _display(
                 "image/svg+xml", '<svg><style>@import url("https://x.example");</style></svg>'
             ),
-            "a style sheet that loads or runs something",
+            "a style sheet '@import url(",
         ),
         (
             _display(outputs.GLUE_PREFIX + "text/html", '<a href="javascript:x()">a</a>'),
@@ -206,3 +207,190 @@ def test_the_committed_editions_pass_their_own_checks() -> None:
         for docname, page in edition.pages.items():
             if page.status == store.RECORDED:
                 assert edition.notebook(docname)["cells"], docname
+
+
+PAYLOAD = "<img src=x onerror=alert(1)>"
+
+
+@pytest.mark.parametrize(
+    "markup",
+    [
+        f"<svg><style>{PAYLOAD}</style></svg>",  # in SVG a <style> holds elements
+        f"<!-- --!>{PAYLOAD} -->",  # a comment a browser ends earlier than Python's parser
+        f"<!-->{PAYLOAD}-->",
+        f"<![CDATA[>{PAYLOAD}]]>",
+        f"<style></style x>{PAYLOAD}</style>",
+        '<p class="amp-provenance">x</p><img src=x onerror="alert(1)" ',  # closed by the page
+        '<p style="background:URL(https://evil.example/t.png)">x</p>',
+        '<svg><style>@IMPORT "https://evil.example/x.css";</style></svg>',
+        '<p style="u\\72l(https://evil.example/t.png)">x</p>',
+        "<p style=\"fill: image-set('https://evil.example/t.png' 1x)\">x</p>",
+        '<svg><path mask="URL(https://evil.example/m.svg)"/></svg>',
+        '<svg><style>@im&#x70;ort "https://evil.example/x.css"</style></svg>',
+        '<div style="position:fixed;inset:0;z-index:99999;background:#fff">Fake page</div>',
+        "<svg><style>body{display:none}</style></svg>",
+        '<table class="navbar">x</table>',
+    ],
+)
+def test_markup_a_browser_reads_otherwise_is_refused_or_shown_as_text(markup: str) -> None:
+    """Each of these passed the old check, read by Python's parser one way and by a browser
+    another: markup that runs a script, loads from elsewhere or dresses up as the page."""
+    written, problems = outputs.clean_markup(markup)
+    assert problems or "<img" not in written, (problems, written)
+    if not problems:  # safe only as written again: the browser gets text
+        assert written.endswith('&lt;img src=x onerror="alert(1)" '), written
+    assert "<img" not in written
+
+
+@pytest.mark.parametrize(
+    ("markdown", "problem"),
+    [
+        ("```{raw} html\n<script>alert(1)</script>\n```", "a {raw} directive"),
+        (":::{raw} html\n<b>x</b>\n:::", "a {raw} directive"),
+        ("```{eval-rst}\n.. raw:: html\n\n   <b>x</b>\n```", "a {eval-rst} directive"),
+        ("```{include} ../../README.md\n```", "a {include} directive"),
+        ("```{literalinclude} /etc/passwd\n```", "a literalinclude of '/etc/passwd'"),
+        ("```{literalinclude} ../../../x.py\n```", "a literalinclude of '../../../x.py'"),
+        ("```{admonition} A\n:::{raw} html\n<b>x</b>\n:::\n```", "a {raw} directive"),
+        ("{download}`secrets </etc/passwd>`", "a {download} role"),
+        ("![x](/etc/passwd)", "a image"),
+        ('$\\text{<img/src="x"onerror="alert(1)">}$', "it is not well-formed XML"),
+        ("$\\href{javascript:alert(1)}{x}$", "a 'href' attribute"),
+        ("[a link](vbscript:x)", ""),  # not a link to markdown-it: text, so nothing to refuse
+    ],
+)
+def test_markdown_that_passes_markup_through_or_reads_a_file_is_refused(
+    markdown: str, problem: str
+) -> None:
+    """A stored page's markdown is rendered by the edition's build: a directive, a role or
+    maths that passes markup through, or reads a file of the machine, was published."""
+    found = outputs.markdown_problems(markdown, "chapter/recipe")
+    if problem:
+        assert any(problem in p for p in found), found
+    else:
+        assert found == []
+
+
+def test_the_lessons_own_markdown_passes() -> None:
+    """Every lesson page's markdown passes: a stored page of today's book is never refused."""
+    from amp_book.pages import read_text
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    checked = 0
+    for path in sorted(docs.glob("*/*.md")):
+        if path.parent.name not in ("chapter", "beyond"):  # api/, guide/: the live book's alone
+            continue
+        docname = path.relative_to(docs).with_suffix("").as_posix()
+        for cell in read_text(path.read_text(encoding="utf-8"), path).cells:
+            if cell.kind == "markdown":
+                assert outputs.markdown_problems(cell.source, docname) == [], docname
+        checked += 1
+    assert checked >= 20
+
+
+def test_substitutions_are_off_so_braces_are_text() -> None:
+    """MyST's substitutions render ``{{ }}`` with Jinja, which reaches the build's Python:
+    the book uses none, and a stored page's braces stay text."""
+    from amp_book.pages import BOOK_EXTENSIONS, markdown_parser
+
+    assert "substitution" not in BOOK_EXTENSIONS
+    tokens = markdown_parser().parse("{{ env.config }}")
+    assert [t.type for t in tokens[1].children] == ["text"]
+
+
+@pytest.mark.parametrize(
+    ("where", "metadata", "problem"),
+    [
+        ("notebook", {"mystnb": {"execution_mode": "force"}}, "notebook metadata 'mystnb'"),
+        ("notebook", {"myst": {"enable_extensions": ["substitution"]}}, "metadata 'myst'"),
+        ("cell", {"mystnb": {"execution_mode": "force"}}, "mystnb metadata 'execution_mode'"),
+        ("cell", {"mystnb": {"figure": {"caption": "<script>x</script>"}}}, "raw HTML"),
+        ("output", {"evil": 1}, "output metadata 'evil'"),
+        ("output", [], "output metadata that is not an object"),
+        ("output", {"scrapbook": "s"}, "scrapbook metadata that is not names"),
+    ],
+)
+def test_metadata_that_would_change_how_a_page_is_built_is_refused(
+    tmp_path: Path, where: str, metadata: Any, problem: str
+) -> None:
+    """MyST-NB takes a notebook's ``mystnb`` metadata as the page's configuration: a stored
+    notebook could turn execution back on in the edition's build, and run its cells."""
+    edition = _recorded(tmp_path)
+    notebook = _with_output(_display("text/plain", "1"))
+    if where == "notebook":
+        notebook["metadata"].update(metadata)
+    elif where == "cell":
+        notebook["cells"][2]["metadata"] = metadata
+    else:
+        notebook["cells"][2]["outputs"][0]["metadata"] = metadata
+    path = _replace(edition, notebook, summary=False)
+    outputs.summary_path(path).write_text("not checked before the notebook is")
+    with pytest.raises(EditionError, match="refused") as refused:
+        store.load_edition(edition.folder)
+    assert problem in str(refused.value), str(refused.value)
+
+
+def test_an_edition_that_breaks_the_reader_is_refused_not_a_crash(tmp_path: Path) -> None:
+    """JSON nested past the recursion limit and a file name too long for the file system
+    escaped as RecursionError and OSError and stopped the whole build."""
+    edition = _recorded(tmp_path)
+    path = _notebook_path(edition)
+    path.write_bytes(gzip.compress(b"[" * 100_000))
+    with pytest.raises(EditionError, match=r"\(page p\): refused, not a notebook's JSON"):
+        store.load_edition(edition.folder)
+    manifest = edition.folder / store.MANIFEST
+    data = json.loads(manifest.read_text())
+    data["pages"]["p"]["file"] = "a" * 300 + outputs.NOTEBOOK_SUFFIX
+    manifest.write_text(json.dumps(data))
+    with pytest.raises(EditionError, match="page p: refused, its file must be a short path"):
+        store.load_edition(edition.folder)
+    manifest.write_text("[" * 100_000)
+    with pytest.raises(EditionError, match="not valid JSON"):
+        store.load_edition(edition.folder)
+
+
+def test_the_summary_shows_markdown_and_metadata_and_is_read_in_the_folder(
+    tmp_path: Path,
+) -> None:
+    """A change to a page's markdown or metadata alone left the summary as it was, so a pull
+    request showed nothing; a summary linked from outside the folder was read."""
+    edition = _recorded(tmp_path)
+    notebook = _executed([(c, []) for c in CELLS])
+    before = outputs.summary(notebook)
+    notebook["cells"][0]["source"] += "\nA sentence added by hand.\n"
+    assert "| A sentence added by hand." in outputs.summary(notebook)
+    notebook["cells"][2]["metadata"] = {"tags": ["remove-input"]}
+    assert '{"tags": ["remove-input"]}' in outputs.summary(notebook)
+    assert outputs.summary(notebook) != before
+    path = _replace(edition, notebook)
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(outputs.summary_path(path).read_bytes())
+    outputs.summary_path(path).unlink()
+    outputs.summary_path(path).symlink_to(outside)
+    with pytest.raises(EditionError, match="missing \\(or a link\\)"):
+        store.load_edition(edition.folder)
+
+
+def test_the_edition_build_gets_the_markup_that_was_checked(tmp_path: Path) -> None:
+    """The stored HTML is written again from what was read, so what a browser parses is
+    what the check parsed; an SVG figure stays the same figure, as XML."""
+    from xml.etree import ElementTree
+
+    svg = (
+        '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" '
+        'viewBox="0 0 10 10"><defs><clipPath id="c"><rect x="0" y="0" width="10" height="10"/>'
+        '</clipPath></defs><g clip-path="url(#c)"><text transform="rotate(-90 1 2)" '
+        'style="fill: light-dark(#000000, #ffffff)">a &lt; b</text></g></svg>'
+    )
+    edition = _recorded(tmp_path)
+    _replace(edition, _with_output(_display("image/svg+xml", svg)))
+    shown = store.load_edition(edition.folder).notebook("p")["cells"][2]["outputs"][0]
+    written = shown["data"]["image/svg+xml"]
+    assert "viewBox=" in written  # SVG's case, which an SVG read as XML needs
+    assert "<clipPath" in written
+
+    def tree(text: str) -> list[Any]:
+        root = ElementTree.fromstring(text)
+        return [(e.tag, sorted(e.attrib.items()), e.text) for e in root.iter()]
+
+    assert tree(written) == tree(svg)

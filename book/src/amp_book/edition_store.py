@@ -124,15 +124,26 @@ class Edition:
         page = self.pages[docname]
         if page.status != RECORDED or page.file is None:
             raise KeyError(f"{docname} was not recorded in {self.folder}: {page.reason}")
-        return _checked_notebook(self.folder, page)
+        from amp_book.edition_outputs import shown
+
+        return shown(_checked_notebook(self.folder, page))
 
 
 def _checked_notebook(folder: Path, page: StoredPage) -> dict[str, Any]:
     """The stored notebook of ``page``, refused (:class:`EditionError`, naming the page and
     the file) if it is not one the book would show (:mod:`.edition_outputs`)."""
+    where = f"{folder / MANIFEST}: page {page.docname}"
+    try:
+        return _read_checked(folder, page, where)
+    except EditionError:
+        raise
+    except (ValueError, OSError, RecursionError, TypeError, AttributeError, KeyError) as error:
+        raise EditionError(f"{where}: refused, {type(error).__name__}: {error}") from None
+
+
+def _read_checked(folder: Path, page: StoredPage, where: str) -> dict[str, Any]:
     from amp_book import edition_outputs as outputs
 
-    where = f"{folder / MANIFEST}: page {page.docname}"
     try:
         path = outputs.stored_path(folder, page.file)
     except ValueError as error:
@@ -143,18 +154,20 @@ def _checked_notebook(folder: Path, page: StoredPage) -> dict[str, Any]:
         notebook = outputs.read_notebook(path)
     except ValueError as error:
         raise EditionError(f"{path} (page {page.docname}): refused, {error}") from None
-    if problems := outputs.notebook_problems(notebook):
+    if problems := outputs.notebook_problems(notebook, page.docname):
         shown = "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else "")
         raise EditionError(
             f"{path} (page {page.docname}): refused, it holds what the book does not show: {shown}"
         )
     summary = outputs.summary_path(path)
-    if not summary.is_file():
+    if summary.is_symlink() or not summary.is_file():
         raise EditionError(
-            f"{summary} (page {page.docname}): missing; the recorder writes it beside the "
-            "notebook, so that a pull request shows what a recording changed"
+            f"{summary} (page {page.docname}): missing (or a link); the recorder writes it "
+            "beside the notebook, so that a pull request shows what a recording changed"
         )
-    if summary.read_bytes()[: outputs.MAX_NOTEBOOK_BYTES] != outputs.summary(notebook).encode():
+    with open(summary, "rb") as f:
+        written = f.read(outputs.MAX_NOTEBOOK_BYTES + 1)
+    if written != outputs.summary(notebook).encode():
         raise EditionError(
             f"{summary} (page {page.docname}): refused, it is not the summary of {path.name} "
             "(one of the two was changed by hand); record the edition again"
@@ -221,12 +234,14 @@ def load_edition(folder: str | Path) -> Edition:
     manifest = folder / MANIFEST
     if not manifest.is_file():
         raise EditionError(f"{folder}: no {MANIFEST}; record it with `nox -s gpu-edition`")
+    if manifest.is_symlink():
+        raise EditionError(f"{manifest}: refused, a link (an edition's files lie in its folder)")
     if manifest.stat().st_size > MAX_MANIFEST_BYTES:
         raise EditionError(f"{manifest}: refused, larger than {MAX_MANIFEST_BYTES} bytes")
     try:
         data = json.loads(manifest.read_text(encoding="utf-8"))
-    except ValueError as error:
-        raise EditionError(f"{manifest}: not valid JSON ({error})") from None
+    except (ValueError, RecursionError) as error:
+        raise EditionError(f"{manifest}: not valid JSON ({type(error).__name__})") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise EditionError(f"{manifest}: schema must be {SCHEMA!r}")
     missing = check_provenance(data.get("provenance"))

@@ -76,7 +76,7 @@ class Page:
         return "\n".join(c.source for c in self.cells if c.kind == "markdown")
 
 
-BOOK_EXTENSIONS = ("amsmath", "colon_fence", "deflist", "dollarmath", "substitution")
+BOOK_EXTENSIONS = ("amsmath", "colon_fence", "deflist", "dollarmath")
 """The MyST extensions the book enables (``myst_enable_extensions`` in ``docs/conf.py``).
 
 They decide where a directive or a maths block ends, and so which fences are cells.
