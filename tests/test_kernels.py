@@ -900,3 +900,24 @@ def test_only_the_kernel_folders_of_ended_builds_are_removed(tmp_path: Path) -> 
     assert sorted(removed) == sorted([folders["ended"], folders["reused"]])
     for kept in ("live", "new", "half-written", "not a build's"):
         assert folders[kept].is_dir(), kept
+
+
+def test_a_builds_kernel_folder_is_named_for_its_output_folder(tmp_path: Path) -> None:
+    """The kernels' sockets cannot live in ``<out>.work/`` (a socket's path is limited to
+    about 100 bytes); their folder in /tmp is named for the build's output folder instead."""
+    import hashlib
+
+    folders = {}
+    for name in ("outX", "outY"):
+        server = kernels.KernelServer()
+        folders[name] = server.open(tmp_path / name)
+        try:
+            assert (folders[name] / kernels.OWNER_NAME).is_file()
+            assert os.environ[kernels.SERVER_ENV] == str(folders[name])
+        finally:
+            server.close()
+        assert not folders[name].exists()
+        digest = hashlib.sha256(str((tmp_path / name).resolve()).encode()).hexdigest()[:8]
+        assert folders[name].name.startswith(f"{kernels.FOLDER_PREFIX}{digest}-")
+        socket_path = folders[name] / "k0123456789ab-5"  # the longest a kernel's socket is
+        assert len(str(socket_path)) < 100

@@ -170,7 +170,10 @@ class KernelServer:
         self._saved: dict[str, str | None] = {}
         self._undo_provisioner: Callable[[], None] | None = None
 
-    def open(self) -> Path:
+    def open(self, build: str | Path | None = None) -> Path:
+        """Make the server's folder, named for the output folder ``build`` (a digest of its
+        path) and unique to this process; point the environment at it."""
+        import hashlib
         import tempfile
 
         if self.folder is not None:
@@ -178,7 +181,10 @@ class KernelServer:
         # Short and in /tmp: a Unix socket's path has a limit of about 100 bytes.
         base = os.environ.get(TMPDIR_ENV) or "/tmp"
         remove_orphaned_folders(Path(base))
-        self.folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=base))
+        named = ""
+        if build is not None:
+            named = hashlib.sha256(str(Path(build).resolve()).encode()).hexdigest()[:8] + "-"
+        self.folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX + named, dir=base))
         owner = self.folder / f"{OWNER_NAME}.tmp"
         owner.write_text(_process_id(os.getpid()))
         owner.replace(self.folder / OWNER_NAME)  # never read half-written

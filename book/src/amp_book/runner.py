@@ -164,7 +164,7 @@ def _fork_kernels(app: Sphinx, config: Config) -> None:
                 "the book's build again (pip install -e ./book), or set "
                 "amp_lesson_fork_kernels = False"
             )
-        _kernel_server.open()
+        _kernel_server.open(app.outdir)  # named for this build's output folder
         atexit.register(_kernel_server.close)
         shutdown.watch(_kernel_server.close)  # a signal ends the server too
 

@@ -10,6 +10,12 @@ book's own build):
 - ``jupyter_cache/``: the execution caches, unless ``AMP_LESSON_CACHE_DIR`` names a folder
   to share (:mod:`.cache`).
 
+The kernels' sockets alone cannot be there (a Unix socket's path is limited to about 100
+bytes): they are in a folder of the build's own in ``/tmp``, named for the output folder
+(a digest of its path) and unique to the build's process
+(:meth:`.kernels.KernelServer.open`), removed as the build ends, or by the next build if it
+was killed.
+
 Two builds into two output folders share none of it, whatever folder holds both: before,
 it all sat in the output folder's parent, and two books built at once into sibling
 folders handed each other's notebooks out.
