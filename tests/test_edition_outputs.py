@@ -41,7 +41,7 @@ def test_the_recorder_writes_a_plain_text_summary_a_pull_request_shows(tmp_path:
     text = outputs.summary_path(path).read_text(encoding="utf-8")
     assert outputs.summary_path(path).name == "p.summary.txt"
     assert text.startswith('metadata {"kernelspec": {"amp_lesson_inputs": "k1"}}\n| # Page\n')
-    assert "\n[1] from amp_lesson.device import provenance\n" in text
+    assert "\n[1]\n  > from amp_lesson.device import provenance\n" in text
     assert "    Provenance(device_type='cpu', device_name='CPU (x86_64, 2 cores)'" in text
     assert store.load_edition(edition.folder).notebook("p")["cells"]
 
@@ -77,7 +77,10 @@ def _display(mime: str, value: str) -> dict[str, Any]:
             _display(outputs.GLUE_PREFIX + "text/html", '<a href="javascript:x()">a</a>'),
             "a <a> element",
         ),
-        (_display("text/markdown", "Hi <iframe src=x></iframe>"), "raw HTML '<iframe src=x>'"),
+        (
+            _display("text/markdown", "Hi <iframe src=x></iframe>"),
+            "an output of type text/markdown",
+        ),
         (_display("image/png", "not base64!"), "image/png data that is not base64"),
     ],
 )
@@ -251,7 +254,8 @@ def test_markup_a_browser_reads_otherwise_is_refused_or_shown_as_text(markup: st
         ("```{include} ../../README.md\n```", "a {include} directive"),
         ("```{literalinclude} /etc/passwd\n```", "a literalinclude of '/etc/passwd'"),
         ("```{literalinclude} ../../../x.py\n```", "a literalinclude of '../../../x.py'"),
-        ("```{admonition} A\n:::{raw} html\n<b>x</b>\n:::\n```", "a {raw} directive"),
+        ("```{admonition} A\nText.\n\n:::{raw} html\n<b>x</b>\n:::\n```", "a {raw} directive"),
+        ("```{note}\n:::{raw} html\n<b>x</b>\n:::\n```", "option that is not one line"),
         ("{download}`secrets </etc/passwd>`", "a {download} role"),
         ("![x](/etc/passwd)", "a image"),
         ('$\\text{<img/src="x"onerror="alert(1)">}$', "it is not well-formed XML"),
@@ -394,3 +398,126 @@ def test_the_edition_build_gets_the_markup_that_was_checked(tmp_path: Path) -> N
         return [(e.tag, sorted(e.attrib.items()), e.text) for e in root.iter()]
 
     assert tree(written) == tree(svg)
+
+
+def test_an_older_notebook_format_cannot_hide_cells_from_the_check(tmp_path: Path) -> None:
+    """nbformat 3 keeps its cells in ``worksheets``, which MyST-NB converts and renders: a
+    stored notebook saying ``"nbformat": 3`` showed cells no check had read."""
+    hidden = {"cell_type": "markdown", "metadata": {}, "source": "<script>alert(1)</script>"}
+    notebook = {
+        "nbformat": 3,
+        "nbformat_minor": 0,
+        "metadata": {},
+        "cells": [{"cell_type": "markdown", "metadata": {}, "source": "# Page"}],
+        "worksheets": [{"metadata": {}, "cells": [hidden]}],
+    }
+    problems = outputs.notebook_problems(notebook)
+    assert "a notebook of format 3, not 4" in problems
+    assert "a notebook field 'worksheets'" in problems
+    notebook["cells"][0]["attachments"] = {"x.png": {"image/png": "iVBORw0KGgo="}}
+    assert "cell 1: a field 'attachments'" in outputs.notebook_problems(notebook)
+    edition = _recorded(tmp_path)
+    checked = store.load_edition(edition.folder).notebook("p")
+    assert set(checked) == {"cells", "metadata", "nbformat", "nbformat_minor"}
+    assert checked["nbformat"] == 4
+
+
+@pytest.mark.parametrize(
+    ("markdown", "problem"),
+    [
+        # an argument that opens a fence hid the argument and the body from the check
+        (':::{admonition} ~~~ Title <img src=x onerror="alert(1)">\n<script>x</script>\n:::\n',
+         "raw HTML '<img"),
+        # a code span from an option line into the body
+        ('```{note}\n:class: x`\n<img src=x onerror="alert(1)">`\n```\n', "raw HTML '<img"),
+        # a YAML block of options, which MyST reads and markdown-it does not
+        (":::{selfcheck-predict} What?\n---\nanswer: |\n\n    <img src=x>\n---\nBecause.\n:::\n",
+         "a block of options (---)"),
+        ("```{literalinclude} ../../src/amp_lesson/recipe.py\n:diff: /etc/passwd\n```\n",
+         "a literalinclude option 'diff'"),
+        ('$\\text{<!--><img/src="x"/onerror="alert(1)">-->}$', "holds a comment"),
+        ("Mail [me][x].\n\n[x]: mailto:someone@example.org\n", "a link [X] to 'mailto:"),
+    ],
+)  # fmt: skip
+def test_markdown_is_checked_as_myst_reads_it(markdown: str, problem: str) -> None:
+    found = outputs.markdown_problems(markdown, "chapter/recipe")
+    assert any(problem in p for p in found), found
+
+
+@pytest.mark.parametrize(
+    ("markup", "problem"),
+    [
+        ("<p>" + "<a" * 20_000, "a tag that does not close"),  # quadratic in Python's parser
+        ("<table><![marked[x]]></table>", "markup Python's parser cannot read"),
+        ("<svg><style>* {opacity: 0.02; font-size: 0}</style></svg>", "a style 'opacity"),
+    ],
+)
+def test_markup_that_hangs_crashes_or_restyles_the_page_is_refused(
+    markup: str, problem: str
+) -> None:
+    assert any(problem in p for p in outputs.markup_problems(markup))
+
+
+def test_tags_are_names_not_classes(tmp_path: Path) -> None:
+    """A cell's tags become classes on its element: a tag holding a tab added the book's
+    widget classes."""
+    notebook = _with_output(_display("text/plain", "1"))
+    notebook["cells"][2]["metadata"] = {"tags": ["x\tamp-playground"]}
+    assert "cell 3: tags that are not a list of names" in outputs.notebook_problems(notebook)
+    notebook["cells"][2]["metadata"] = {"tags": ["remove-input"]}
+    assert outputs.notebook_problems(notebook) == []
+
+
+def test_a_symlink_loop_is_refused_naming_the_page(tmp_path: Path) -> None:
+    edition = _recorded(tmp_path)
+    path = _notebook_path(edition)
+    path.unlink()
+    other = path.with_name("q" + outputs.NOTEBOOK_SUFFIX)
+    path.symlink_to(other)
+    other.symlink_to(path)
+    with pytest.raises(EditionError, match=r"page p: refused, .*[Ll]oop"):
+        store.load_edition(edition.folder)
+
+
+def test_the_summary_holds_all_the_code_and_the_traceback() -> None:
+    notebook = _executed([(c, []) for c in CELLS])
+    notebook["cells"][2]["source"] = "first = 1\nsecond = 2  # added by hand\n"
+    notebook["cells"][2]["outputs"] = [
+        {"output_type": "error", "ename": "ValueError", "evalue": "no",
+         "traceback": ["Traceback (most recent call last)", "  line 2, in <module>"]}
+    ]  # fmt: skip
+    text = outputs.summary(notebook)
+    assert "  > second = 2  # added by hand" in text
+    assert "    ValueError: no\n    Traceback (most recent call last)\n      line 2" in text
+
+
+def test_an_edition_build_leaves_out_raw_html_the_check_did_not_write() -> None:
+    """The last guard, on the doctree of a stored page in the edition's build: raw HTML that
+    is not the checked markup (say, from markdown MyST read unforeseen) is left out, warned of."""
+    from types import SimpleNamespace
+
+    from docutils import nodes
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+    from docutils.utils import new_document
+
+    from amp_book import edition
+    from amp_book.playgrounds import OWN_MARKUP
+
+    doctree = new_document("p", get_default_settings(Parser))
+    checked = '<table class="amp-table"><tr><td class="amp-number">1</td></tr></table>'
+    own = nodes.raw("", "<div class='amp-playground'>", format="html")
+    own[OWN_MARKUP] = True
+    doctree += [
+        nodes.raw("", checked, format="html"),
+        nodes.raw("", "<img src=x onerror=alert(1)>", format="html"),
+        own,
+    ]
+    app = SimpleNamespace(
+        config=SimpleNamespace(amp_lesson_edition="state.json"),
+        _amp_lesson_edition_state={"pages": {"p": {"state": edition.STORED[0]}}},
+    )
+    edition.only_checked_markup(app, doctree, "p")  # type: ignore[arg-type]
+    raws = [n.astext() for n in doctree.findall(nodes.raw)]
+    assert raws == [checked, "<div class='amp-playground'>"]
+    assert "[left out: markup the book does not show]" in doctree.astext()

@@ -675,6 +675,53 @@ def prepare_edition(app: Sphinx, edition: Edition) -> dict[str, Any]:
     }
 
 
+_DESIGN_ICON = re.compile(
+    r'<svg version="1\.1" width="[\d.]+em" height="[\d.]+em" '
+    r'class="sd-octicon sd-octicon-[\w-]+(?: [\w-]+)*" viewBox="0 0 \d+ \d+" '
+    r'aria-hidden="true"><path d="[\w\s.,-]+"></path></svg>'
+)
+
+
+def only_checked_markup(app: Sphinx, doctree: Any, docname: str) -> None:
+    """In a stored edition's build, let no raw HTML reach a page but what was checked.
+
+    Outputs were checked and written again before the build read them
+    (:func:`.edition_outputs.shown`); whatever else becomes raw HTML on the way (a stored
+    page's markdown read by MyST in a way the check did not foresee) is refused here, on
+    the doctree, with a warning naming the page, and left out of the page. The book's own
+    directives' markup, written from computed data, passes.
+    """
+    from docutils import nodes
+
+    from amp_book.edition_outputs import clean_markup
+    from amp_book.playgrounds import OWN_MARKUP
+
+    if not in_edition(app):
+        return
+    page = _state(app)["pages"].get(docname)
+    if page is None or page["state"] not in STORED:  # the book's own sources, not a recording
+        return
+    for node in list(doctree.findall(nodes.raw)):
+        if "html" not in node.get("format", "").split() or node.get(OWN_MARKUP):
+            continue
+        if _DESIGN_ICON.fullmatch(node.astext()):  # sphinx-design's, on a dropdown
+            continue
+        text = node.astext()
+        written, problems = clean_markup(text)
+        if problems or written != text:
+            why = "; ".join(problems) or "it is not the markup that was checked"
+            logger.warning(
+                "%s: stored edition: raw HTML refused and left out of the page (%s): %r",
+                docname,
+                why[:200],
+                text[:80],
+                location=node,
+                type="amp_lesson",
+                subtype="edition",
+            )
+            node.replace_self(nodes.inline(text="[left out: markup the book does not show]"))
+
+
 def setup(app: Sphinx) -> dict[str, bool]:
     # The folder of stored editions, from the configuration folder ("_editions").
     # (What it holds is in amp_lesson_editions_key: naming another folder alone changes nothing.)
@@ -693,4 +740,5 @@ def setup(app: Sphinx) -> dict[str, bool]:
     app.connect("missing-reference", _documents_from_the_root, priority=400)
     app.connect("missing-reference", _stale_references_as_text, priority=900)
     app.connect("build-finished", _render_editions, priority=960)
+    app.connect("doctree-resolved", only_checked_markup, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -60,7 +60,7 @@ GLUE_PREFIX = "application/papermill.record/"
 """Where MyST-NB's ``glue`` keeps a value's own MIME type."""
 TEXT_TYPES = ("text/plain",)
 IMAGE_TYPES = ("image/png", "image/jpeg")
-MARKUP_TYPES = ("text/html", "image/svg+xml", "text/markdown")
+MARKUP_TYPES = ("text/html", "image/svg+xml")
 
 HTML_TAGS = frozenset(
     [
@@ -203,6 +203,9 @@ _STYLE_SHEET = re.compile(r"\s*\*\s*\{([^{}]*)\}\s*")
 _CLASS = re.compile(r"amp-[\w-]+|align-(default|left|center|right)|caption-text")
 _ID = re.compile(r"[\w.:-]+")
 _VOID = frozenset(["br", "col"])
+MAX_MARKUP_CHARACTERS = 4 << 20
+"""The longest HTML or SVG output (the book's largest figure is under a megabyte)."""
+_UNCLOSED = re.compile(r"<[^>]*(?:<|$)")
 _TEXT_ATTRIBUTES = frozenset(["title", "aria-label", "role", "scope", "data-device"])
 _SVG_CASE = {
     name.lower(): name
@@ -214,7 +217,10 @@ _SVG_CASE = {
 """SVG's names in their case, which the parser lowers (an SVG read as XML needs it)."""
 
 
-def _style_problems(declarations: str) -> list[str]:
+_SHEET_PROPERTIES = frozenset(["stroke-linejoin", "stroke-linecap"])
+
+
+def _style_problems(declarations: str, allowed: frozenset[str] = CSS_PROPERTIES) -> list[str]:
     """What in CSS ``declarations`` (``a: b; c: d``) is not a property and value Matplotlib
     writes; an escape, a comment, an at-rule or a URL out is refused with them."""
     problems = []
@@ -223,7 +229,7 @@ def _style_problems(declarations: str) -> list[str]:
             continue
         name, colon, value = declaration.partition(":")
         name = name.strip().lower()
-        if not colon or name not in CSS_PROPERTIES:
+        if not colon or name not in allowed:
             problems.append(f"a style {declaration.strip()[:40]!r}")
         elif not _CSS_VALUE.fullmatch(value.strip()):
             problems.append(f"a style value {value.strip()[:40]!r}")
@@ -295,8 +301,8 @@ class _Markup(HTMLParser):
             sheet = _STYLE_SHEET.fullmatch(data)
             if sheet is None:
                 self.problems.append(f"a style sheet {data.strip()[:60]!r}")
-            else:
-                self.problems += _style_problems(sheet.group(1))
+            else:  # it applies to the whole page: Matplotlib's line joins and caps alone
+                self.problems += _style_problems(sheet.group(1), _SHEET_PROPERTIES)
         self.out.append(html.escape(data, quote=False))
 
     def handle_comment(self, data: str) -> None:
@@ -328,12 +334,22 @@ def clean_markup(text: str) -> tuple[str, list[str]]:
     A browser and Python's parser read some malformed markup differently; shown as
     written again, the markup is what was checked.
 
-    >>> clean_markup('<p class="amp-provenance">1 < 2 <br></p>')
+    >>> clean_markup('<p class="amp-provenance">1 &lt; 2 <br></p>')
     ('<p class="amp-provenance">1 &lt; 2 <br></p>', [])
+    >>> clean_markup('<p>1 < 2</p>')[1]
+    ["a tag that does not close ('< 2<')"]
     """
+    if len(text) > MAX_MARKUP_CHARACTERS:
+        return "", [f"markup of {len(text)} characters, more than {MAX_MARKUP_CHARACTERS}"]
+    if (unclosed := _UNCLOSED.search(text)) is not None:
+        # Refused before Python's parser reads it: it takes time quadratic in such markup.
+        return "", [f"a tag that does not close ({unclosed.group()[:40]!r})"]
     parser = _Markup()
-    parser.feed(text)
-    parser.close()
+    try:
+        parser.feed(text)
+        parser.close()
+    except AssertionError as error:  # Python's parser asserts on some declarations
+        return "", [f"markup Python's parser cannot read ({error})"]
     return parser.written(), parser.problems
 
 
@@ -474,6 +490,8 @@ def markdown_problems(text: str, docname: str = "") -> list[str]:
     the book's own directives and roles: raw HTML, a directive or role that passes markup
     through or reads a file, a link that is not to a page or a web address.
 
+    A directive's argument, options and body are checked apart, as MyST reads them.
+
     >>> markdown_problems("A {term}`word <glossary entry>` and `<code>`, $x^2$.")
     []
     >>> markdown_problems("Text <script>alert(1)</script>")
@@ -483,8 +501,55 @@ def markdown_problems(text: str, docname: str = "") -> list[str]:
     """
     from amp_book.pages import markdown_parser
 
+    env: dict[str, Any] = {}
+    problems = _token_problems(markdown_parser().parse(text, env), docname)
+    for label, reference in env.get("references", {}).items():
+        if not _link_ok(href := str(reference.get("href", ""))):
+            problems.append(f"a link [{label}] to {href[:60]!r}")
+    return problems
+
+
+def _inline_problems(text: str, docname: str) -> list[str]:
+    """What in ``text``, read as MyST reads a directive's argument or option (inline), is not
+    plain MyST or the book's own roles."""
+    from amp_book.pages import markdown_parser
+
+    return _token_problems(markdown_parser().parseInline(text, {}), docname)
+
+
+LITERALINCLUDE_OPTIONS = frozenset(
+    ["language", "lines", "start-after", "end-before", "start-at", "end-at", "pyobject",
+     "caption", "emphasize-lines", "linenos", "lineno-match", "dedent", "name", "class"]
+)  # fmt: skip
+"""The options a stored page's ``literalinclude`` may take (not ``diff``, which reads a
+second file of any path)."""
+_OPTION = re.compile(r":([\w-]+):(.*)")
+
+
+def _directive_problems(name: str, argument: str, content: str, docname: str) -> list[str]:
+    """What is wrong with directive ``name``: its argument and options read inline, its body
+    as markdown."""
+    problems = _inline_problems(argument, docname)
+    lines = content.splitlines()
+    if lines and lines[0].strip() == "---":
+        return [*problems, f"a {{{name}}} directive with a block of options (---)"]
+    while lines and lines[0].startswith(":"):
+        option = _OPTION.fullmatch(lines.pop(0))
+        if option is None:
+            problems.append(f"a {{{name}}} directive option that is not one line :name: value")
+            continue
+        key, value = option.groups()
+        if name == "literalinclude" and key not in LITERALINCLUDE_OPTIONS:
+            problems.append(f"a literalinclude option {key!r}")
+        problems += _inline_problems(value.strip(), docname)
+    if name in ("math", "glue:math"):
+        return problems + _math_problems("\n".join(lines))
+    return problems + markdown_problems("\n".join(lines), docname)
+
+
+def _token_problems(tokens: list[Any], docname: str) -> list[str]:
     problems = []
-    for token in markdown_parser().parse(text):
+    for token in tokens:
         for t in [token, *(token.children or [])]:
             if t.type in ("html_block", "html_inline"):
                 problems.append(f"raw HTML {t.content.strip()[:60]!r}")
@@ -498,10 +563,7 @@ def markdown_problems(text: str, docname: str = "") -> list[str]:
                     continue
                 if name == "literalinclude" and not _inside_source(argument.strip(), docname):
                     problems.append(f"a literalinclude of {argument.strip()[:60]!r}")
-                if name in ("math", "glue:math"):
-                    problems += _math_problems(t.content)
-                    continue
-                problems += markdown_problems(argument + "\n\n" + t.content, docname)
+                problems += _directive_problems(name, argument, t.content, docname)
             elif t.type == "myst_role":
                 name = t.meta.get("name", "")
                 if name not in ROLES:
@@ -538,12 +600,21 @@ def _text(value: Any) -> str:
     raise ValueError(f"a text that is {type(value).__name__}, not a string or list of them")
 
 
+NOTEBOOK_FIELDS = frozenset(["cells", "metadata", "nbformat", "nbformat_minor"])
+"""A stored notebook's fields: nbformat 4's (an older format's ``worksheets`` would be read
+as cells no check has seen)."""
+CELL_FIELDS = frozenset(["cell_type", "metadata", "source", "id", "execution_count", "outputs"])
+OUTPUT_FIELDS = frozenset(
+    ["output_type", "data", "metadata", "execution_count", "name", "text", "ename", "evalue",
+     "traceback"]
+)  # fmt: skip
 NOTEBOOK_METADATA = {"jupytext", "kernelspec", "language_info"}
 """What a stored notebook's metadata may name: not ``mystnb`` or ``myst``, which would set
 the build's configuration (execution among it) for the page."""
 CELL_METADATA = {"tags", "mystnb"}
 FIGURE_METADATA = {"figure": {"caption", "name"}, "image": {"alt", "width", "classes"}}
 """A code cell's ``mystnb`` metadata: the caption (MyST, checked) and alt text of its figure."""
+_TAG = re.compile(r"[\w-]+")
 OUTPUT_METADATA = {"scrapbook", "needs_background", *IMAGE_TYPES, "image/svg+xml"}
 
 
@@ -579,7 +650,9 @@ def metadata_problems(notebook: dict[str, Any], docname: str = "") -> list[str]:
         allowed = CELL_METADATA if cell.get("cell_type") == "code" else set()
         problems += [f"{where}: metadata {k!r}" for k in cell_meta if k not in allowed]
         tags = cell_meta.get("tags", [])
-        if not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+        if not (
+            isinstance(tags, list) and all(isinstance(t, str) and _TAG.fullmatch(t) for t in tags)
+        ):
             problems.append(f"{where}: tags that are not a list of names")
         mystnb = cell_meta.get("mystnb", {})
         if not isinstance(mystnb, dict):
@@ -619,6 +692,7 @@ def _output_problems(output: Any) -> Iterator[str]:
     if not isinstance(output, dict):
         yield "an output that is not an object"
         return
+    yield from (f"an output field {k!r}" for k in output if k not in OUTPUT_FIELDS)
     kind = output.get("output_type")
     if kind == "stream":
         _text(output.get("text", ""))
@@ -640,8 +714,6 @@ def _output_problems(output: Any) -> Iterator[str]:
                     base64.b64decode("".join(_text(value).split()), validate=True)
                 except (binascii.Error, ValueError):
                     yield f"{mime} data that is not base64"
-            elif inner == "text/markdown":
-                yield from (f"{p} in a {mime} output" for p in markdown_problems(_text(value)))
             elif inner in MARKUP_TYPES:
                 yield from (f"{p} in a {mime} output" for p in markup_problems(_text(value)))
             else:
@@ -663,8 +735,13 @@ def notebook_problems(notebook: Any, docname: str = "") -> list[str]:
     if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
         return ["not a notebook (an object with a list of cells)"]
     problems = []
+    if notebook.get("nbformat", 4) != 4:
+        problems.append(f"a notebook of format {notebook.get('nbformat')!r}, not 4")
+    problems += [f"a notebook field {k!r}" for k in notebook if k not in NOTEBOOK_FIELDS]
     for number, cell in enumerate(notebook["cells"], 1):
         kind = cell.get("cell_type") if isinstance(cell, dict) else None
+        if isinstance(cell, dict):
+            problems += [f"cell {number}: a field {k!r}" for k in cell if k not in CELL_FIELDS]
         try:
             if kind == "markdown":
                 found = markdown_problems(_text(cell.get("source", "")), docname)
@@ -685,17 +762,31 @@ def notebook_problems(notebook: Any, docname: str = "") -> list[str]:
 
 def shown(notebook: dict[str, Any]) -> dict[str, Any]:
     """A checked notebook (:func:`notebook_problems` found nothing) as the edition's build
-    gets it: its HTML and SVG outputs written again from what was checked (:func:`clean_markup`)."""
+    gets it: nbformat 4, its fields alone, its HTML and SVG outputs written again from what
+    was checked (:func:`clean_markup`)."""
     import copy
 
-    notebook = copy.deepcopy(notebook)
+    cells = []
     for cell in notebook["cells"]:
+        cell = {k: copy.deepcopy(v) for k, v in cell.items() if k in CELL_FIELDS}
+        if "outputs" in cell:
+            cell["outputs"] = [
+                {k: v for k, v in output.items() if k in OUTPUT_FIELDS}
+                for output in cell["outputs"]
+            ]
         for output in cell.get("outputs", []):
             data = output.get("data", {})
             for mime in list(data):
-                if mime.removeprefix(GLUE_PREFIX) in ("text/html", "image/svg+xml"):
+                if mime.removeprefix(GLUE_PREFIX) in MARKUP_TYPES:
                     data[mime] = clean_markup(_text(data[mime]))[0]
-    return notebook
+        cells.append(cell)
+    minor = notebook.get("nbformat_minor")
+    return {
+        "cells": cells,
+        "metadata": copy.deepcopy(notebook.get("metadata", {})),
+        "nbformat": 4,
+        "nbformat_minor": minor if isinstance(minor, int) else 5,
+    }
 
 
 def stored_path(folder: Path, file: Any) -> Path:
@@ -795,7 +886,7 @@ def _sha(text: str) -> str:
 
 def summary(notebook: dict[str, Any]) -> str:
     """A stored notebook as plain text, cell by cell, for a reviewer: its metadata, its
-    markdown, each code cell's first line and metadata, and its outputs.
+    markdown, each code cell's code and metadata, and its outputs (an error's traceback too).
 
     HTML reads as its text (a table's cells joined by ``|``) and its digest, a figure as its
     size and digest, a value glued for the prose as ``glue <name>: <text>``.
@@ -806,7 +897,8 @@ def summary(notebook: dict[str, Any]) -> str:
     >>> print(summary(nb), end="")
     metadata {}
     | # A page
-    [1] print(1)
+    [1]
+      > print(1)
         1
     """
     lines = [f"metadata {_json(notebook.get('metadata', {}))}"]
@@ -816,15 +908,16 @@ def summary(notebook: dict[str, Any]) -> str:
             lines += [f"| {ln}".rstrip() for ln in _text(cell.get("source", "")).splitlines()]
             continue
         number += 1
-        first = next((ln for ln in _text(cell.get("source", "")).splitlines() if ln.strip()), "")
         meta = cell.get("metadata") or {}
-        lines.append(f"[{number}] {first}" + (f"  {_json(meta)}" if meta else ""))
+        lines.append(f"[{number}]" + (f" {_json(meta)}" if meta else ""))
+        lines += [f"  > {ln}".rstrip() for ln in _text(cell.get("source", "")).splitlines()]
         for output in cell.get("outputs", []):
             kind = output.get("output_type")
             if kind == "stream":
                 shown = _text(output.get("text", "")).rstrip("\n").splitlines()
             elif kind == "error":
                 shown = [f"{output.get('ename')}: {output.get('evalue')}"]
+                shown += [ln for frame in output.get("traceback", []) for ln in frame.splitlines()]
             else:
                 data = output.get("data", {})
                 meta = output.get("metadata") or {}

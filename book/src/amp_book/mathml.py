@@ -100,13 +100,16 @@ def mathml_problems(latex: str, display: bool = False) -> list[str]:
     from latex2mathml.converter import convert
 
     try:
-        root = ElementTree.fromstring(
-            convert(latex.strip(), display="block" if display else "inline")
-        )
-    except ElementTree.ParseError as error:
-        return [f"it is not well-formed XML ({error})"]
+        converted = convert(latex.strip(), display="block" if display else "inline")
     except Exception as error:  # noqa: BLE001 (latex2mathml raises what it meets)
         return [f"it is not maths latex2mathml reads ({type(error).__name__}: {error})"]
+    if any(mark in converted for mark in ("<!", "<?", "]]>")):
+        # An XML parser drops a comment an HTML parser reads otherwise (<!--> ends one).
+        return ["it holds a comment, declaration or section (\\text{} passed through)"]
+    try:
+        root = ElementTree.fromstring(converted)
+    except ElementTree.ParseError as error:
+        return [f"it is not well-formed XML ({error})"]
     problems = []
     for element in root.iter():
         tag = element.tag.rpartition("}")[2]

@@ -68,6 +68,9 @@ SCRIPTS = {"amp-bx": "amp-bit-explorer.js", "amp-sp": "amp-scaler-playground.js"
 TABLE_COLUMNS = ("format", "stored", "bits", "class", "event", "relative error")
 _HEADINGS = {"bits": "sign exponent mantissa"}
 WIDGET_ATTRIBUTE = "amp_playground"
+OWN_MARKUP = "amp_book_markup"
+"""On a raw node the book's own directives write (escaped, from computed data): a stored
+edition's build lets it through (:func:`amp_book.edition.only_checked_markup`)."""
 
 
 def _json_script(css_class: str, data: Any) -> str:
@@ -79,6 +82,7 @@ def _json_script(css_class: str, data: Any) -> str:
 def _raw(text: str, widget: str | None = None) -> nodes.raw:
     """An HTML-only node; ``widget`` marks the node that opens a playground of that kind."""
     node = nodes.raw("", text, format="html")
+    node[OWN_MARKUP] = True  # written by this module, from computed data (edition.py checks)
     if widget:
         # Not in "classes": the HTML writer would wrap the raw text in a <div> of that class.
         node[WIDGET_ATTRIBUTE] = widget
