@@ -325,12 +325,17 @@ def write_cached_outputs(app: Sphinx, doctree: nodes.document) -> None:
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     if not code or any(cell.get("outputs") for cell in code):
         return
+    from amp_book.patches import reading_page
+
+    reading = reading_page.set(app.env.docname)  # a dropped entry's warning names the page
     try:
         _, merged = get_cache(app.config.nb_execution_cache_path).merge_match_into_notebook(
             notebook
         )
     except KeyError:  # not in the cache: nothing ran, nothing to add
         return
+    finally:
+        reading_page.reset(reading)
     path.write_text(nbformat.writes(merged), encoding="utf-8")
 
 
