@@ -237,18 +237,12 @@ def database_problem(cache: Path) -> str | None:
     """
     import sqlite3
 
-    from amp_book.patches import CACHE_LOCK
+    from amp_book.patches import CACHE_LOCK, lock_cache_folder
 
     path = cache / DATABASE_NAME
     if not path.is_file():
         return None
-    with open(cache / CACHE_LOCK, "a") as lock:
-        try:
-            import fcntl
-
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        except ImportError:
-            pass
+    with lock_cache_folder(cache):
         try:
             with contextlib.closing(sqlite3.connect(path, timeout=60)) as db:
                 result = db.execute("PRAGMA quick_check").fetchone()

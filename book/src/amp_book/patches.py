@@ -44,6 +44,19 @@ reading_page: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 warning about a broken cache entry."""
 
 
+def lock_cache_folder(folder: Path, shared: bool = False) -> Any:
+    """The execution cache in ``folder`` locked (:data:`CACHE_LOCK`), exclusively or
+    ``shared``: an open file, the lock released when it closes (use it in ``with``). Where
+    the platform has no ``fcntl``, the file alone (Sphinx reads serially there)."""
+    lock = open(folder / CACHE_LOCK, "a")  # noqa: SIM115  (closed by the caller)
+    try:
+        import fcntl
+    except ImportError:
+        return lock
+    fcntl.flock(lock, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+    return lock
+
+
 def _seal(notebook: Path) -> None:
     """Write ``notebook``'s digest beside it, the notebook first on disk and then the digest,
     each whole: a digest exists only for a notebook written to its end."""
@@ -119,9 +132,7 @@ def lock_cache_writes() -> Undo | None:
     sharing: contextvars.ContextVar[bool] = contextvars.ContextVar("sharing", default=False)
 
     def locked(self: Any, mode: int) -> Any:
-        lock = open(Path(self.path) / CACHE_LOCK, "a")  # noqa: SIM115  (closed by the caller)
-        fcntl.flock(lock, mode)  # released when the file closes
-        return lock
+        return lock_cache_folder(Path(self.path), shared=mode == fcntl.LOCK_SH)
 
     def drop(self: Any, record: Any, notebook: Path) -> None:
         shutil.rmtree(notebook.parent, ignore_errors=True)

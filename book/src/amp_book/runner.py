@@ -156,7 +156,7 @@ def _fork_kernels(app: Sphinx, config: Config) -> None:
     status or signal.
     """
     if not config.amp_lesson_fork_kernels or config.nb_execution_mode == "off":
-        kernels.forget_inherited_server()  # off means MyST-NB's stock kernels, whoever started us
+        kernels.forget_inherited_server()  # off: no server, whoever started us
     elif sys.platform == "linux":
         if not kernels.provisioner_installed():
             raise ExtensionError(
