@@ -22,7 +22,7 @@ from pathlib import Path
 import nox
 
 nox.needs_version = ">=2024.4.15"
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "citation", "tests"]
 nox.options.default_venv_backend = "none"
 
 ROOT = Path(__file__).parent
@@ -181,6 +181,18 @@ def lint(session: nox.Session) -> None:
     env = _env(session)
     _run(session, env, "ruff", "check", ".")
     _run(session, env, "ruff", "format", "--check", ".")
+
+
+CFFCONVERT = "cffconvert==2.0.0"
+"""Validates CITATION.cff against the Citation File Format's schema. It pins jsonschema 3,
+which the book's environment cannot hold (check-jsonschema needs 4), so it has its own."""
+
+
+@nox.session(venv_backend="venv")
+def citation(session: nox.Session) -> None:
+    """Validate CITATION.cff (cffconvert, in an environment of its own)."""
+    session.install(CFFCONVERT)
+    session.run("cffconvert", "--validate", "--infile", "CITATION.cff")
 
 
 @nox.session

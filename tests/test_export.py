@@ -344,7 +344,8 @@ def test_a_notebook_export_keeps_hidden_code_collapsed_and_prints_the_runs_passa
     assert out["cells"][4]["outputs"] == [printed]
     assert "myst_nb" not in str(out)
     assert "Hidden." not in str(out)
-    assert "amp-lesson[notebooks] @ git+https://github.com/o/r@v" in sources[1]
+    ref = urls.install_ref()  # the version's tag, or main for a development version
+    assert f"amp-lesson[notebooks] @ git+https://github.com/o/r@{ref}" in sources[1]
     assert "from amp_lesson.notebook import show_text" in sources[1]
     assert "Runtime → Change runtime type" in sources[0]
     assert [c["id"] for c in out["cells"]] == [f"cell-{i}" for i in range(5)]
@@ -394,7 +395,8 @@ def test_a_script_is_the_notebooks_cells_with_its_text_as_comments() -> None:
     script = export.export_script(out)
     ast.parse(script)
     assert script.startswith('"""Page: a page of the book')
-    assert '#     pip install "amp-lesson[notebooks] @ git+https://github.com/o/r@v' in script
+    ref = urls.install_ref()
+    assert f'#     pip install "amp-lesson[notebooks] @ git+https://github.com/o/r@{ref}' in script
     assert "%pip" not in script
     assert "# %% [markdown]\n# # Page" in script
     assert 'show_text(r"""\nn is {glue:text}`n`.\n""")' in script
@@ -576,3 +578,33 @@ def test_the_books_cells_between_two_code_cells_fold_into_one_hidden_cell() -> N
     assert printed[2].startswith("<sub>As the book's build")
     assert export.TEXT_CELL_TAG in cells[2]["metadata"]["tags"]
     assert cells[4]["source"].count("show_text(") == 1  # after the heading, its own cell
+
+
+def test_a_notebook_asks_colab_for_a_gpu_runtime() -> None:
+    nb = {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    out = export_notebook(
+        nb, {}, docname="c/x", executed=False, repository="https://github.com/o/r"
+    )
+    assert out["metadata"]["accelerator"] == "GPU"
+    assert out["metadata"]["colab"] == {"gpuType": "T4"}
+    assert out["metadata"]["kernelspec"]["name"] == "python3"
+
+
+def test_a_citation_in_a_notebook_is_the_books_words_linked_to_the_work(tmp_path) -> None:
+    """``{cite:t}`` and ``{cite:p}`` read as on the page (author and year in round brackets),
+    each linked to the work's DOI or address; a key the bibliography lacks is an error."""
+    (tmp_path / myst.BIBLIOGRAPHY).write_text(
+        "@misc{one, author = {Doe, Jane}, title = {T}, year = {2001}, url = {https://a.example/1}}\n"
+        "@misc{two, author = {Roe, R. and Poe, P. and Moe, M.}, title = {U}, year = {2002},"
+        " doi = {10.1/x}}\n"
+        "@misc{org, author = {{Open Compute Project}}, title = {V}, year = {2023}}\n"
+    )
+    md, _ = myst_to_markdown(
+        "{cite:t}`one` and {cite:p}`two,org`.", {}, source_dir=tmp_path, strict=False
+    )
+    assert md == (
+        "[Doe (2001)](https://a.example/1) and "
+        "([Roe et al., 2002](https://doi.org/10.1/x); Open Compute Project, 2023)."
+    )
+    with pytest.raises(ValueError, match="nothing"):
+        myst_to_markdown("{cite:p}`nothing`", {}, source_dir=tmp_path, labels={})

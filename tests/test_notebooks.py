@@ -132,16 +132,20 @@ def _repository_of_the_tree(path: Path) -> Path:
             (path / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, path / name)
     git = ["git", "-C", path, "-c", "user.name=test", "-c", "user.email=test@example.invalid"]
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "tree"]):
+    # the reference the install cell names: the version's tag, or the branch of a development version
+    ref = urls.install_ref()
+    branch = "main" if ref.startswith("v") else ref
+    for args in (["init", "-q", "-b", branch], ["add", "-A"], ["commit", "-q", "-m", "tree"]):
         subprocess.run([*git, *args], check=True, capture_output=True)
-    subprocess.run([*git, "tag", f"v{amp_lesson.__version__}"], check=True, capture_output=True)
+    if ref.startswith("v"):
+        subprocess.run([*git, "tag", ref], check=True, capture_output=True)
     return path
 
 
 @pytest.mark.notebooks
 def test_exported_notebooks_run_in_a_fresh_environment(tmp_path: Path) -> None:
     """The install cell, run in a kernel where amp_lesson is missing, installs the package (a
-    wheel built from the repository at the version's tag, here a local clone of the tree), and
+    wheel built from the repository at the version's tag or branch, here a local clone of the tree), and
     every twin then runs where MyST-NB and Sphinx are not."""
     venv, work = tmp_path / "venv", tmp_path / "work"
     work.mkdir()

@@ -41,4 +41,4 @@ distribution of its own, ``amp-lesson-book`` (``book/`` in the repository):
 nothing here imports Sphinx.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.1.0.dev0"

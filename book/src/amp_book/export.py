@@ -359,8 +359,12 @@ def build_device(executed: Mapping[str, Any]) -> str | None:
     return None
 
 
+COLAB_GPU: dict[str, Any] = {"accelerator": "GPU", "colab": {"gpuType": "T4"}}
+"""Notebook metadata that asks Colab for a GPU runtime when it opens the notebook."""
+
 GPU_RUNTIME = (
-    "**On a GPU.** In Colab, choose *Runtime → Change runtime type*, pick a GPU, save, and run "
+    "**On a GPU.** Colab opens this notebook on a GPU runtime where one is free; if it did "
+    "not, choose *Runtime → Change runtime type*, pick a GPU, save, and run "
     "the notebook from the top. The cells use CUDA whenever torch sees it "
     "(`amp_lesson.device.get_device`), so FP16 and BF16 then run on the GPU's kernels: the "
     "timings, the memory figures and the CPU-only notes change, and the passages printed from "
@@ -429,6 +433,8 @@ def export_notebook(
     metadata = {
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
         "language_info": {"name": "python"},
+        # Colab opens the notebook on a GPU runtime (a T4, its free one) where it can.
+        **COLAB_GPU,
     }
     return {"cells": all_cells, "metadata": metadata, "nbformat": 4, "nbformat_minor": 5}
 

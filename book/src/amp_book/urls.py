@@ -7,6 +7,7 @@ and the line that installs the lesson in a notebook are made from them.
 from __future__ import annotations
 
 import importlib.metadata
+import re
 
 from amp_lesson import __version__
 
@@ -58,14 +59,33 @@ def colab_url(notebook_path: str, branch: str = "main", repository: str | None =
     return f"https://colab.research.google.com/github/{slug}/blob/{branch}/{notebook_path}"
 
 
-def install_spec(version: str = __version__, repository: str | None = None) -> str:
+def install_ref(version: str = __version__, branch: str = "main") -> str:
+    """The git reference the notebooks install ``amp_lesson`` from, for ``version``.
+
+    A release (``0.1.0``) is tagged ``v0.1.0``; a development version (``0.2.0.dev0``, the
+    version between releases, CHANGELOG.md) has no tag, so its notebooks install ``branch``,
+    the code they were made from.
+
+    >>> install_ref("0.1.0"), install_ref("0.2.0.dev0")
+    ('v0.1.0', 'main')
+    """
+    if not re.fullmatch(r"\d+\.\d+\.\d+(\.dev\d+)?", version):
+        raise ValueError(f"version must be X.Y.Z or X.Y.Z.devN, got {version!r}")
+    return branch if ".dev" in version else f"v{version}"
+
+
+def install_spec(
+    version: str = __version__, repository: str | None = None, branch: str = "main"
+) -> str:
     """The pip requirement that installs ``amp_lesson`` at ``version`` from the repository.
 
     >>> install_spec("0.1.0", "https://github.com/o/r")
     'amp-lesson[notebooks] @ git+https://github.com/o/r@v0.1.0'
+    >>> install_spec("0.2.0.dev0", "https://github.com/o/r")
+    'amp-lesson[notebooks] @ git+https://github.com/o/r@main'
     """
     url = repository_url() if repository is None else repository
-    return f"{DIST}[notebooks] @ git+{url}@v{version}"
+    return f"{DIST}[notebooks] @ git+{url}@{install_ref(version, branch)}"
 
 
 def install_cell_source(version: str = __version__, repository: str | None = None) -> str:
