@@ -226,14 +226,16 @@ def test_the_lock_is_compiled_read_only_and_proposed_by_a_job_that_runs_no_packa
     (checkout,) = steps_using(compile_job, "actions/checkout")
     assert checkout["with"]["persist-credentials"] is False  # no token left in .git/config
     (upload,) = steps_using(compile_job, "actions/upload-artifact")
-    assert upload["with"]["path"] == str(LOCK.relative_to(ROOT))
+    # the lock, and the documentation inventories read again (tools/inventories.py refresh)
+    assert upload["with"]["path"].split() == [str(LOCK.relative_to(ROOT)), "docs/_inventories/"]
+    assert any("tools/inventories.py refresh" in s.get("run", "") for s in compile_job["steps"])
     # the writing job takes that artifact and only commits it and opens the pull request
     assert propose_job["needs"] in (compile_name, [compile_name])
     assert set(_writes(propose_job["permissions"])) == {"contents", "pull-requests", "actions"}
     (download,) = steps_using(propose_job, "actions/download-artifact")
     assert download["with"]["name"] == upload["with"]["name"]
     (pr,) = steps_using(propose_job, "peter-evans/create-pull-request")
-    assert pr["with"]["add-paths"] == str(LOCK.relative_to(ROOT))
+    assert pr["with"]["add-paths"].split() == [str(LOCK.relative_to(ROOT)), "docs/_inventories/"]
     assert pr["with"]["branch"] == "lock-refresh"
     allowed = {"actions/checkout", "actions/download-artifact", "peter-evans/create-pull-request"}
     for step in propose_job["steps"]:

@@ -570,7 +570,7 @@ class PeakAllocation:
       reset at the start (``method`` ``"cuda_peak_above_start"``).
     - On the CPU, which keeps no such count, every storage that an operation
       creates inside the block is counted from its creation until it is
-      freed, by a :class:`torch.utils._python_dispatch.TorchDispatchMode`
+      freed, by a dispatch mode (torch's private ``TorchDispatchMode``)
       (``method`` ``"storage_peak_above_start"``). It counts each storage's
       bytes, not the allocator's rounding of them, and only tensors made by
       torch operations.

@@ -21,7 +21,10 @@ the tests load them in an in-process Sphinx app:
 - :mod:`.provenance` -- what built a page that runs no code;
 - :mod:`.printbook` -- the whole book on one page, and printed to one PDF;
 - :mod:`.edition` -- the book as another device ran it (a GPU), recorded there
-  and rendered beside the live build, with a switch on every page.
+  and rendered beside the live build, with a switch on every page;
+- :mod:`.apilinks` -- code spans that name another project's documented object link
+  to it (the inventories of :mod:`.inventories`);
+- :mod:`.citations` -- citations as author and year in round brackets.
 
 Executing the pages:
 
@@ -80,6 +83,8 @@ PARTS = (
     "variants",
     "printbook",
     "edition",
+    "apilinks",
+    "citations",
 )
 """The extensions the book loads, in this order."""
 

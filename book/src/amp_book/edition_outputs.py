@@ -398,6 +398,8 @@ DIRECTIVES = frozenset(
 (``literalinclude`` only of the lesson's own source, :data:`INCLUDE_ROOT`)."""
 ROLES = frozenset(
     [
+        "cite:p",
+        "cite:t",
         "doc",
         "ref",
         "numref",

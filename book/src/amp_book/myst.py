@@ -277,6 +277,8 @@ def _role(name: str, content: str, ctx: _Context) -> str:
         doc, anchor, _ = ctx.labels.get(TERM_PREFIX + target.lower(), ("", "", ""))
         text = title or target
         return f"[{text}]({ctx.docs_url}/{doc}.html#{anchor})" if doc else text
+    if name in ("cite", "cite:p", "cite:t"):
+        return _citation(name, content, ctx)
     if name in ("math", "eq"):
         return f"${content}$"
     if name in ("abbr",):
@@ -285,6 +287,53 @@ def _role(name: str, content: str, ctx: _Context) -> str:
 
 
 _PY_ROLES = frozenset(["func", "meth", "class", "mod", "attr", "data", "obj", "exc"])
+
+BIBLIOGRAPHY = "references.bib"
+"""The book's bibliography, in its source folder (``docs/conf.py``'s ``bibtex_bibfiles``)."""
+
+_BIBLIOGRAPHIES: dict[Path, dict[str, tuple[str, str, str]]] = {}
+
+
+def bibliography(path: Path) -> dict[str, tuple[str, str, str]]:
+    """``{key: (authors, year, address)}`` of a BibTeX file, as a citation names them.
+
+    ``authors`` is the one or two last names, or the first and "et al." (an author in
+    braces, an organisation, as it is); ``address`` the DOI's, else the ``url``.
+    """
+    path = path.resolve()
+    if path not in _BIBLIOGRAPHIES:
+        from pybtex.database import parse_file
+
+        entries = {}
+        for key, entry in parse_file(str(path), bib_format="bibtex").entries.items():
+            names = [
+                " ".join(p.last_names).replace("{", "").replace("}", "")
+                for p in entry.persons.get("author", [])
+            ]  # "and others" is a person named "others"
+            many = len(names) >= 3 or "others" in names
+            authors = f"{names[0]} et al." if many else " and ".join(names)
+            doi = entry.fields.get("doi")
+            address = f"https://doi.org/{doi}" if doi else entry.fields.get("url", "")
+            entries[key] = (authors, entry.fields.get("year", ""), address)
+        _BIBLIOGRAPHIES[path] = entries
+    return _BIBLIOGRAPHIES[path]
+
+
+def _citation(name: str, content: str, ctx: _Context) -> str:
+    """A citation as the book prints it (``amp_book.citations``), each linked to the work:
+    "Micikevicius et al. (2018)" for ``{cite:t}``, "(Micikevicius et al., 2018)" otherwise."""
+    bib = bibliography(ctx.source_dir / BIBLIOGRAPHY) if ctx.source_dir else {}
+    parts = []
+    for key in (k.strip() for k in content.split(",")):
+        if key not in bib:
+            if ctx.strict:
+                ctx.unresolved.append(f"{{{name}}}`{key}`")
+            parts.append(key)
+            continue
+        authors, year, address = bib[key]
+        text = f"{authors} ({year})" if name == "cite:t" else f"{authors}, {year}"
+        parts.append(f"[{text}]({address})" if address else text)
+    return "; ".join(parts) if name == "cite:t" else f"({'; '.join(parts)})"
 
 
 def _py_reference(kind: str, content: str, ctx: _Context) -> str:
