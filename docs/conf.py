@@ -9,8 +9,11 @@ page executes, and the execution cache is keyed on the package's source (see
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import amp_lesson
+from amp_book import inventories as _inventories
+from amp_book import urls as _urls
 
 project = "Mixed precision, loss scaling and gradient accumulation"
 author = "The amp-lesson authors"
@@ -23,6 +26,11 @@ extensions = [
     "sphinx_copybutton",
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
+    "sphinx.ext.intersphinx",
+    "sphinxcontrib.bibtex",
+    "sphinx_sitemap",
+    "sphinxext.opengraph",
+    "notfound.extension",
     "amp_book",
 ]
 
@@ -51,6 +59,11 @@ nb_merge_streams = True
 # A warning printed by a cell is a Sphinx warning, so -W fails the build: a reader
 # never sees a page whose own code warns.
 nb_output_stderr = "warn"
+
+# -- Bibliography: docs/references.bib, cited with {cite:t} / {cite:p}, listed on references.md
+bibtex_bibfiles = ["references.bib"]
+bibtex_reference_style = "author_year_round"
+bibtex_default_style = "plain"
 
 # -- Math without a CDN: rendered to MathML at build time -------------------------
 html_math_renderer = "mathml"
@@ -111,9 +124,7 @@ numfig = False
 # -- API reference (docs/api/): autodoc reads amp_lesson's numpydoc docstrings ------------
 napoleon_google_docstring = False
 napoleon_numpy_docstring = True
-# Types stay the docstrings' words ("torch.device or str, optional"), set as text: turned into
-# cross-references they would point at torch and Python, whose inventories a build cannot
-# fetch (no network on the build machines), and -n would fail on every one.
+# Types stay the docstrings' words ("torch.device or str, optional"), set as text.
 napoleon_use_param = False
 napoleon_use_rtype = False
 autodoc_typehints = "none"
@@ -127,13 +138,44 @@ html_use_index = False
 # Nor to the Python module index: the API reference's index page lists every module, and
 # the module index was written again on every build (0.7 s of a no-change one).
 html_domain_indices = False
-# Roles in the docstrings' prose that name another project's objects (:class:`torch.amp.GradScaler`,
-# :func:`time.perf_counter`) cannot resolve offline either; they render as code. Only these
-# outside namespaces are let through: a reference to a name of amp_lesson that does not exist
-# still fails the build.
-nitpick_ignore_regex = [
-    (r"py:.*", r"(torch|numpy|matplotlib|jsonschema|sklearn|time|datetime|pathlib|typing)(\..+)?"),
-]
+# -- Links into other projects' documentation ------------------------------------------
+# Intersphinx reads each inventory from docs/_inventories/ (the build has no network): a role
+# such as :class:`torch.amp.GradScaler` or :func:`time.perf_counter` resolves to its entry,
+# and a code span in the prose that names one links to it (amp_book.apilinks). Where an
+# inventory came from and how it is read again: docs/_inventories/sources.json,
+# tools/inventories.py. A file that is not what sources.json records fails the build.
+_INVENTORIES = Path(__file__).parent / "_inventories"
+intersphinx_mapping = _inventories.mapping(_INVENTORIES)
+# The namespaces of a project whose inventory has not been read yet render as code; so do
+# those of projects the book keeps no inventory of. A reference to a name of amp_lesson
+# that does not exist still fails the build.
+_UNLINKED = [*_inventories.unlinked_namespaces(_INVENTORIES), "matplotlib", "jsonschema", "sklearn"]
+nitpick_ignore_regex = [(r"py:.*", rf"({'|'.join(_UNLINKED)})(\..+)?")]
+
+# -- Where the book is published ---------------------------------------------------------
+# Read the Docs says where this version's pages live (READTHEDOCS_CANONICAL_URL, ending in
+# /en/<version>/): every page names it as its canonical address, so "latest" and "stable"
+# are one book to a search engine, and the sitemap and the social cards are made from it.
+# Elsewhere the address of the book's latest version, from pyproject.toml's [project.urls].
+html_baseurl = os.environ.get("READTHEDOCS_CANONICAL_URL") or _urls.documentation_url() + "/"
+sitemap_url_scheme = "{link}"  # html_baseurl holds the language and the version
+sitemap_excludes = ["search.html", "404.html", "print.html"]
+# Social cards: one static image (docs/_static/social-card.png, drawn by
+# tools/social_card.py), not one drawn per page.
+ogp_site_url = html_baseurl
+ogp_image = "_static/social-card.png"
+ogp_image_alt = "Mixed precision in PyTorch: an executable book"
+ogp_social_cards = {"enable": False}
+ogp_type = "book"
+# A 404 page in the book's theme; its links are absolute (Read the Docs serves it for every
+# missing address of this version).
+notfound_context = {
+    "title": "Page not found",
+    "body": (
+        "<h1>Page not found</h1><p>There is no page at this address. The book's contents are in "
+        "the sidebar, and the search finds a word on any page.</p>"
+    ),
+}
 
 # The theme logs a console error for an empty mode; follow the reader's system setting.
 html_context = {"default_mode": "auto"}

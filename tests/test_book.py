@@ -35,7 +35,7 @@ def _toctree_docs(env: Any) -> list[str]:
 
 
 def _env(html: Path) -> Any:
-    with open(html / ".doctrees" / "environment.pickle", "rb") as f:
+    with open(workdirs.doctrees_folder(html) / "environment.pickle", "rb") as f:
         return pickle.load(f)
 
 
@@ -101,7 +101,7 @@ def test_each_pickled_doctree_holds_its_page_and_not_the_build_environment(
     built_book: Path,
 ) -> None:
     """API pages' nodes pointed at their parse's document, and so pickled the whole env."""
-    doctrees = sorted((built_book / ".doctrees").rglob("*.doctree"))
+    doctrees = sorted(workdirs.doctrees_folder(built_book).rglob("*.doctree"))
     api = [d for d in doctrees if d.parent.name == "api"]
     assert len(api) >= 10
     carrying = [
@@ -112,7 +112,7 @@ def test_each_pickled_doctree_holds_its_page_and_not_the_build_environment(
     assert carrying == []
     # and every node still finds its document
     doctree = pickle.loads(
-        (built_book / ".doctrees" / "api" / "amp_lesson.recipe.doctree").read_bytes()
+        (workdirs.doctrees_folder(built_book) / "api" / "amp_lesson.recipe.doctree").read_bytes()
     )
     assert all(node.document is doctree for node in doctree.findall())
 
@@ -367,3 +367,83 @@ def test_every_failing_page_fails_the_build_naming_its_cell_and_how_it_failed(
     assert "return 1 / 0" in log  # the traceback itself, not just the error name
     # the page and the line of the cell, so the author can find it
     assert re.search(r"bad-warn\.md:\d+: WARNING: stderr was found in the cell outputs", log), log
+
+
+# -- The book among its neighbours: links out, references, what a host publishes ----------
+
+
+def test_the_site_publishes_no_doctrees_and_has_a_sitemap_a_404_page_and_a_card(
+    built_book: Path,
+) -> None:
+    import xml.etree.ElementTree as ET
+
+    from amp_book import urls
+
+    assert not (built_book / ".doctrees").exists()
+    assert (workdirs.doctrees_folder(built_book) / "environment.pickle").is_file()
+    base = urls.documentation_url() + "/"  # no READTHEDOCS_CANONICAL_URL in a test's build
+    ns = {"s": "http://www.sitemaps.org/schemas/sitemap/0.9"}
+    locs = [
+        e.text for e in ET.parse(built_book / "sitemap.xml").getroot().findall("s:url/s:loc", ns)
+    ]
+    pages = {p.relative_to(built_book).as_posix() for p in built_book.rglob("*.html")
+             if not p.relative_to(built_book).parts[0] in ("editions", "_static", "_images")}  # fmt: skip
+    assert {base + page for page in pages - {"search.html", "404.html", "print.html"}} == set(locs)
+    index = (built_book / "index.html").read_text(encoding="utf-8")
+    assert f'<link rel="canonical" href="{base}index.html" />' in index
+    assert f'<meta property="og:image" content="{base}_static/social-card.png" />' in index
+    assert (built_book / "_static" / "social-card.png").is_file()
+    assert "Page not found" in (built_book / "404.html").read_text(encoding="utf-8")
+    edition = next((built_book / "editions").glob("*/chapter/formats.html"), None)
+    if edition is not None:  # its own address, under editions/<slug>/
+        slug = edition.parent.parent.name
+        assert f'href="{base}editions/{slug}/chapter/formats.html"' in edition.read_text()
+        assert not (edition.parent.parent / "sitemap.xml").exists()
+
+
+def test_every_work_in_the_bibliography_is_cited_and_every_citation_reaches_it(
+    built_book: Path,
+) -> None:
+    from bs4 import BeautifulSoup
+    from pybtex.database import parse_file
+
+    keys = set(parse_file(str(DOCS / "references.bib")).entries)
+    refs = BeautifulSoup((built_book / "references.html").read_text(), "html.parser")
+    entries = refs.select("div.citation")
+    assert len(entries) == len(keys), "a work in references.bib is cited on no page"
+    ids = {e["id"] for e in entries}
+    cited = 0
+    for page in built_book.glob("*/*.html"):
+        if page.parts[-2] in ("editions", "api", "_static"):
+            continue
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        for link in soup.select("span.bibtex-citation a"):
+            target, _, anchor = link["href"].partition("#")
+            assert (target, anchor in ids) == ("../references.html", True), (page, link)
+            cited += 1
+    assert cited >= len(keys)
+
+
+LINKS_AT_LEAST = {"torch": 60, "python": 5}
+"""Links into each project's documentation the built book must hold (issue: 60 into PyTorch's)."""
+
+
+@pytest.mark.parametrize("project", sorted(LINKS_AT_LEAST))
+def test_the_book_links_into_the_documentation_whose_inventory_it_holds(
+    built_book: Path, project: str
+) -> None:
+    from amp_book import inventories
+
+    folder = DOCS / "_inventories"
+    site = inventories.load_sources(folder)[project]["site"]
+    if project in inventories.missing(folder):
+        pytest.skip(f"{project}'s inventory is not read yet (docs/_inventories/sources.json)")
+    links = 0
+    for page in built_book.rglob("*.html"):
+        if (
+            page.relative_to(built_book).parts[0] in ("editions", "_static")
+            or page.name == "print.html"
+        ):
+            continue
+        links += page.read_text(encoding="utf-8").count(f'href="{site}')
+    assert links >= LINKS_AT_LEAST[project], f"{links} links into {site}"

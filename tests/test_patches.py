@@ -129,3 +129,26 @@ def test_sphinx_still_makes_glossary_ids_with_make_id() -> None:
     assert "make_id(" in inspect.getsource(make_glossary_term)
     assert _make_id("term-loss scale") == "term-loss-scale"
     assert _make_id("term-FP16") == "term-FP16"
+
+
+def test_a_failed_builds_cleanup_leaves_a_managers_server_to_the_extension_that_owns_it() -> None:
+    """sphinx-sitemap keeps its pages in a ``multiprocessing.Manager()`` queue and reads it at
+    ``build-finished``: killing that server made a failed build end in "Connection refused"
+    from the sitemap, not with the page that failed. A plain child process is still ended."""
+    import multiprocessing
+    import time
+
+    from amp_book import shutdown
+
+    manager = multiprocessing.Manager()
+    queue = manager.Queue()
+    queue.put("page.html")
+    worker = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,))
+    worker.start()
+    try:
+        ended = shutdown.end_workers()
+        assert ended == [worker.pid]
+        assert not worker.is_alive()
+        assert queue.get_nowait() == "page.html"  # the manager still serves
+    finally:
+        manager.shutdown()

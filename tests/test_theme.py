@@ -13,7 +13,7 @@ from bs4 import BeautifulSoup
 from fontTools.ttLib import TTFont
 from helpers import built_pages, built_soup
 
-from amp_book import theme
+from amp_book import theme, workdirs
 
 # -- the maths font ---------------------------------------------------------------------
 
@@ -177,7 +177,7 @@ def test_the_served_maths_font_holds_every_character_of_the_books_maths(
 
 
 def test_the_compiled_templates_are_kept_for_the_next_build(built_book: Path) -> None:
-    kept = list((built_book / ".doctrees" / "jinja").glob("__jinja2_*.cache"))
+    kept = list((workdirs.doctrees_folder(built_book) / "jinja").glob("__jinja2_*.cache"))
     # one a template the pages render: the theme's layout, its sidebar, the book's own
     assert len(kept) >= 10
 

@@ -59,6 +59,8 @@ TOOLS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TOOLS))
 from build_book import ROOT, book_command
 
+from amp_book import workdirs
+
 TARGETS = {
     "cold_s": 60.0,
     "no_change_s": 3.0,
@@ -162,7 +164,7 @@ def time_pdf(out: Path) -> dict[str, object]:
 
 def executed_since(out: Path, since: float) -> list[str]:
     """The pages the build in ``out`` executed after time ``since`` (not served from the cache)."""
-    env = pickle.loads((out / ".doctrees" / "environment.pickle").read_bytes())
+    env = pickle.loads((workdirs.doctrees_folder(out) / "environment.pickle").read_bytes())
     return sorted(
         doc
         for doc, meta in getattr(env, "nb_metadata", {}).items()
@@ -171,7 +173,7 @@ def executed_since(out: Path, since: float) -> list[str]:
 
 
 def exec_times(out: Path) -> dict[str, float]:
-    with open(out / ".doctrees" / "environment.pickle", "rb") as f:
+    with open(workdirs.doctrees_folder(out) / "environment.pickle", "rb") as f:
         env = pickle.load(f)
     times = {
         doc: round(meta["exec_data"]["runtime"] or 0.0, 2)

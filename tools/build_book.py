@@ -33,7 +33,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,18 +46,46 @@ every cross-reference must resolve (``-n``), and pages execute in parallel
 kernels (``-j auto``)."""
 
 
-def sphinx_command(src: Path, out: Path, *extra: str, python: str | None = None) -> list[str]:
+RTD_MAX_JOBS = 4
+"""``-j`` on Read the Docs, whose builders may have more cores than memory for a kernel per
+core: a build holds 7 GB there. Each parallel reader runs a kernel; a cold build's peak, all
+processes summed (``tools/peak_memory.py``), was 1.39 GiB at ``-j 2`` and 2.60 GiB at ``-j 8``
+on a 2-core machine (2026-12-04), so 4 keeps it near 2 GiB, half the budget
+``tools/rtd_build.py`` holds it to. Elsewhere ``auto``."""
+
+
+def jobs(environ: Mapping[str, str] = os.environ) -> str:
+    """The ``-j`` of a build: ``auto``, or at most :data:`RTD_MAX_JOBS` on Read the Docs.
+
+    >>> jobs({}), jobs({"READTHEDOCS": "True"}) in ("1", "2", "3", "4")
+    ('auto', True)
+    """
+    if environ.get("READTHEDOCS") != "True":
+        return "auto"
+    return str(max(1, min(os.cpu_count() or 1, RTD_MAX_JOBS)))
+
+
+def sphinx_command(
+    src: Path, out: Path, *extra: str, python: str | None = None, doctrees: Path | None = None
+) -> list[str]:
     """The ``sphinx-build`` command line that builds ``src`` into ``out``.
 
     It runs ``python -m sphinx`` through ``tools/run_sphinx.py``, which ends the
-    process without Python's teardown once Sphinx has finished.
+    process without Python's teardown once Sphinx has finished. Sphinx's doctrees go
+    beside the site, not into it (``-d``: ``doctrees``, by default
+    ``amp_book.workdirs.doctrees_folder``), so a host that publishes ``out`` publishes no
+    pickles.
 
     >>> cmd = sphinx_command(Path("docs"), Path("out"), "-q", python="python")
     >>> cmd[0], Path(cmd[1]).name, cmd[2:]
-    ('python', 'run_sphinx.py', ['-W', '-n', '--keep-going', '-j', 'auto', '-b', 'html', 'docs', 'out', '-q'])
+    ('python', 'run_sphinx.py', ['-W', '-n', '--keep-going', '-j', 'auto', '-b', 'html', '-d', 'out.work/doctrees', 'docs', 'out', '-q'])
     """
+    from amp_book.workdirs import doctrees_folder
+
     runner = str(Path(__file__).resolve().with_name("run_sphinx.py"))
-    return [python or sys.executable, runner, *SPHINX_OPTS, str(src), str(out), *extra]
+    where = ["-d", (doctrees or doctrees_folder(out)).as_posix()]
+    options = [jobs() if option == "auto" else option for option in SPHINX_OPTS]
+    return [python or sys.executable, runner, *options, *where, str(src), str(out), *extra]
 
 
 def book_command(src: Path, out: Path, *extra: str, python: str | None = None) -> list[str]:
@@ -87,6 +115,9 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     out = Path(argv[0]) if argv else HTML
+    # The doctrees of a build from before they moved out of the site (sphinx_command's -d):
+    # not this build's, and not to be published.
+    shutil.rmtree(out / ".doctrees", ignore_errors=True)
     status = run_to_the_end(sphinx_command(docs, out, *extra))
     if status == 0:
         status = build_editions(out)
@@ -120,7 +151,7 @@ def build_editions(out: Path) -> int:
             start = time.perf_counter()
             settings = [f"-D{name}={value}" for name, value in edition["settings"].items()]
             cmd = sphinx_command(Path(edition["src"]), html, "-q", "-c", edition["confdir"],
-                                 "-d", edition["doctrees"], *settings)  # fmt: skip
+                                 *settings, doctrees=Path(edition["doctrees"]))  # fmt: skip
             status = run_to_the_end(cmd, env={**os.environ, "AMP_LESSON_PDF": "no"})
             if status != 0:
                 print(f"The edition recorded on {edition['device']} ({edition['folder']}) "

@@ -12,22 +12,37 @@ Only what this project's file uses is emulated: its ``install`` and
 ``build.html`` jobs replace Read the Docs' defaults, and the script refuses a
 file that relies on the defaults instead of building something else.
 
+It also holds the build to Read the Docs' limits: all the jobs together within
+:data:`TIME_LIMIT_S` (Read the Docs stops a build at 15 minutes), and the build's
+peak memory, every process of it summed (``tools/peak_memory.py``), within
+:data:`MEMORY_BUDGET` (Read the Docs gives a build 7 GB). The figures are printed
+and written to ``_readthedocs/figures.json``; a build over either fails.
+
     python tools/rtd_build.py [--dry-run] [--venv PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / ".readthedocs.yaml"
 OUTPUT = ROOT / "_readthedocs"
+FIGURES = OUTPUT / "figures.json"
+TIME_LIMIT_S = 15 * 60
+"""Read the Docs' limit on a build, every job of it (its documentation, "Build resources")."""
+MEMORY_BUDGET = 4 * 2**30
+"""The peak memory the build may reach, all its processes summed: well under Read the Docs'
+7 GB, so that a builder that counts memory differently, or a page that grows, does not
+fail the published book first (``tools/build_book.py`` caps ``-j`` there for the same reason)."""
 # Read the Docs' order of the build.jobs steps (its "build process" documentation).
 ORDER = (
     "post_checkout",
@@ -115,14 +130,59 @@ def main(argv: list[str]) -> int:
         VIRTUAL_ENV=str(venv),
         PATH=os.pathsep.join([str(bindir), os.environ.get("PATH", "")]),
     )
+    from peak_memory import run_measured
+
+    start, peak = time.perf_counter(), 0
     for step, command in steps:
         print(f"rtd_build: {step}: {command}", flush=True)
-        status = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, check=False).returncode
-        if status != 0:
-            print(f"rtd_build: {step} failed ({status}): {command}", file=sys.stderr)
-            return status
-    print(f"rtd_build: the book is in {OUTPUT / 'html'}")
-    return 0
+        measured = run_measured(["bash", "-c", command], cwd=ROOT, env=env)
+        peak = max(peak, measured.peak_bytes)
+        if measured.returncode != 0:
+            print(f"rtd_build: {step} failed ({measured.returncode}): {command}", file=sys.stderr)
+            return measured.returncode
+    return judge(time.perf_counter() - start, peak)
+
+
+def judge(seconds: float, peak: int, figures: Path = FIGURES) -> int:
+    """Print and record the build's time and peak memory; 1 if either is over its limit.
+
+    >>> import tempfile
+    >>> out = Path(tempfile.mkdtemp()) / "figures.json"
+    >>> judge(600.0, 3 * 2**30, out)
+    rtd_build: 600 s of 900; peak memory 3.00 GiB of 4.00 GiB
+    rtd_build: the book is in .../_readthedocs/html
+    0
+    >>> json.loads(out.read_text())["peak_bytes"] == 3 * 2**30
+    True
+    >>> judge(950.0, 5 * 2**30, out)
+    rtd_build: 950 s of 900; peak memory 5.00 GiB of 4.00 GiB
+    rtd_build: over Read the Docs' 15 minutes
+    rtd_build: over the memory budget of 4.00 GiB
+    1
+    """
+    print(
+        f"rtd_build: {seconds:.0f} s of {TIME_LIMIT_S}; peak memory "
+        f"{peak / 2**30:.2f} GiB of {MEMORY_BUDGET / 2**30:.2f} GiB"
+    )
+    figures.parent.mkdir(parents=True, exist_ok=True)
+    figures.write_text(
+        json.dumps(
+            {"seconds": round(seconds, 1), "time_limit_s": TIME_LIMIT_S, "peak_bytes": peak,
+             "memory_budget_bytes": MEMORY_BUDGET},
+            indent=1,
+        )
+        + "\n"
+    )  # fmt: skip
+    status = 0
+    if seconds > TIME_LIMIT_S:
+        print("rtd_build: over Read the Docs' 15 minutes")
+        status = 1
+    if peak > MEMORY_BUDGET:
+        print(f"rtd_build: over the memory budget of {MEMORY_BUDGET / 2**30:.2f} GiB")
+        status = 1
+    if status == 0:
+        print(f"rtd_build: the book is in {OUTPUT / 'html'}")
+    return status
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ the tests load them in an in-process Sphinx app:
   and rendered beside the live build, with a switch on every page;
 - :mod:`.apilinks` -- code spans that name another project's documented object link
   to it (the inventories of :mod:`.inventories`);
-- :mod:`.citations` -- citations as author and year in round brackets.
+- :mod:`.citations` -- citations as author and year in round brackets;
+- :mod:`.sitemap` -- every page in the sitemap, an incremental build's too.
 
 Executing the pages:
 
@@ -85,6 +86,7 @@ PARTS = (
     "edition",
     "apilinks",
     "citations",
+    "sitemap",
 )
 """The extensions the book loads, in this order."""
 

@@ -416,6 +416,10 @@ def _live_device() -> str:
     return models[0]
 
 
+LIVE_INVENTORY = "live"
+"""The name of the live build's inventory in an edition's build (``intersphinx_mapping``)."""
+
+
 def _configure(app: Sphinx, config: Config) -> None:
     """Load the stored editions (live build), or set up the rendering of one (edition build)."""
     if config.amp_lesson_edition:
@@ -424,8 +428,15 @@ def _configure(app: Sphinx, config: Config) -> None:
         config.amp_lesson_pdf = "no"
         # Links into the pages only the live edition has (the API reference, the authors'
         # guide) resolve through the live build's inventory, relative to this site's root.
-        config.intersphinx_mapping = {"live": (LIVE_ROOT.rstrip("/"), state["inventory"])}
+        # The book's inventories of other projects' documentation stay (amp_book.apilinks).
+        live = {LIVE_INVENTORY: (LIVE_ROOT.rstrip("/"), state["inventory"])}
+        config.intersphinx_mapping = {**config.intersphinx_mapping, **live}
         config.intersphinx_disabled_reftypes = []
+        # Its pages live under the book's address, in editions/<slug>/ (canonical links, cards).
+        if config.html_baseurl:
+            config.html_baseurl = f"{config.html_baseurl}{EDITIONS_URL}/{state['slug']}/"
+            if hasattr(config, "ogp_site_url"):
+                config.ogp_site_url = config.html_baseurl
         return
     if not config.amp_lesson_editions.strip():  # none wanted (the live preview)
         app._amp_lesson_editions = []  # type: ignore[attr-defined]
@@ -671,7 +682,15 @@ def prepare_edition(app: Sphinx, edition: Edition) -> dict[str, Any]:
         "stamp": stamp,
         "stamp_file": str(stamp_file),
         "target": str(Path(app.outdir) / EDITIONS_URL / edition.slug),
-        "skip": [".doctrees", ".buildinfo", "search.html", "searchindex.js"],
+        # the live build's own: one sitemap and one 404 page for the whole site
+        "skip": [
+            ".doctrees",
+            ".buildinfo",
+            "search.html",
+            "searchindex.js",
+            "sitemap.xml",
+            "404.html",
+        ],
     }
 
 

@@ -110,6 +110,10 @@ def watch(cleanup: Callable[[], None] | None = None) -> bool:
     return True
 
 
+MANAGER_PREFIX = "SyncManager-"
+"""How ``multiprocessing`` names a manager's server process."""
+
+
 def end_workers() -> list[int]:
     """Kill the readers and writers a failed build leaves running; return their pids.
 
@@ -119,9 +123,16 @@ def end_workers() -> list[int]:
     sending its result: it holds the read end of its own pipe (inherited at the
     fork), so that end never closes. The main process waits for it at exit
     (``multiprocessing`` joins its children), and the failed build never ends.
-    Only the main process has these children; elsewhere this does nothing.
+    Only the main process has these children; elsewhere this does nothing. A manager's
+    server process (``multiprocessing.Manager()``, named ``SyncManager-N``) is not a reader or
+    writer: extensions keep their shared state in one (sphinx-sitemap its queue of pages) and
+    read it in their own ``build-finished`` handlers, so it is left to end with the build.
     """
-    stray = multiprocessing.active_children()
+    stray = [
+        child
+        for child in multiprocessing.active_children()
+        if not child.name.startswith(MANAGER_PREFIX)
+    ]
     for child in stray:
         with contextlib.suppress(OSError):
             os.kill(child.pid, signal.SIGKILL)  # type: ignore[arg-type]

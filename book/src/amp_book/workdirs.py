@@ -7,6 +7,8 @@ book's own build):
   the notebook twins and the edition recorder read;
 - ``kernels/``: the kernels' IPython profile and the cell each is running;
 - ``editions/``: each stored edition's sources and build, and the plan the build tool runs;
+- ``doctrees/``: Sphinx's environment and doctrees (``sphinx-build -d``), which are
+  not part of the site a host publishes;
 - ``jupyter_cache/``: the execution caches, unless ``AMP_LESSON_CACHE_DIR`` names a folder
   to share (:mod:`.cache`).
 
@@ -52,6 +54,15 @@ def kernels_folder(outdir: str | Path) -> Path:
 def editions_folder(outdir: str | Path) -> Path:
     """The stored editions' sources and builds, and the plan of them (``plan.json``)."""
     return work_folder(outdir) / "editions"
+
+
+def doctrees_folder(outdir: str | Path) -> Path:
+    """Sphinx's pickled environment and doctrees (``sphinx-build -d``): not in the site.
+
+    >>> doctrees_folder("docs/_build/html").as_posix()
+    'docs/_build/html.work/doctrees'
+    """
+    return work_folder(outdir) / "doctrees"
 
 
 def cache_folder(outdir: str | Path) -> Path:
