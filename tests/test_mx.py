@@ -229,3 +229,73 @@ def test_rceil_picks_the_smallest_exponent_that_saturates_nothing(fmt: str) -> N
 def test_bad_input_is_named(call, error, message) -> None:
     with pytest.raises(error, match=message):
         call()
+
+
+# -- against a peer: torchao's to_mx (0.18.0) -----------------------------------------------
+
+_TORCHAO = {
+    "mxfp8_e4m3": "float8_e4m3fn",
+    "mxfp8_e5m2": "float8_e5m2",
+    "mxfp4_e2m1": "float4_e2m1fn_x2",
+}
+
+
+def _to_mx():
+    """torchao's ``to_mx`` and its exponent rules, its import's log lines silenced: on a CPU
+    build it logs the CUDA kernels it cannot load, and torch a deprecation it triggers."""
+    import logging
+
+    for name in ("torchao", "torch.utils._pytree"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    from torchao.prototype.mx_formats.mx_tensor import ScaleCalculationMode, to_mx
+
+    return to_mx, {"floor": ScaleCalculationMode.FLOOR, "rceil": ScaleCalculationMode.RCEIL}
+
+
+@pytest.mark.parametrize("rounding", ["floor", "rceil"])
+@pytest.mark.parametrize("fmt", list(MX_FORMATS))
+def test_quantize_mx_stores_the_bytes_torchaos_to_mx_stores(fmt: str, rounding: str) -> None:
+    """Bit for bit: the E8M0 scales and the stored elements (FP8 bytes, or E2M1 codes packed
+    two to a byte), over 120 blocks a case spread across 60 binades, zeros, saturating
+    maxima and ties among them; 720 block quantisations over the six cases."""
+    to_mx, modes = _to_mx()
+    g = torch.Generator().manual_seed(len(fmt) + len(rounding))
+    magnitudes = torch.exp2(torch.randint(-40, 20, (120, 1), generator=g).float())
+    data = torch.randn(120, 32, generator=g) * magnitudes
+    data[0] = 0.0  # an all-zero block
+    data[1, :4] = torch.tensor([448.0, 480.0, 500.0, -512.0])  # E4M3's saturation band
+    data[2] = torch.tensor([0.75, 1.25, 2.5, 5.0] * 8) * 2.0**-3  # ties of every element format
+    ours = quantize_mx(data, fmt, scale_rounding=rounding)
+    scale, elements = to_mx(data, getattr(torch, _TORCHAO[fmt]), 32, scaling_mode=modes[rounding])
+    assert torch.equal(scale.view(torch.uint8).flatten(), ours.scale_codes.view(torch.uint8))
+    assert torch.equal(elements.view(torch.uint8).flatten(), ours.element_bits().view(torch.uint8).flatten())  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", list(MX_FORMATS))
+def test_for_a_block_below_e8m0s_range_torchao_divides_by_two_to_the_minus_126(fmt: str) -> None:
+    """Where the block's exponent clamps at E8M0's smallest, 2**-127 (every value below about
+    2**-118), both store the scale code 0, but torchao divides by 2**-126 (its FP32 scale
+    clamped at FP32's smallest normal number, mx_tensor.py of 0.18.0): its elements, read
+    back with the stored scale, are half the block; the specification's are the block."""
+    to_mx, modes = _to_mx()
+    # E2M1's elements hold 0.5 at least: its block sits just below 2**-125, where the
+    # specification's exponent (floor(log2(amax)) - 2) first clamps at -127
+    tiny = torch.linspace(1.0, 1.9, 32) * 2.0 ** (-127 if fmt == "mxfp4_e2m1" else -130)
+    scale, elements = to_mx(tiny, getattr(torch, _TORCHAO[fmt]), 32, scaling_mode=modes["floor"])
+    ours = quantize_mx(tiny, fmt)
+    assert scale.view(torch.uint8).tolist() == [0] == ours.scale_codes.view(torch.uint8).tolist()
+    if fmt == "mxfp4_e2m1":
+        from torchao.prototype.mx_formats.kernels import f4_unpacked_to_f32, unpack_uint4
+
+        theirs = f4_unpacked_to_f32(unpack_uint4(elements.view(torch.uint8)))
+    else:
+        theirs = elements.float()
+    theirs = theirs.double() * 2.0**-127
+
+    def error(back: torch.Tensor) -> float:
+        return ((back.double() - tiny.double()).abs() / tiny.double()).max().item()
+
+    assert error(ours.dequantize()) < 0.25
+    assert error(theirs) > 0.45
+    if fmt != "mxfp4_e2m1":  # FP8 halves these values exactly
+        assert torch.equal(theirs * 2, ours.dequantize().double())
