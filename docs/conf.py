@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlparse
 
 import amp_lesson
 from amp_book import inventories as _inventories
@@ -68,6 +69,13 @@ bibtex_default_style = "plain"
 # -- Math without a CDN: rendered to MathML at build time -------------------------
 html_math_renderer = "mathml"
 
+# -- Licences: the prose and figures CC BY 4.0, the code BSD-3-Clause (LICENSE) --------------
+LICENCE_HTML = (
+    '<p class="amp-licence">Text and figures: <a rel="license" '
+    'href="https://creativecommons.org/licenses/by/4.0/">CC BY 4.0</a>. Code: '
+    '<a href="https://opensource.org/license/bsd-3-clause">BSD-3-Clause</a>.</p>'
+)
+
 # -- HTML -------------------------------------------------------------------------
 html_theme = "sphinx_book_theme"
 html_title = "Mixed precision in PyTorch"
@@ -86,11 +94,13 @@ html_theme_options = {
     # Top-level entries only: the API reference's module pages are reached from its index
     # page, so the sidebar needs no expand toggles (the theme's toggle has no accessible name).
     "max_navbar_depth": 1,
+    # The licences, under the copyright line of every page (and of the PDF's last page).
+    "extra_footer": LICENCE_HTML,
 }
 
 # The API reference and the pages for authors are sections of their own, reached from
 # their entries in the sidebar: no "Previous" or "Next" link leads from the learner's
-# pages into them (the reading path ends at the corrections page), nor out of them.
+# pages into them (the reading path ends at the references page), nor out of them.
 amp_lesson_reference_pages = ["api/*", "guide/*"]
 
 # -- Copy buttons: on code, not on a cell's output; prompts and their output lines
@@ -167,8 +177,10 @@ ogp_image = "_static/social-card.png"
 ogp_image_alt = "Mixed precision in PyTorch: an executable book"
 ogp_social_cards = {"enable": False}
 ogp_type = "book"
-# A 404 page in the book's theme; its links are absolute (Read the Docs serves it for every
-# missing address of this version).
+# A 404 page in the book's theme. Read the Docs serves it for every missing address of this
+# version, so its links start at the version's root (/en/<version>/); a book served from its
+# own folder (a local build, the tests) has it at /.
+notfound_urls_prefix = urlparse(os.environ.get("READTHEDOCS_CANONICAL_URL", "")).path or "/"
 notfound_context = {
     "title": "Page not found",
     "body": (

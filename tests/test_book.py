@@ -447,3 +447,22 @@ def test_the_book_links_into_the_documentation_whose_inventory_it_holds(
             continue
         links += page.read_text(encoding="utf-8").count(f'href="{site}')
     assert links >= LINKS_AT_LEAST[project], f"{links} links into {site}"
+
+
+def test_every_page_and_the_print_book_state_the_licences(built_book: Path) -> None:
+    """The footer of every page, and the print book's cover (so the PDF's first page)."""
+    from bs4 import BeautifulSoup
+
+    where = {
+        "index.html": "footer .amp-licence",
+        "chapter/formats.html": "footer .amp-licence",
+        "references.html": "footer .amp-licence",
+        "print.html": "header.amp-print-cover .amp-licence",
+    }
+    for page, selector in where.items():
+        soup = BeautifulSoup((built_book / page).read_text(encoding="utf-8"), "html.parser")
+        (licence,) = soup.select(selector)
+        assert licence.get_text() == "Text and figures: CC BY 4.0. Code: BSD-3-Clause.", page
+        assert licence.select_one('a[rel="license"]')["href"] == (
+            "https://creativecommons.org/licenses/by/4.0/"
+        )

@@ -41,6 +41,11 @@ def test_pages_with_the_same_ids_keep_apart_and_their_links_follow() -> None:
         '<title>x</title><link rel="stylesheet" href="_static/a.css"/><script src="s.js"></script>',
         "https://book.example/en/latest",
         "The book",
+        '<p>Text: <a href="https://creativecommons.org/licenses/by/4.0/">CC BY 4.0</a></p>',
+    )
+    cover = re.search(r'<header class="amp-print-cover">(.*?)</header>', text, re.DOTALL).group(1)
+    assert (
+        'class="amp-print-licence"><p>Text: <a href="https://creativecommons.org/licenses' in cover
     )
     ids = re.findall(r'\bid="([^"]+)"', text)
     assert len(ids) == len(set(ids))  # the two pages' "intro" no longer clash

@@ -522,7 +522,9 @@ def _head(
         f"This notebook is a page of the book *Mixed precision in PyTorch* "
         f"([read it online]({_doc_link('/' + docname, _Context({}, docs_url, docname))})), "
         f"{where}. It runs in plain Jupyter or Colab: the next cell installs the book's "
-        f"package `amp_lesson` {version} from [its repository]({repository}) where it is missing."
+        f"package `amp_lesson` {version} from [its repository]({repository}) where it is missing. "
+        "Its text and figures are under [CC BY 4.0](https://creativecommons.org/licenses/by/4.0/), "
+        "its code under the BSD 3-Clause licence."
         "\n\n" + GPU_RUNTIME
     )
     return [

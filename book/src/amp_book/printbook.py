@@ -269,11 +269,14 @@ def union_head(pages: list[tuple[str, str, str]]) -> str:
     return head
 
 
-def print_page(pages: list[tuple[str, str, str]], head: str, site_url: str, title: str) -> str:
+def print_page(
+    pages: list[tuple[str, str, str]], head: str, site_url: str, title: str, licence: str = ""
+) -> str:
     """``print.html``: the pages ``(docname, title, html)`` in order, a table of contents first.
 
     ``head`` is the landing page's ``<head>`` content (its style sheets;
-    scripts are dropped), ``title`` the book's.
+    scripts are dropped), ``title`` the book's, ``licence`` the markup of the licence line
+    the cover carries (the theme's footer line, ``extra_footer``).
     """
     in_book = {doc for doc, _, _ in pages}
     contents = "".join(
@@ -296,6 +299,7 @@ def print_page(pages: list[tuple[str, str, str]], head: str, site_url: str, titl
         + f'<header class="amp-print-cover"><h1>{html.escape(title)}</h1>'
         + f'<p>The whole book, as read at <a href="{html.escape(site_url)}/index.html">'
         + f"{html.escape(site_url)}</a>, on one page.</p>"
+        + (f'<div class="amp-print-licence">{licence}</div>' if licence else "")
         + '<nav class="amp-print-contents" aria-label="Contents"><h2>Contents</h2>'
         + f"<ol>{contents}</ol></nav></header>\n"
         + sections
@@ -384,7 +388,8 @@ def _write(app: Sphinx, exception: Exception | None) -> None:
         text = path.read_text(encoding="utf-8")
         title = app.env.titles[doc].astext() if doc in app.env.titles else doc
         pages.append((doc, title, text))
-    book = print_page(pages, union_head(pages), _site_url(app), app.config.html_title)
+    licence = (app.config.html_theme_options or {}).get("extra_footer", "")
+    book = print_page(pages, union_head(pages), _site_url(app), app.config.html_title, licence)
     target = outdir / PRINT_PAGE
     if not target.is_file() or target.read_text(encoding="utf-8") != book:
         target.write_text(book, encoding="utf-8")
