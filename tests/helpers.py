@@ -210,11 +210,24 @@ kernelspec:
 """
 
 
+CONF_FILES = ("conf.py", "references.bib")
+CONF_FOLDERS = ("_inventories",)
+"""What the book's ``conf.py`` reads beside itself: a book built with it needs them too."""
+
+
+def copy_conf(src: Path) -> None:
+    """Put the real book's ``conf.py``, and the files it reads, into the book folder ``src``."""
+    for name in CONF_FILES:
+        shutil.copy(DOCS / name, src / name)
+    for name in CONF_FOLDERS:
+        shutil.copytree(DOCS / name, src / name)
+
+
 def mini_book(tmp: Path, body: str, front_matter: str = FRONT_MATTER) -> Path:
     """A one-page book in ``tmp/docs`` with the real book's ``conf.py``; return its folder."""
     src = tmp / "docs"
     src.mkdir()
-    shutil.copy(DOCS / "conf.py", src / "conf.py")
+    copy_conf(src)
     for folder in ("_data", "_static", "_templates"):
         (src / folder).mkdir()
     (src / "index.md").write_text("# Mini\n\n```{toctree}\npage\n```\n")
@@ -377,7 +390,7 @@ def build_one_page(
     """
     src = tmp_path / "docs"
     (src / page).parent.mkdir(parents=True)
-    shutil.copy(DOCS / "conf.py", src / "conf.py")
+    copy_conf(src)
     text = (DOCS / f"{page}.md").read_text(encoding="utf-8")
     (src / f"{page}.md").write_text(edit(text), encoding="utf-8")
     (src / "index.md").write_text(f"# Book\n\n```{{toctree}}\n{page}\n```\n", encoding="utf-8")

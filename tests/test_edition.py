@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from audit import axe_path
-from helpers import DOCS, FRONT_MATTER, HTML
+from helpers import DOCS, FRONT_MATTER, HTML, copy_conf
 
 from amp_book import edition as ed
 from amp_book import edition_store as store
@@ -269,7 +269,7 @@ def _small_book(tmp: Path) -> tuple[Path, Path]:
     """The small book's sources under ``tmp/docs``, and where it is built (``tmp/html``)."""
     src = tmp / "docs"
     src.mkdir()
-    shutil.copy(DOCS / "conf.py", src / "conf.py")
+    copy_conf(src)
     shutil.copytree(DOCS / "_static", src / "_static")
     for folder in ("_data", "guide"):
         (src / folder).mkdir()

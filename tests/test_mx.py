@@ -273,8 +273,8 @@ def test_quantize_mx_stores_the_bytes_torchaos_to_mx_stores(fmt: str, rounding: 
 
 @pytest.mark.parametrize("fmt", list(MX_FORMATS))
 def test_for_a_block_below_e8m0s_range_torchao_divides_by_two_to_the_minus_126(fmt: str) -> None:
-    """Where the block's exponent clamps at E8M0's smallest, 2**-127 (every value below about
-    2**-118), both store the scale code 0, but torchao divides by 2**-126 (its FP32 scale
+    """Where the block's exponent clamps at E8M0's smallest, 2**-127 (for E4M3 a block whose
+    largest value is below 2**-119), both store the scale code 0, but torchao divides by 2**-126 (its FP32 scale
     clamped at FP32's smallest normal number, mx_tensor.py of 0.18.0): its elements, read
     back with the stored scale, are half the block; the specification's are the block."""
     to_mx, modes = _to_mx()

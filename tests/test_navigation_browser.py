@@ -260,7 +260,7 @@ def test_the_search_boxs_magnifier_sits_beside_the_query(
 # -- the reading path ---------------------------------------------------------------------
 
 
-def test_next_walks_the_learners_path_to_the_corrections_and_stops(
+def test_next_walks_the_learners_path_to_the_references_and_stops(
     make_page: Any, site_url: str
 ) -> None:
     pg = make_page(viewport=DESKTOP)
@@ -274,7 +274,7 @@ def test_next_walks_the_learners_path_to_the_corrections_and_stops(
         following.click()
         pg.wait_for_load_state("load")
     assert visited[0] == "index.html"
-    assert visited[-1] == "corrections.html"  # the learner's path ends here
+    assert visited[-2:] == ["corrections.html", "references.html"]  # the path ends here
     assert "glossary.html" in visited
     assert not [v for v in visited if v.startswith(("api/", "guide/"))]
     assert len(visited) >= 20

@@ -209,7 +209,7 @@ def test_exported_notebooks_run_in_a_fresh_environment(tmp_path: Path) -> None:
     direct = json.loads(run(py, "-m", "pip", "inspect", "--local").stdout)
     (record,) = [d for d in direct["installed"] if d["metadata"]["name"] == "amp-lesson"]
     assert record["direct_url"]["url"] == repo.as_uri(), record["direct_url"]
-    assert record["direct_url"]["vcs_info"]["requested_revision"] == f"v{amp_lesson.__version__}"
+    assert record["direct_url"]["vcs_info"]["requested_revision"] == urls.install_ref()
 
     proc = subprocess.run(
         [*runner, "--jobs", "2", "--slowest-cells", "3", "--out", tmp_path / "ran", *TWINS],

@@ -158,7 +158,7 @@ def test_no_previous_or_next_link_crosses_between_the_reading_path_and_the_refer
     assert crossing == {}
     assert links["chapter/start.html"]  # the reading path itself is intact
     assert "selfchecks.html" in links["guide/execution.html"]  # author pages link each other
-    assert not _soup(built_book, "corrections.html").select_one("a.right-next")  # the end
+    assert not _soup(built_book, "references.html").select_one("a.right-next")  # the end
 
 
 @pytest.mark.book

@@ -510,8 +510,34 @@ def _cache_compiled_templates(app: Sphinx) -> None:
     environment.bytecode_cache = FileSystemBytecodeCache(str(folder))
 
 
+_BIBLIOENTRY = ' class="citation" id="'
+_BIBLIOENTRY_ROLE = re.compile(r'(<div class="citation" id="[^"]+") role="doc-biblioentry"')
+
+
+def _bibliography_entries_as_list_items(
+    app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
+    """The references page's entries are the items of the list docutils puts them in.
+
+    Docutils writes a bibliography as ``<div role="list">`` of ``<div
+    role="doc-biblioentry">``: a list whose children are not list items (axe:
+    aria-required-children, critical), and ``doc-biblioentry`` is deprecated (DPUB-ARIA 1.1).
+    Each entry becomes a ``listitem``; its label and text still say what it is.
+
+    >>> ctx = {"body": '<div role="list" class="citation-list">'
+    ...        '<div class="citation" id="id2" role="doc-biblioentry">x</div></div>'}
+    >>> _bibliography_entries_as_list_items(None, "references", "", ctx, None)
+    >>> ctx["body"]
+    '<div role="list" class="citation-list"><div class="citation" id="id2" role="listitem">x</div></div>'
+    """
+    body = context.get("body")
+    if isinstance(body, str) and _BIBLIOENTRY in body:
+        context["body"] = _BIBLIOENTRY_ROLE.sub(r'\1 role="listitem"', body)
+
+
 def setup(app: Sphinx) -> dict[str, bool]:
     app.add_config_value("amp_lesson_reference_pages", [], "html", types=[list])
+    app.connect("html-page-context", _bibliography_entries_as_list_items)
     app.connect("config-inited", add_static_path)
     app.add_css_file("amp_lesson.css")
     app.connect("builder-inited", _cache_compiled_templates)
