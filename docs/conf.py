@@ -156,6 +156,7 @@ html_domain_indices = False
 # tools/inventories.py. A file that is not what sources.json records fails the build.
 _INVENTORIES = Path(__file__).parent / "_inventories"
 intersphinx_mapping = _inventories.mapping(_INVENTORIES)
+amp_lesson_inventories = _inventories.digests(_INVENTORIES)
 # The namespaces of a project whose inventory has not been read yet render as code; so do
 # those of projects the book keeps no inventory of. A reference to a name of amp_lesson
 # that does not exist still fails the build.
@@ -167,7 +168,10 @@ nitpick_ignore_regex = [(r"py:.*", rf"({'|'.join(_UNLINKED)})(\..+)?")]
 # /en/<version>/): every page names it as its canonical address, so "latest" and "stable"
 # are one book to a search engine, and the sitemap and the social cards are made from it.
 # Elsewhere the address of the book's latest version, from pyproject.toml's [project.urls].
-html_baseurl = os.environ.get("READTHEDOCS_CANONICAL_URL") or _urls.documentation_url() + "/"
+html_baseurl = (os.environ.get("READTHEDOCS_CANONICAL_URL") or _urls.documentation_url()).rstrip(
+    "/"
+)
+html_baseurl += "/"  # sphinx-sitemap and the editions' addresses append to it
 sitemap_url_scheme = "{link}"  # html_baseurl holds the language and the version
 sitemap_excludes = ["search.html", "404.html", "print.html"]
 # Social cards: one static image (docs/_static/social-card.png, drawn by

@@ -590,21 +590,47 @@ def test_a_notebook_asks_colab_for_a_gpu_runtime() -> None:
     assert out["metadata"]["kernelspec"]["name"] == "python3"
 
 
+BIB = (
+    "@misc{one, author = {Doe, Jane}, title = {T}, year = {2001}, url = {https://a.example/1}}\n"
+    "@misc{two, author = {Roe, R. and Poe, P. and Moe, M.}, title = {U}, year = {2002},"
+    " doi = {10.1/x}}\n"
+    "@misc{org, author = {{Open Compute Project}}, title = {V}, year = {2023}}\n"
+    "@misc{pair, author = {Smith, J. and others}, title = {W}, year = {2004}}\n"
+)
+CITING = "{cite:t}`one` and {cite:p}`two,org`; {cite:t}`pair`."
+
+
 def test_a_citation_in_a_notebook_is_the_books_words_linked_to_the_work(tmp_path) -> None:
     """``{cite:t}`` and ``{cite:p}`` read as on the page (author and year in round brackets),
     each linked to the work's DOI or address; a key the bibliography lacks is an error."""
-    (tmp_path / myst.BIBLIOGRAPHY).write_text(
-        "@misc{one, author = {Doe, Jane}, title = {T}, year = {2001}, url = {https://a.example/1}}\n"
-        "@misc{two, author = {Roe, R. and Poe, P. and Moe, M.}, title = {U}, year = {2002},"
-        " doi = {10.1/x}}\n"
-        "@misc{org, author = {{Open Compute Project}}, title = {V}, year = {2023}}\n"
-    )
-    md, _ = myst_to_markdown(
-        "{cite:t}`one` and {cite:p}`two,org`.", {}, source_dir=tmp_path, strict=False
-    )
+    (tmp_path / myst.BIBLIOGRAPHY).write_text(BIB)
+    md, _ = myst_to_markdown(CITING, {}, source_dir=tmp_path, strict=False)
     assert md == (
         "[Doe (2001)](https://a.example/1) and "
-        "([Roe et al., 2002](https://doi.org/10.1/x); Open Compute Project, 2023)."
+        "([Roe et al., 2002](https://doi.org/10.1/x); Open Compute Project, 2023); "
+        "Smith and others (2004)."
     )
     with pytest.raises(ValueError, match="nothing"):
         myst_to_markdown("{cite:p}`nothing`", {}, source_dir=tmp_path, labels={})
+    with pytest.raises(ValueError, match="cite:ps"):  # a style the notebooks do not write
+        myst_to_markdown("{cite:ps}`one`", {}, source_dir=tmp_path, labels={})
+
+
+def test_a_notebooks_citations_read_as_the_pages(tmp_path) -> None:
+    """The same words in the notebook as in the built page (sphinxcontrib-bibtex with the
+    book's style, amp_book.citations), the links aside."""
+    from bs4 import BeautifulSoup
+    from helpers import build_in_process
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text("")
+    (src / myst.BIBLIOGRAPHY).write_text(BIB)
+    (src / "index.md").write_text(f"# Page\n\n{CITING}\n\n```{{bibliography}}\n```\n")
+    conf = {"bibtex_bibfiles": [myst.BIBLIOGRAPHY], "bibtex_reference_style": "author_year_round"}
+    extensions = ["myst_parser", "sphinxcontrib.bibtex", "amp_book.citations"]
+    html = build_in_process(src, tmp_path / "out", extensions, **conf).outdir
+    soup = BeautifulSoup((html / "index.html").read_text(), "html.parser")
+    page = " ".join(soup.select_one("section p").get_text().split())
+    md, _ = myst_to_markdown(CITING, {}, source_dir=src, strict=False)
+    assert page == re.sub(r"\[([^]]*)\]\([^)]*\)", r"\1", md)

@@ -63,6 +63,23 @@ def test_a_file_that_is_no_inventory_is_refused_even_with_its_digest_recorded(
 
 
 @pytest.mark.fast
+def test_a_deleted_inventory_that_sources_json_records_fails_naming_it(tmp_path: Path) -> None:
+    """Not "not read yet": that would let its namespaces through -n and drop its links."""
+    folder = _copy(tmp_path)
+    (folder / "python.inv").unlink()
+    with pytest.raises(inventories.InventoryError, match=r"python\.inv: sources\.json records it"):
+        inventories.mapping(folder)
+    assert tool.check(folder) == 1  # and so does the check, which names it
+
+
+@pytest.mark.fast
+def test_the_digests_name_every_inventory_read() -> None:
+    recorded = inventories.load_sources(FOLDER)["python"]["sha256"]
+    assert f"python:{recorded}" in inventories.digests(FOLDER).split()
+    assert "torch:" not in inventories.digests(FOLDER)  # not read yet
+
+
+@pytest.mark.fast
 def test_an_entry_lacking_a_field_is_named(tmp_path: Path) -> None:
     folder = tmp_path
     (folder / "sources.json").write_text(json.dumps({"x": {"site": "https://a.example/"}}))
@@ -71,6 +88,14 @@ def test_an_entry_lacking_a_field_is_named(tmp_path: Path) -> None:
     (folder / "sources.json").write_text(json.dumps({"x": {
         "site": "http://a.example/", "source": "s", "file": "x.inv", "namespaces": []}}))  # fmt: skip
     with pytest.raises(inventories.InventoryError, match="site must be an https address"):
+        inventories.load_sources(folder)
+    (folder / "sources.json").write_text(json.dumps({"x": {
+        "site": "https://a.example/", "source": "s", "file": "x.inv", "namespaces": "torch"}}))  # fmt: skip
+    with pytest.raises(inventories.InventoryError, match="namespaces must be a list"):
+        inventories.load_sources(folder)
+    (folder / "sources.json").write_text(json.dumps({"x": {
+        "site": "https://a.example/", "source": "s", "file": "", "namespaces": []}}))  # fmt: skip
+    with pytest.raises(inventories.InventoryError, match="file must be a non-empty string"):
         inventories.load_sources(folder)
 
 

@@ -263,26 +263,41 @@ def test_quantize_mx_stores_the_bytes_torchaos_to_mx_stores(fmt: str, rounding: 
     magnitudes = torch.exp2(torch.randint(-40, 20, (120, 1), generator=g).float())
     data = torch.randn(120, 32, generator=g) * magnitudes
     data[0] = 0.0  # an all-zero block
-    data[1, :4] = torch.tensor([448.0, 480.0, 500.0, -512.0])  # E4M3's saturation band
-    data[2] = torch.tensor([0.75, 1.25, 2.5, 5.0] * 8) * 2.0**-3  # ties of every element format
+    spec = ELEMENTS[MX_FORMATS[fmt]]
+    # the saturation band: values above the element's largest (E4M3: 479 and 500 against 448)
+    # but in its top binade, so the floor rule's scale is 1 and they clamp
+    data[1] = spec.max * torch.tensor([0.67, 1.07, 1.116, -0.045] * 8)
+    # ties: the block's largest value is 2**emax, so the floor rule's scale is 1, and the
+    # others lie halfway between two neighbours of the element format (ties to even)
+    halfway = 1 + (2 * torch.arange(31) % 2**spec.mantissa_bits + 1) / 2 ** (spec.mantissa_bits + 1)
+    data[2] = torch.cat(
+        [torch.tensor([2.0**spec.emax]), halfway * torch.exp2(torch.arange(31) % 3)]
+    )
     ours = quantize_mx(data, fmt, scale_rounding=rounding)
+    if rounding == "floor":  # the rows test what they say: saturation, and ties to even
+        assert ours.scale_exponents[1].item() == ours.scale_exponents[2].item() == 0
+        assert (ours.elements[1] == spec.max).sum() >= 8
+        assert (data[1] > spec.max).any()
+        assert not torch.equal(ours.elements[2, 1:].double(), data[2, 1:].double())
     scale, elements = to_mx(data, getattr(torch, _TORCHAO[fmt]), 32, scaling_mode=modes[rounding])
     assert torch.equal(scale.view(torch.uint8).flatten(), ours.scale_codes.view(torch.uint8))
     assert torch.equal(elements.view(torch.uint8).flatten(), ours.element_bits().view(torch.uint8).flatten())  # fmt: skip
 
 
+@pytest.mark.parametrize("rounding", ["floor", "rceil"])
 @pytest.mark.parametrize("fmt", list(MX_FORMATS))
-def test_for_a_block_below_e8m0s_range_torchao_divides_by_two_to_the_minus_126(fmt: str) -> None:
+def test_for_a_block_below_e8m0s_range_torchao_stores_another_size(fmt: str, rounding: str) -> None:
     """Where the block's exponent clamps at E8M0's smallest, 2**-127 (for E4M3 a block whose
-    largest value is below 2**-119), both store the scale code 0, but torchao divides by 2**-126 (its FP32 scale
-    clamped at FP32's smallest normal number, mx_tensor.py of 0.18.0): its elements, read
-    back with the stored scale, are half the block; the specification's are the block."""
+    largest value is below 2**-119), both store the scale code 0, but torchao 0.18.0 does not
+    divide by it: under FLOOR it divides by 2**-126 (its FP32 scale clamped at FP32's smallest
+    normal number, mx_tensor.py), so its elements read back at half the block; under RCEIL it
+    does not scale the block, whose elements are all zero. The specification's keep it."""
     to_mx, modes = _to_mx()
     # E2M1's elements hold 0.5 at least: its block sits just below 2**-125, where the
     # specification's exponent (floor(log2(amax)) - 2) first clamps at -127
     tiny = torch.linspace(1.0, 1.9, 32) * 2.0 ** (-127 if fmt == "mxfp4_e2m1" else -130)
-    scale, elements = to_mx(tiny, getattr(torch, _TORCHAO[fmt]), 32, scaling_mode=modes["floor"])
-    ours = quantize_mx(tiny, fmt)
+    scale, elements = to_mx(tiny, getattr(torch, _TORCHAO[fmt]), 32, scaling_mode=modes[rounding])
+    ours = quantize_mx(tiny, fmt, scale_rounding=rounding)
     assert scale.view(torch.uint8).tolist() == [0] == ours.scale_codes.view(torch.uint8).tolist()
     if fmt == "mxfp4_e2m1":
         from torchao.prototype.mx_formats.kernels import f4_unpacked_to_f32, unpack_uint4
@@ -296,6 +311,9 @@ def test_for_a_block_below_e8m0s_range_torchao_divides_by_two_to_the_minus_126(f
         return ((back.double() - tiny.double()).abs() / tiny.double()).max().item()
 
     assert error(ours.dequantize()) < 0.25
-    assert error(theirs) > 0.45
-    if fmt != "mxfp4_e2m1":  # FP8 halves these values exactly
-        assert torch.equal(theirs * 2, ours.dequantize().double())
+    if rounding == "rceil":
+        assert not theirs.any()  # every element zero
+    else:
+        assert error(theirs) > 0.45
+        if fmt != "mxfp4_e2m1":  # FP8 halves these values exactly
+            assert torch.equal(theirs * 2, ours.dequantize().double())

@@ -29,6 +29,36 @@ def test_the_peak_sums_a_command_and_the_processes_it_starts() -> None:
     assert measured.peak_bytes >= 290 * 2**20  # both buffers, not one
 
 
+# A process that starts a child in a session of its own, which touches 200 MiB, and ends at
+# once; the command that ran it goes on. The child is an orphan: init adopts it, unless the
+# measuring process does.
+ORPHAN = """
+import subprocess, sys
+code = "import time; b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096]); time.sleep(2)"
+subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+"""
+COMMAND = (
+    "import subprocess, sys, time\n"
+    f"subprocess.run([sys.executable, '-c', {ORPHAN!r}])\n"
+    "time.sleep(1.5)\n"
+)
+
+
+def test_an_orphan_of_the_command_is_counted_where_the_measure_adopts_it(tmp_path) -> None:
+    """Run as its own process (as tools/rtd_build.py is), it adopts the orphans of the tree;
+    a measure that walks the command's tree alone loses them."""
+    import json
+    import subprocess
+
+    alone = peak_memory.run_measured([sys.executable, "-c", COMMAND], interval=0.05)
+    assert alone.peak_bytes < 150 * 2**20  # what adopting fixes
+    out = tmp_path / "m.json"
+    cmd = [sys.executable, peak_memory.__file__, "--json", str(out), "--interval", "0.05", "--",
+           sys.executable, "-c", COMMAND]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True)
+    assert json.loads(out.read_text())["peak_bytes"] >= 190 * 2**20
+
+
 def test_a_failing_command_keeps_its_status() -> None:
     measured = peak_memory.run_measured([sys.executable, "-c", "raise SystemExit(3)"])
     assert measured.returncode == 3

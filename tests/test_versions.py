@@ -79,17 +79,20 @@ def test_the_notebooks_install_the_packages_version() -> None:
 
 
 def test_a_release_is_tagged() -> None:
-    """A release version names a tag that exists (in a clone with its history)."""
+    """A release version names a tag that exists, where the clone has its history and tags
+    (CI's checkout of depth 1 has neither; then the test says so and skips)."""
     if ".dev" in VERSION:
-        assert urls.install_ref() == "main"
-        return
-    tags = subprocess.run(
-        ["git", "-C", str(ROOT), "tag", "--list", f"v{VERSION}"],
-        check=False,
-        capture_output=True,
-        text=True,
+        pytest.skip(f"{VERSION} is a development version: no tag to look for")
+    git = ["git", "-C", str(ROOT)]
+    shallow = subprocess.run(
+        [*git, "rev-parse", "--is-shallow-repository"], check=False, capture_output=True, text=True
     )
-    assert tags.returncode != 0 or tags.stdout.strip() == f"v{VERSION}", f"no tag v{VERSION}"
+    if shallow.returncode != 0 or shallow.stdout.strip() != "false":
+        pytest.skip("no full git history here to look for the tag in")
+    tags = subprocess.run(
+        [*git, "tag", "--list", f"v{VERSION}"], check=True, capture_output=True, text=True
+    )
+    assert tags.stdout.strip() == f"v{VERSION}", f"no tag v{VERSION}"
 
 
 def test_install_ref_refuses_a_version_it_cannot_name() -> None:

@@ -48,10 +48,10 @@ kernels (``-j auto``)."""
 
 RTD_MAX_JOBS = 4
 """``-j`` on Read the Docs, whose builders may have more cores than memory for a kernel per
-core: a build holds 7 GB there. Each parallel reader runs a kernel; a cold build's peak, all
-processes summed (``tools/peak_memory.py``), was 1.39 GiB at ``-j 2`` and 2.60 GiB at ``-j 8``
-on a 2-core machine (2026-12-04), so 4 keeps it near 2 GiB, half the budget
-``tools/rtd_build.py`` holds it to. Elsewhere ``auto``."""
+core: a build holds 7 GB there. Each parallel reader runs a kernel. A cold build's peak, all
+processes summed (``tools/peak_memory.py``), was 1.40 GiB at ``-j 2``, 2.00 GiB at ``-j 4``
+and 2.57 GiB at ``-j 8`` on a 2-core machine (2026-12-05), half the budget
+``tools/rtd_build.py`` holds it to at 4. Elsewhere ``auto``."""
 
 
 def jobs(environ: Mapping[str, str] = os.environ) -> str:

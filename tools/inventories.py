@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import os
 import sys
 import urllib.request
 from pathlib import Path
@@ -52,38 +53,57 @@ def read(url: str) -> bytes:
 
 
 def refresh(names: list[str], folder: Path = FOLDER, today: str | None = None) -> int:
-    """Read the inventories ``names`` (all when empty) again and record them."""
-    sources = load_sources(folder)
+    """Read the inventories ``names`` (all when empty) again and record them.
+
+    Each is read, checked (header, Sphinx's reader) and only then put in place; one that
+    fails is named and left as it was, and the others are still read. 1 if any failed.
+    """
+    sources = load_sources(folder, present=False)
     unknown = sorted(set(names) - set(sources))
     if unknown:
         print(f"inventories: no project {', '.join(unknown)} in {SOURCES}", file=sys.stderr)
         return 2
+    status = 0
     for name in names or list(sources):
         entry = sources[name]
+        new = folder / f".{entry['file']}.new"
         try:
             data = read(entry["source"])
             project, version = header(data)
-        except (OSError, InventoryError) as error:  # nothing of it is written
+            new.write_bytes(data)
+            read_entry = dict(
+                entry,
+                file=new.name,
+                sha256=hashlib.sha256(data).hexdigest(),
+                read=today or datetime.date.today().isoformat(),
+                project=project,
+                version=version,
+            )
+            read_entry["from"] = entry["source"]
+            verify(folder, name, read_entry)
+        except (OSError, InventoryError) as error:
+            new.unlink(missing_ok=True)
             print(f"inventories: {name}: {entry['source']}: {error}", file=sys.stderr)
-            return 1
-        entry.update(
-            sha256=hashlib.sha256(data).hexdigest(),
-            read=today or datetime.date.today().isoformat(),
-            project=project,
-            version=version,
-        )
-        entry["from"] = entry["source"]
-        (folder / entry["file"]).write_bytes(data)
-        verify(folder, name, entry)
+            status = 1
+            continue
+        os.replace(new, folder / entry["file"])
+        sources[name] = dict(read_entry, file=entry["file"])
         print(f"inventories: {name}: {project} {version}, {len(data)} bytes")
-    (folder / SOURCES).write_text(json.dumps(sources, indent=2) + "\n", encoding="utf-8")
-    return 0
+    text = json.dumps(sources, indent=2) + "\n"
+    (folder / f".{SOURCES}.new").write_text(text, encoding="utf-8")
+    os.replace(folder / f".{SOURCES}.new", folder / SOURCES)
+    return status
 
 
 def check(folder: Path = FOLDER) -> int:
     """Verify every inventory present; name those not read yet. 1 if any is wrong."""
+    try:
+        sources = load_sources(folder)
+    except InventoryError as error:
+        print(f"inventories: {error}", file=sys.stderr)
+        return 1
     status = 0
-    for name, entry in load_sources(folder).items():
+    for name, entry in sources.items():
         if not (folder / entry["file"]).is_file():
             print(f"inventories: {name}: not read yet ({entry['source']})")
             continue

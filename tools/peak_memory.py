@@ -7,6 +7,9 @@ processes counts 1/N in each) of the command and all its descendants, from
 ``/proc/<pid>/smaps_rollup`` (Linux; the resident size where PSS cannot be read). The peak
 of those sums is the figure to hold against the budget. A process that lives shorter than the
 interval can be missed; the build's are long-lived (workers and kernels live for its reading).
+A descendant whose parent ends is adopted by init and would leave the tree: with ``adopt``
+(the command line, ``tools/rtd_build.py``) this process makes itself their "subreaper"
+(``prctl(PR_SET_CHILD_SUBREAPER)``), so they are adopted by it and still counted.
 
     python tools/peak_memory.py [--json FILE] [--interval S] -- COMMAND ...
 """
@@ -86,29 +89,64 @@ def memory_of(pid: int) -> int:
         return 0
 
 
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+def adopt_orphans() -> None:
+    """Make this process the subreaper of its descendants (Linux): an orphan among them is
+    adopted by it, not by init, and stays in its tree."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+
+
+def _reap_adopted() -> None:
+    """Collect the adopted orphans that have ended (no zombie is left behind)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def run_measured(
     cmd: Sequence[str],
     *,
     env: Mapping[str, str] | None = None,
     cwd: str | Path | None = None,
     interval: float = 0.25,
+    adopt: bool = False,
 ) -> Measured:
-    """Run ``cmd`` to its end; sample its process tree's memory every ``interval`` seconds."""
+    """Run ``cmd`` to its end; sample its process tree's memory every ``interval`` seconds.
+
+    With ``adopt``, this process adopts the orphans of the command's tree
+    (:func:`adopt_orphans`) and counts every descendant of its own: for a process that runs
+    nothing else meanwhile, as the command line and ``tools/rtd_build.py`` are.
+    """
     if not sys.platform.startswith("linux"):
         raise OSError("peak memory is read from /proc: Linux only")
     if interval <= 0:
         raise ValueError(f"interval must be positive, got {interval}")
+    if adopt:
+        adopt_orphans()
     start = time.perf_counter()
     proc = subprocess.Popen(list(cmd), env=None if env is None else dict(env), cwd=cwd)
     peak = peak_processes = samples = 0
     while proc.poll() is None:
-        pids = tree(proc.pid)
+        pids = [p for p in tree(os.getpid()) if p != os.getpid()] if adopt else tree(proc.pid)
         total = sum(memory_of(pid) for pid in pids)
         samples += 1
         if total > peak:
             peak, peak_processes = total, len(pids)
         time.sleep(interval)
-    return Measured(proc.wait(), time.perf_counter() - start, peak, peak_processes, samples)
+    status = proc.wait()
+    if adopt:
+        _reap_adopted()
+    return Measured(status, time.perf_counter() - start, peak, peak_processes, samples)
 
 
 def main(argv: list[str]) -> int:
@@ -120,7 +158,7 @@ def main(argv: list[str]) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give the command to run after --")
-    measured = run_measured(command, interval=args.interval)
+    measured = run_measured(command, interval=args.interval, adopt=True)
     print(
         f"peak_memory: status {measured.returncode}, {measured.seconds:.1f} s, peak "
         f"{measured.peak_bytes / 2**30:.2f} GiB over {measured.peak_processes} processes "

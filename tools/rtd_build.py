@@ -94,6 +94,18 @@ def plan(config: dict[str, Any]) -> list[tuple[str, str]]:
     return steps
 
 
+def canonical_url() -> str:
+    """The address Read the Docs gives the latest version: ``[project.urls]`` Documentation.
+
+    >>> canonical_url()
+    'https://amp-lesson.readthedocs.io/en/latest/'
+    """
+    import tomllib
+
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["urls"]
+    return urls["Documentation"].rstrip("/") + "/en/latest/"
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run none")
@@ -114,6 +126,7 @@ def main(argv: list[str]) -> int:
         )
         return 2
 
+    start = time.perf_counter()  # Read the Docs' clock runs from the environment's creation
     venv = args.venv or Path(tempfile.mkdtemp(prefix="rtd-venv-"))
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     bindir = venv / ("Scripts" if os.name == "nt" else "bin")
@@ -126,16 +139,18 @@ def main(argv: list[str]) -> int:
         os.environ,
         READTHEDOCS="True",
         READTHEDOCS_OUTPUT=str(OUTPUT),
+        # the version's address, as Read the Docs gives it (canonical links, sitemap, 404 page)
+        READTHEDOCS_CANONICAL_URL=canonical_url(),
         READTHEDOCS_VIRTUALENV_PATH=str(venv),
         VIRTUAL_ENV=str(venv),
         PATH=os.pathsep.join([str(bindir), os.environ.get("PATH", "")]),
     )
     from peak_memory import run_measured
 
-    start, peak = time.perf_counter(), 0
+    peak = 0
     for step, command in steps:
         print(f"rtd_build: {step}: {command}", flush=True)
-        measured = run_measured(["bash", "-c", command], cwd=ROOT, env=env)
+        measured = run_measured(["bash", "-c", command], cwd=ROOT, env=env, adopt=True)
         peak = max(peak, measured.peak_bytes)
         if measured.returncode != 0:
             print(f"rtd_build: {step} failed ({measured.returncode}): {command}", file=sys.stderr)

@@ -22,8 +22,8 @@ def _register() -> None:
     from sphinxcontrib.bibtex.style.referencing import BracketStyle
     from sphinxcontrib.bibtex.style.referencing.author_year import AuthorYearReferenceStyle
 
-    def round_brackets() -> BracketStyle:
-        return BracketStyle(left="(", right=")")
+    def round_brackets() -> BracketStyle:  # works cited together: "(A, 2001; B, 2002)"
+        return BracketStyle(left="(", right=")", sep="; ")
 
     @dataclasses.dataclass
     class RoundAuthorYear(AuthorYearReferenceStyle):

@@ -434,7 +434,8 @@ def _configure(app: Sphinx, config: Config) -> None:
         config.intersphinx_disabled_reftypes = []
         # Its pages live under the book's address, in editions/<slug>/ (canonical links, cards).
         if config.html_baseurl:
-            config.html_baseurl = f"{config.html_baseurl}{EDITIONS_URL}/{state['slug']}/"
+            base = config.html_baseurl.rstrip("/")
+            config.html_baseurl = f"{base}/{EDITIONS_URL}/{state['slug']}/"
             if hasattr(config, "ogp_site_url"):
                 config.ogp_site_url = config.html_baseurl
         return

@@ -40,8 +40,9 @@ class InventoryError(ValueError):
     """An inventory's file or entry is not what ``sources.json`` says."""
 
 
-def load_sources(folder: Path) -> dict[str, dict[str, Any]]:
-    """``sources.json`` of ``folder``, each entry checked for the fields it needs."""
+def load_sources(folder: Path, *, present: bool = True) -> dict[str, dict[str, Any]]:
+    """``sources.json`` of ``folder``, each entry checked for the fields it needs, and (with
+    ``present``) each inventory it records as read there."""
     path = folder / SOURCES
     try:
         sources = json.loads(path.read_text(encoding="utf-8"))
@@ -53,10 +54,23 @@ def load_sources(folder: Path) -> dict[str, dict[str, Any]]:
         lacking = FIELDS - set(entry) if isinstance(entry, dict) else FIELDS
         if lacking:
             raise InventoryError(f"{path}: {name!r} lacks {', '.join(sorted(lacking))}")
+        for field in ("site", "source", "file"):
+            if not isinstance(entry[field], str) or not entry[field]:
+                raise InventoryError(f"{path}: {name!r}: {field} must be a non-empty string")
+        spaces = entry["namespaces"]
+        if not isinstance(spaces, list) or not all(
+            isinstance(n, str) and re.fullmatch(r"[A-Za-z_]\w*", n) for n in spaces
+        ):
+            raise InventoryError(f"{path}: {name!r}: namespaces must be a list of module names")
         if not entry["site"].startswith("https://") or not entry["site"].endswith("/"):
             raise InventoryError(f"{path}: {name!r}: site must be an https address ending in /")
         if Path(entry["file"]).name != entry["file"]:
             raise InventoryError(f"{path}: {name!r}: file must be a name in {folder}")
+        if present and not (folder / entry["file"]).is_file() and READ_FIELDS & set(entry):
+            raise InventoryError(
+                f"{folder / entry['file']}: {SOURCES} records it as read, and it is missing "
+                "(restore it, or read it again with tools/inventories.py refresh)"
+            )
     return sources
 
 
@@ -107,6 +121,16 @@ def mapping(folder: Path) -> dict[str, tuple[str, str]]:
             verify(folder, name, entry)
             result[name] = (entry["site"], str(folder / entry["file"]))
     return result
+
+
+def digests(folder: Path) -> str:
+    """The recorded SHA-256 of every inventory read, one string: a build whose inventories
+    change writes every page again, so no page keeps a link into the older one."""
+    return " ".join(
+        f"{name}:{entry['sha256']}"
+        for name, entry in sorted(load_sources(folder).items())
+        if "sha256" in entry
+    )
 
 
 def missing(folder: Path) -> list[str]:

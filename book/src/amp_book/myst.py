@@ -279,6 +279,10 @@ def _role(name: str, content: str, ctx: _Context) -> str:
         return f"[{text}]({ctx.docs_url}/{doc}.html#{anchor})" if doc else text
     if name in ("cite", "cite:p", "cite:t"):
         return _citation(name, content, ctx)
+    if name.startswith("cite:"):  # a citation style the notebooks do not write
+        if ctx.strict:
+            ctx.unresolved.append(f"{{{name}}}`{content}`")
+        return content
     if name in ("math", "eq"):
         return f"${content}$"
     if name in ("abbr",):
@@ -309,9 +313,8 @@ def bibliography(path: Path) -> dict[str, tuple[str, str, str]]:
             names = [
                 " ".join(p.last_names).replace("{", "").replace("}", "")
                 for p in entry.persons.get("author", [])
-            ]  # "and others" is a person named "others"
-            many = len(names) >= 3 or "others" in names
-            authors = f"{names[0]} et al." if many else " and ".join(names)
+            ]  # as sphinxcontrib-bibtex counts them: "and others" is one more person
+            authors = f"{names[0]} et al." if len(names) >= 3 else " and ".join(names)
             doi = entry.fields.get("doi")
             address = f"https://doi.org/{doi}" if doi else entry.fields.get("url", "")
             entries[key] = (authors, entry.fields.get("year", ""), address)
