@@ -103,11 +103,13 @@ def _adopt_orphans() -> bool:
     """
     if sys.platform != "linux":
         return False
-    import ctypes
+    from peak_memory import adopt_orphans
 
-    pr_set_child_subreaper = 36
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.prctl(pr_set_child_subreaper, 1, 0, 0, 0) == 0
+    try:
+        adopt_orphans()
+    except OSError:
+        return False
+    return True
 
 
 ADOPTS_ORPHANS = _adopt_orphans()
