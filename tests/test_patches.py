@@ -7,7 +7,10 @@ that shape, so no workaround can switch off without a word. CONTRIBUTING.md
 
 from __future__ import annotations
 
+import builtins
 import inspect
+import logging
+import types
 
 from jupyter_cache.cache.main import JupyterCacheBase
 from jupyter_client.manager import KernelManager
@@ -152,3 +155,46 @@ def test_a_failed_builds_cleanup_leaves_a_managers_server_to_the_extension_that_
         assert queue.get_nowait() == "page.html"  # the manager still serves
     finally:
         manager.shutdown()
+
+
+def test_ipykernel_still_records_a_shutdown_request_in_shutdown_message() -> None:
+    # The build's kernel startup file (execution.STARTUP) drops the ENOTSOCK error tornado logs
+    # when IOPub closes under the control thread's last flush, only once this is set.
+    from ipykernel.kernelbase import Kernel
+
+    assert Kernel._shutdown_message is None
+    assert "self._shutdown_message = " in inspect.getsource(Kernel.shutdown_request)
+
+
+def _logged(logger: logging.Logger, error: BaseException | None) -> bool:
+    """Whether ``logger`` lets through an error record carrying ``error``."""
+    exc_info = (type(error), error, None) if error is not None else None
+    record = logger.makeRecord(logger.name, logging.ERROR, __file__, 0, "callback", (), exc_info)
+    return bool(logger.filter(record))
+
+
+def test_the_kernel_startup_file_drops_only_the_shutdown_race(monkeypatch) -> None:
+    import zmq
+
+    for name in ("JPY_PARENT_PID", execution.RECORDS_ENV):
+        monkeypatch.delenv(name, raising=False)
+    kernel = types.SimpleNamespace(_shutdown_message=None)
+    monkeypatch.setattr(
+        builtins, "get_ipython", lambda: types.SimpleNamespace(kernel=kernel), raising=False
+    )
+    loggers = [logging.getLogger(n) for n in ("tornado.general", "tornado.application")]
+    before = [list(logger.filters) for logger in loggers]
+    try:
+        exec(execution.STARTUP, {})  # noqa: S102 (the file every kernel of the build runs)
+        closed = zmq.ZMQError(zmq.ENOTSOCK)
+        for logger in loggers:
+            assert _logged(logger, closed)  # a running kernel's closed socket is reported
+            kernel._shutdown_message = {"msg_type": "shutdown_reply"}
+            assert not _logged(logger, closed)
+            assert _logged(logger, zmq.ZMQError(zmq.EAGAIN))
+            assert _logged(logger, ValueError("a callback's own error"))
+            assert _logged(logger, None)
+            kernel._shutdown_message = None
+    finally:
+        for logger, filters in zip(loggers, before, strict=True):
+            logger.filters[:] = filters

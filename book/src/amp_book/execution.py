@@ -360,8 +360,9 @@ def with_key(text: str, key: str) -> str:
 STARTUP_FILE = "00-amp-lesson-record-cell.py"
 STARTUP = """\
 # Written by the amp-lesson build: a kernel started the usual way ends with the process
-# that started it (one the kernel server forked, the server ends); and each kernel records
-# the cell it starts, so that the build can name the cell a kernel died in.
+# that started it (one the kernel server forked, the server ends); each kernel records
+# the cell it starts, so that the build can name the cell a kernel died in; and a race in
+# ipykernel's shutdown does not print a traceback into the build's output.
 def _amp_lesson_die_with_the_build():
     import ctypes
     import os
@@ -399,6 +400,37 @@ def _amp_lesson_record_cells():
 
 _amp_lesson_record_cells()
 del _amp_lesson_record_cells
+
+
+def _amp_lesson_quiet_shutdown_race():
+    # ipykernel 7.4 handles shutdown_request on its control thread; IOPub can close before
+    # that thread's last flush, and tornado then logs the flush's ZMQError (ENOTSOCK, a
+    # closed socket) with its traceback on the build's standard error. Only that error,
+    # and only once the kernel was asked to shut down, is dropped.
+    import logging
+
+    try:
+        import zmq
+    except ImportError:
+        return
+    kernel = getattr(get_ipython(), "kernel", None)
+    if kernel is None:
+        return
+
+    def keep(record):
+        error = record.exc_info[1] if record.exc_info else None
+        return not (
+            isinstance(error, zmq.ZMQError)
+            and error.errno == zmq.ENOTSOCK
+            and getattr(kernel, "_shutdown_message", None) is not None
+        )
+
+    for name in ("tornado.general", "tornado.application"):
+        logging.getLogger(name).addFilter(keep)
+
+
+_amp_lesson_quiet_shutdown_race()
+del _amp_lesson_quiet_shutdown_race
 """
 
 
