@@ -35,6 +35,8 @@ the book is built. One module per idea:
 - :mod:`amp_lesson.playground` -- what the in-page bit explorer and GradScaler
   playground share with Python: their input language, the formats' parameters.
 - :mod:`amp_lesson.plotting` -- figures that read in light and dark themes.
+- :mod:`amp_lesson.diagnose` -- the book's instruments pointed at your own
+  model: what FP16 and BF16 would do to it, and which to use.
 
 The book's build (its Sphinx extension, kernel server and notebook export) is a
 distribution of its own, ``amp-lesson-book`` (``book/`` in the repository):

@@ -457,15 +457,30 @@ def measure_activation_memory(
     check_input_dtype("x", x, model, autocast_dtype)
     device = place_model(model, device)
     x = x.to(device)
+    return _measure_saved(model, lambda: loss_fn(model(x)), [x], autocast_dtype, device)
+
+
+def _measure_saved(
+    model: nn.Module,
+    run: Callable[[], torch.Tensor],
+    inputs: list[torch.Tensor],
+    autocast_dtype: torch.dtype | None,
+    device: torch.device,
+) -> ActivationMemory:
+    """What ``run()`` (a forward pass and its loss, on ``device``) keeps for backward.
+
+    The storages of ``model``'s parameters and of ``inputs`` are not counted;
+    see :func:`measure_activation_memory`, which checks the arguments first.
+    """
     params = list(model.parameters())
     param_ids = {id(p) for p in params}
-    exclude = {p.untyped_storage().data_ptr() for p in params} | {x.untyped_storage().data_ptr()}
+    exclude = {t.untyped_storage().data_ptr() for t in [*params, *inputs]}
 
     def forward() -> torch.Tensor:
         with torch.autocast(
             device.type, dtype=autocast_dtype or torch.float16, enabled=autocast_dtype is not None
         ):
-            return loss_fn(model(x))
+            return run()
 
     on_cuda = device.type == "cuda"
     baseline = peak = 0

@@ -28,7 +28,15 @@ from torch import nn
 from amp_lesson._checks import check_choice, check_dtype, check_int, check_seed
 from amp_lesson.device import resolve_device
 
-__all__ = ["make_mlp", "make_transformer_block", "seeded"]
+__all__ = [
+    "Decoder",
+    "ResNet",
+    "make_decoder",
+    "make_mlp",
+    "make_resnet",
+    "make_transformer_block",
+    "seeded",
+]
 
 _NORMS = {"batch": nn.BatchNorm1d, "layer": nn.LayerNorm}
 _PARAM_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
@@ -226,3 +234,200 @@ def make_transformer_block(
             d_model, n_heads, dim_feedforward=ff, dropout=0.0, batch_first=True
         )
     return block.to(device)
+
+
+# --------------------------------------------------------------------------- two networks of the
+# kinds people train: a residual CNN with BatchNorm, and a decoder-only transformer on token ids
+
+
+class _BasicBlock(nn.Module):
+    """Two 3×3 convolutions with BatchNorm and a shortcut, as ResNet-18's blocks."""
+
+    def __init__(self, c_in: int, c_out: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c_out)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c_out)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or c_in != c_out:
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out)
+            )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+
+class ResNet(nn.Module):
+    """A residual network for small images: ResNet-18's blocks, fewer and narrower.
+
+    Built by :func:`make_resnet`; takes images ``(batch, 3, height, width)`` and
+    returns class logits ``(batch, classes)``.
+    """
+
+    def __init__(self, widths: Sequence[int], blocks: int, classes: int) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, widths[0], 3, 1, 1, bias=False), nn.BatchNorm2d(widths[0]), nn.ReLU()
+        )
+        stages, c_in = [], widths[0]
+        for i, width in enumerate(widths):
+            for j in range(blocks):
+                stages.append(_BasicBlock(c_in, width, 2 if i and not j else 1))
+                c_in = width
+        self.stages = nn.Sequential(*stages)
+        self.head = nn.Linear(c_in, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        features = self.stages(self.stem(x))
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(features, 1), 1))
+
+
+def make_resnet(
+    widths: Sequence[int] = (16, 32, 64),
+    blocks: int = 2,
+    classes: int = 10,
+    *,
+    seed: int = 0,
+    device: torch.device | str | None = None,
+) -> ResNet:
+    """A small residual CNN with BatchNorm (ResNet-18's basic blocks, CIFAR-sized).
+
+    Parameters
+    ----------
+    widths : sequence of int, default (16, 32, 64)
+        Channels of each stage; every stage after the first halves the image.
+    blocks : int, default 2
+        Basic blocks per stage (ResNet-18 has 2, in four stages of 64 to 512).
+    classes : int, default 10
+        Outputs.
+    seed : int, default 0
+        Seed of the initialisation (see :func:`seeded`).
+    device : torch.device or str, optional
+        Where the network lives.
+
+    Returns
+    -------
+    ResNet
+        The network, in training mode.
+
+    Raises
+    ------
+    ValueError
+        If ``widths`` is empty, a size is below 1, or ``seed`` is outside
+        ``[0, 2**64 - 1]``.
+
+    Examples
+    --------
+    >>> net = make_resnet(device="cpu")
+    >>> net(torch.randn(2, 3, 32, 32)).shape, sum(p.numel() for p in net.parameters())
+    (torch.Size([2, 10]), 175258)
+    """
+    widths = tuple(widths)
+    if not widths:
+        raise ValueError("widths must name at least one stage, got ()")
+    for width in widths:
+        check_int("widths", width, minimum=1)
+    check_int("blocks", blocks, minimum=1)
+    check_int("classes", classes, minimum=1)
+    device = resolve_device(device)
+    with seeded(seed):
+        net = ResNet(widths, blocks, classes)
+    return net.to(device)
+
+
+class Decoder(nn.Module):
+    """A decoder-only transformer on token ids, as GPT-2 arranges it (pre-norm, causal).
+
+    Built by :func:`make_decoder`; takes ids ``(batch, seq_len)`` and returns
+    next-token logits ``(batch, seq_len, vocab)``.
+    """
+
+    def __init__(
+        self, vocab: int, d_model: int, n_heads: int, n_layers: int, context: int, dropout: float
+    ) -> None:
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, d_model)
+        self.positions = nn.Embedding(context, d_model)
+        self.drop = nn.Dropout(dropout)
+        layer = nn.TransformerEncoderLayer(
+            d_model, n_heads, 4 * d_model, dropout, activation="gelu", batch_first=True,
+            norm_first=True,
+        )  # fmt: skip
+        self.blocks = nn.TransformerEncoder(layer, n_layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab, bias=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        n = ids.shape[1]
+        positions = torch.arange(n, device=ids.device)
+        h = self.drop(self.tokens(ids) + self.positions(positions))
+        causal = nn.Transformer.generate_square_subsequent_mask(n, device=ids.device)
+        return self.head(self.norm(self.blocks(h, mask=causal, is_causal=True)))
+
+
+def make_decoder(
+    vocab: int = 256,
+    d_model: int = 128,
+    n_heads: int = 4,
+    n_layers: int = 2,
+    *,
+    context: int = 64,
+    dropout: float = 0.1,
+    seed: int = 0,
+    device: torch.device | str | None = None,
+) -> Decoder:
+    """A small decoder-only transformer on token ids, with dropout.
+
+    Parameters
+    ----------
+    vocab : int, default 256
+        Tokens (256: one per byte).
+    d_model : int, default 128
+        Width; a multiple of ``n_heads``.
+    n_heads : int, default 4
+        Attention heads.
+    n_layers : int, default 2
+        Pre-norm transformer layers, each with a feed-forward of ``4 * d_model``.
+    context : int, default 64
+        The longest sequence (learned positions).
+    dropout : float, default 0.1
+        Dropout after the embeddings and inside each layer.
+    seed : int, default 0
+        Seed of the initialisation (see :func:`seeded`).
+    device : torch.device or str, optional
+        Where the network lives.
+
+    Returns
+    -------
+    Decoder
+        The network, in training mode.
+
+    Raises
+    ------
+    ValueError
+        If a size is below 1, ``d_model`` is not a multiple of ``n_heads``,
+        ``dropout`` is outside ``[0, 1)``, or ``seed`` is outside ``[0, 2**64 - 1]``.
+
+    Examples
+    --------
+    >>> net = make_decoder(device="cpu")
+    >>> ids = torch.randint(0, 256, (2, 16))
+    >>> net(ids).shape, sum(p.numel() for p in net.parameters())
+    (torch.Size([2, 16, 256]), 470528)
+    """
+    for name, value in (
+        ("vocab", vocab), ("d_model", d_model), ("n_heads", n_heads), ("n_layers", n_layers),
+        ("context", context),
+    ):  # fmt: skip
+        check_int(name, value, minimum=1)
+    if d_model % n_heads:
+        raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+    if isinstance(dropout, bool) or not isinstance(dropout, int | float) or not 0 <= dropout < 1:
+        raise ValueError(f"dropout must be a number in [0, 1), got {dropout!r}")
+    device = resolve_device(device)
+    with seeded(seed):
+        net = Decoder(vocab, d_model, n_heads, n_layers, context, float(dropout))
+    return net.to(device)

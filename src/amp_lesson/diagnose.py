@@ -1,0 +1,1011 @@
+# One module: the book's instruments pointed at the reader's own model, in one call.
+"""What FP16 and BF16 would do to *your* model, measured on one batch.
+
+:func:`diagnose` runs the instruments of the book on a model and a batch
+the caller gives, each on a copy of the model (the caller's model and
+optimizer are never touched), and returns a :class:`Diagnosis`:
+
+- ``autocast``: every op the forward pass and the loss run, the dtype each
+  ran in under :func:`torch.autocast` to FP16 and to BF16 on this device, and
+  the dtype CUDA autocast gives it, decided by torch on fake CUDA tensors
+  (:func:`amp_lesson.autocast.cuda_autocast_dtype`);
+- ``gradients``: per parameter, the share of its non-zero FP32 gradient
+  values that FP16 flushes to zero, unscaled and at the loss scale a
+  :class:`torch.amp.GradScaler` settles on, that BF16 flushes, and that
+  overflow FP16 at that scale, with the ``log2`` histogram behind them;
+- ``activations``: per module, the largest ``|output|`` against FP16's
+  largest value, and the share of its output below FP16's smallest subnormal;
+- ``training``: FP32, FP16 with a ``GradScaler`` and BF16 for ``steps``
+  steps from the same weights, as :func:`amp_lesson.recipe.train_mixed_precision`
+  runs them;
+- ``memory``: bytes per parameter for the optimizer, and the activation
+  memory kept for backward in each dtype, measured;
+- ``recommendation``: BF16, FP16 with a scaler (and its ``init_scale``) or
+  FP32, chosen from those numbers by the rules of :data:`RULES`.
+
+>>> model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+...                             torch.nn.Linear(16, 2))
+>>> g = torch.Generator().manual_seed(0)
+>>> batch = torch.randn(32, 8, generator=g), torch.randint(0, 2, (32,), generator=g)
+>>> d = diagnose(model, batch, torch.nn.functional.cross_entropy, steps=3)
+>>> d.recommendation["choice"], d.training["fp16"]["skipped"]
+('bf16', 0)
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
+
+from amp_lesson._checks import check_int, check_optimizer, check_seed
+from amp_lesson.autocast import NOT_KNOWN, cuda_autocast_dtype
+from amp_lesson.formats import dtype_name
+from amp_lesson.gradients import cast_shares, log2_histogram
+from amp_lesson.memory import _measure_saved
+
+__all__ = [
+    "FP16_MAX",
+    "FP16_SMALLEST_SUBNORMAL",
+    "LOST_SHARE",
+    "RULES",
+    "TRACKING_SHARE",
+    "Diagnosis",
+    "Rule",
+    "diagnose",
+]
+
+FP16_MAX = float(torch.finfo(torch.float16).max)
+"""FP16's largest finite value, 65504: an activation above it is ``inf`` in FP16."""
+
+FP16_SMALLEST_SUBNORMAL = 2.0**-24
+"""FP16's smallest subnormal; a value below half of it is zero in FP16."""
+
+LOST_SHARE = 1e-3
+"""A format keeps a model's gradients when it loses at most this share of the non-zero values."""
+
+TRACKING_SHARE = 0.1
+"""A run tracks FP32 when its final loss is within this share of how far FP32 moved the loss."""
+
+_HALVES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+_FIRST_EXPONENT = 16  # GradScaler's init_scale, 2**16
+_HIGHEST_EXPONENT = 40  # the search for the settled scale stops here
+_LOWEST_EXPONENT = -24
+_HIST_LOW, _HIST_HIGH = -60, 20  # the histograms' log2 range
+
+
+class Rule(NamedTuple):
+    """One rule the recommendation is chosen by, with the words for either outcome.
+
+    Parameters
+    ----------
+    key : str
+        Its name in ``Diagnosis.recommendation["rules"]``.
+    tests : str
+        What its condition tests, in words.
+    says, otherwise : str
+        The sentence when the condition holds, and when it does not.
+    """
+
+    key: str
+    tests: str
+    says: str
+    otherwise: str
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "forward_fits_fp16",
+        "every module's largest |output| in the FP32 forward pass is at most FP16_MAX",
+        "Every module's output fits in FP16's range.",
+        "Some module's output exceeds FP16's largest value, so it would be inf in FP16.",
+    ),
+    Rule(
+        "fp16_loses_unscaled_gradients",
+        "casting the FP32 gradient to FP16 at scale 1 zeroes more than LOST_SHARE of "
+        "its non-zero values",
+        "Without a loss scale, FP16 would flush part of the gradient to zero.",
+        "Even without a loss scale, FP16 keeps the gradient's values.",
+    ),
+    Rule(
+        "scaler_keeps_fp16_gradients",
+        "a finite settled scale exists, and at it the cast to FP16 zeroes at most "
+        "LOST_SHARE of the non-zero gradient values and overflows none",
+        "At the scale a GradScaler settles on, FP16 keeps the gradient.",
+        "Even at the scale a GradScaler settles on, FP16 loses part of the gradient.",
+    ),
+    Rule(
+        "bf16_keeps_gradients",
+        "casting the FP32 gradient to BF16 zeroes at most LOST_SHARE of its non-zero values",
+        "BF16 keeps the gradient's values without any scaling.",
+        "BF16 flushes part of the gradient to zero.",
+    ),
+    Rule(
+        "fp16_tracks_fp32",
+        "the FP16 run's losses are finite and its final loss is within TRACKING_SHARE of "
+        "the FP32 run's change of loss from the FP32 run's final loss",
+        "Training in FP16 with a GradScaler follows FP32 training.",
+        "Training in FP16 with a GradScaler does not follow FP32 training.",
+    ),
+    Rule(
+        "bf16_tracks_fp32",
+        "the BF16 run's losses are finite and its final loss is within TRACKING_SHARE of "
+        "the FP32 run's change of loss from the FP32 run's final loss",
+        "Training in BF16 follows FP32 training.",
+        "Training in BF16 does not follow FP32 training.",
+    ),
+    Rule(
+        "bf16_supported",
+        "the device runs BF16 (a CPU, or a GPU for which torch.cuda.is_bf16_supported())",
+        "This device runs BF16.",
+        "This device does not run BF16.",
+    ),
+)
+"""The rules of the recommendation; :func:`diagnose` evaluates each on the numbers it measured.
+
+The choice is the first that applies:
+
+1. **BF16** if ``bf16_supported``, ``bf16_keeps_gradients`` and
+   ``bf16_tracks_fp32`` hold: no scaler, no skipped steps, FP32's range.
+2. **FP16 with a GradScaler** if ``forward_fits_fp16``,
+   ``scaler_keeps_fp16_gradients`` and ``fp16_tracks_fp32`` hold, with
+   ``init_scale`` the settled scale (so no step is skipped to find it).
+3. **FP32** otherwise.
+
+Modules whose output exceeds FP16's range are listed under ``keep_fp32``:
+under FP16, run them with ``torch.autocast(..., enabled=False)``.
+
+>>> [rule.key for rule in RULES][:2]
+['forward_fits_fp16', 'fp16_loses_unscaled_gradients']
+"""
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What :func:`diagnose` measured, section by section; ``print`` it for the report.
+
+    Parameters
+    ----------
+    model : str
+        The model's class name.
+    device : str
+        Where it ran.
+    parameters : int
+        Trainable parameter values.
+    steps : int
+        Training steps per run.
+    seconds : float
+        How long :func:`diagnose` ran.
+    autocast, gradients, activations, training, memory, recommendation : dict
+        The sections; see :func:`diagnose`.
+    weights : dict
+        For each run (``"fp32"``, ``"fp16"``, ``"bf16"``), its parameters after
+        the last step (CPU copies, by name). Not in :meth:`to_dict`.
+    """
+
+    model: str
+    device: str
+    parameters: int
+    steps: int
+    seconds: float
+    autocast: dict[str, Any]
+    gradients: dict[str, Any]
+    activations: dict[str, Any]
+    training: dict[str, Any]
+    memory: dict[str, Any]
+    recommendation: dict[str, Any]
+    weights: dict[str, dict[str, torch.Tensor]] = field(repr=False, default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every section as plain Python values (JSON-serialisable), without ``weights``."""
+        return {
+            "model": self.model,
+            "device": self.device,
+            "parameters": self.parameters,
+            "steps": self.steps,
+            "seconds": self.seconds,
+            "autocast": self.autocast,
+            "gradients": self.gradients,
+            "activations": self.activations,
+            "training": self.training,
+            "memory": self.memory,
+            "recommendation": self.recommendation,
+        }
+
+    def __str__(self) -> str:
+        return _report(self)
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _call(model: nn.Module, inputs: Any) -> Any:
+    """``model(inputs)``: a tuple or list is spread, a dict passed by keyword."""
+    if isinstance(inputs, Mapping):
+        return model(**inputs)
+    if isinstance(inputs, tuple | list):
+        return model(*inputs)
+    return model(inputs)
+
+
+def _check(
+    model: Any, batch: Any, loss_fn: Any, steps: Any, optimizer: Any, seed: Any
+) -> tuple[torch.device, list[nn.Parameter]]:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if not trainable:
+        raise ValueError(
+            "model must have trainable parameters (requires_grad=True), "
+            f"got {type(model).__name__} with none"
+        )
+    dtypes = sorted({str(p.dtype) for p in trainable})
+    if dtypes != ["torch.float32"]:
+        raise ValueError(
+            "model's trainable parameters must be torch.float32 (diagnose compares lower "
+            f"precision with FP32 training), got {', '.join(dtypes)}"
+        )
+    devices = {p.device for p in trainable}
+    if len(devices) != 1:
+        where = ", ".join(sorted(str(d) for d in devices))
+        raise ValueError(f"model's parameters must be on one device, got {where}")
+    (device,) = devices
+    if not (isinstance(batch, tuple | list) and len(batch) == 2):
+        raise TypeError(f"batch must be a pair (inputs, targets), got {_shown(batch)}")
+    for name, part in zip(("inputs", "targets"), batch, strict=True):
+        tensors = [t for t in tree_leaves(part) if isinstance(t, torch.Tensor)]
+        if name == "inputs" and not tensors:
+            raise TypeError(f"batch's inputs must hold a tensor, got {_shown(part)}")
+        for t in tensors:
+            if t.device != device:
+                raise ValueError(
+                    f"batch's {name} must be on the model's device ({device}), got a "
+                    f"tensor on {t.device}; move the batch with .to({str(device)!r})"
+                )
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
+    check_int("steps", steps, minimum=1)
+    if optimizer is not None:
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(
+                f"optimizer must be a torch.optim.Optimizer or None, got {type(optimizer).__name__}"
+            )
+        check_optimizer("optimizer", optimizer, model)
+    check_seed("seed", seed)
+    return device, trainable
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'…' if len(text) > 60 else ''}"
+
+
+def _loss(loss_fn: Callable[..., Any], output: Any, targets: Any) -> torch.Tensor:
+    """``loss_fn(output, targets)``, refused unless it is a scalar floating-point tensor."""
+    loss = loss_fn(output, targets)
+    if not isinstance(loss, torch.Tensor) or not loss.is_floating_point() or loss.numel() != 1:
+        got = (
+            f"a {loss.dtype} tensor of shape {tuple(loss.shape)}"
+            if isinstance(loss, torch.Tensor)
+            else type(loss).__name__
+        )
+        raise ValueError(
+            f"loss_fn must return a scalar floating-point tensor (the batch's mean loss), "
+            f"got {got}; reduce it with .mean()"
+        )
+    return loss
+
+
+# --------------------------------------------------------------------------- copies and seeds
+
+
+class _Copy(NamedTuple):
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+
+
+def _copy(model: nn.Module, optimizer: torch.optim.Optimizer | None) -> _Copy:
+    """Model and optimizer copied together, so the copy's optimizer holds the copy's parameters."""
+    try:
+        twin, twin_opt = copy.deepcopy((model, optimizer))
+    except Exception as error:
+        raise TypeError(
+            f"model must be copyable with copy.deepcopy (diagnose works on copies): {error}"
+        ) from error
+    if twin_opt is None:
+        twin_opt = torch.optim.Adam([p for p in twin.parameters() if p.requires_grad])
+    return _Copy(twin, twin_opt)
+
+
+@contextmanager
+def _seeded(seed: int, device: torch.device) -> Iterator[None]:
+    """Seed every generator the run draws from; the caller's random state is restored after."""
+    devices = [device.index or 0] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
+
+
+# --------------------------------------------------------------------------- autocast
+
+
+_CASTS = frozenset({"to", "float", "half", "bfloat16", "double", "type", "type_as"})
+_NOT_OPS = frozenset(
+    {"__getitem__", "__setitem__", "clone", "contiguous", "detach", "zeros_like", "ones_like",
+     "empty_like", "full_like", "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor",
+     "reshape", "flatten", "view", "view_as", "permute", "transpose", "expand", "expand_as"}
+)  # fmt: skip
+
+
+def _op_name(func: Callable[..., Any]) -> str:
+    """``F.linear`` -> ``linear``, ``Tensor.__add__`` -> ``add``, ``Tensor.__iadd__`` -> ``add_``."""
+    name = getattr(func, "__name__", repr(func))
+    if name.startswith("__i") and name.endswith("__") and name not in ("__index__", "__init__"):
+        return name[3:-2] + "_"
+    if name.startswith("__r") and name.endswith("__") and name != "__repr__":
+        return name[3:-2]
+    return name.strip("_") if name.startswith("__") else name
+
+
+class _OpRecorder(TorchFunctionMode):
+    """Records each torch call that computes a new floating tensor from a floating one."""
+
+    def __init__(self, where: list[str], dtype: torch.dtype, decide_cuda: bool) -> None:
+        super().__init__()
+        self.where, self.dtype, self.decide_cuda = where, dtype, decide_cuda
+        self.calls: list[dict[str, Any]] = []
+        self._cuda: dict[str, str] = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = _op_name(func)
+        if name in _CASTS or name in _NOT_OPS or getattr(func, "__name__", "") == "__get__":
+            return out
+        leaves, spec = tree_flatten((args, kwargs))
+        inputs = [t for t in leaves if isinstance(t, torch.Tensor)]
+        floats = [t for t in inputs if t.is_floating_point()]
+        result = next(
+            (t for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.is_floating_point()),
+            None,
+        )
+        if not floats or result is None:
+            return out
+        shared = {t.untyped_storage().data_ptr() for t in inputs}
+        if result.untyped_storage().data_ptr() in shared and not name.endswith("_"):
+            return out  # a view of an input: no arithmetic
+        cuda = self._decide(func, leaves, spec) if self.decide_cuda else NOT_KNOWN
+        self.calls.append(
+            {
+                "op": name,
+                "module": self.where[-1],
+                "inputs": sorted({dtype_name(t.dtype) for t in floats}),
+                "here": dtype_name(result.dtype),
+                "cuda": cuda,
+            }
+        )
+        return out
+
+    def _decide(self, func: Callable[..., Any], leaves: list[Any], spec: Any) -> str:
+        """The dtype CUDA autocast gives ``func`` on these inputs (see ``cuda_autocast_dtype``)."""
+        slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+        key = repr(
+            (
+                func,
+                [(tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else t for t in leaves],
+            )
+        )
+        if key not in self._cuda:
+
+            def call(*tensors: torch.Tensor) -> Any:
+                filled = list(leaves)
+                for i, t in zip(slots, tensors, strict=True):
+                    filled[i] = t
+                args, kwargs = tree_unflatten(filled, spec)
+                return func(*args, **kwargs)
+
+            try:
+                choice = cuda_autocast_dtype(call, *[leaves[i] for i in slots], dtype=self.dtype)
+                self._cuda[key] = choice.dtype
+            except Exception:  # noqa: BLE001 (torch could not decide it: say so, never guess)
+                self._cuda[key] = NOT_KNOWN
+        return self._cuda[key]
+
+
+@contextmanager
+def _module_names(model: nn.Module) -> Iterator[list[str]]:
+    """A stack whose last entry is the name of the module running now (``""``: the model)."""
+    stack = [""]
+    handles = []
+    for name, module in model.named_modules():
+
+        def enter(_m: nn.Module, _args: Any, name: str = name) -> None:
+            stack.append(name)
+
+        def leave(_m: nn.Module, _args: Any, _out: Any) -> None:
+            stack.pop()
+
+        handles.append(module.register_forward_pre_hook(enter))
+        handles.append(module.register_forward_hook(leave, always_call=True))
+    try:
+        yield stack
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _autocast_section(
+    model: nn.Module, optimizer: torch.optim.Optimizer | None, batch: Any, loss_fn: Callable,
+    device: torch.device, seed: int,
+) -> dict[str, Any]:  # fmt: skip
+    """Run the forward pass and the loss under autocast to FP16 and BF16 on copies."""
+    runs = {}
+    for fmt, dtype in _HALVES.items():
+        twin = _copy(model, optimizer).model
+        with _seeded(seed, device), _module_names(twin) as where:
+            recorder = _OpRecorder(where, dtype, decide_cuda=device.type != "cuda")
+            with torch.autocast(device.type, dtype=dtype), recorder:
+                _loss(loss_fn, _call(twin, batch[0]), batch[1])
+        if device.type == "cuda":  # on a GPU the run itself is CUDA's answer
+            for row in recorder.calls:
+                row["cuda"] = row["here"]
+        runs[fmt] = recorder.calls
+    rows = []
+    for fp16, bf16 in zip(runs["fp16"], runs["bf16"], strict=True):
+        rows.append(
+            {
+                "op": fp16["op"],
+                "module": fp16["module"],
+                "fp16": fp16["here"],
+                "bf16": bf16["here"],
+                "cuda_fp16": fp16["cuda"],
+                "cuda_bf16": bf16["cuda"],
+            }
+        )
+    ops: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        summary = ops.setdefault(row["op"], {"calls": 0})
+        summary["calls"] += 1
+        for column in ("fp16", "bf16", "cuda_fp16", "cuda_bf16"):
+            counts = summary.setdefault(column, {})
+            counts[row[column]] = counts.get(row[column], 0) + 1
+    stayed = sorted(op for op, s in ops.items() if set(s["fp16"]) == {"float32"})
+    cuda_stayed = sorted(op for op, s in ops.items() if set(s["cuda_fp16"]) == {"float32"})
+    return {
+        "device": device.type,
+        "calls": rows,
+        "ops": ops,
+        "stayed_fp32": stayed,
+        "cuda_stayed_fp32": cuda_stayed,
+    }
+
+
+# --------------------------------------------------------------------------- gradients, activations
+
+
+@contextmanager
+def _output_ranges(model: nn.Module) -> Iterator[dict[str, dict[str, Any]]]:
+    """Per module, the largest ``|output|`` and the count of non-zero values below 2**-24."""
+    found: dict[str, dict[str, Any]] = {}
+    handles = []
+    for name, module in model.named_modules():
+
+        def seen(_m: nn.Module, _args: Any, out: Any, name: str = name) -> None:
+            values = [
+                t.detach() for t in tree_leaves(out)
+                if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()
+            ]  # fmt: skip
+            if not values:
+                return
+            entry = found.setdefault(
+                name, {"type": type(_m).__name__, "max_abs": 0.0, "nonzero": 0, "tiny": 0}
+            )
+            for t in values:
+                mag = t.abs().float()
+                nonzero = mag > 0
+                entry["max_abs"] = max(entry["max_abs"], float(mag.max()))
+                entry["nonzero"] += int(nonzero.sum())
+                entry["tiny"] += int((nonzero & (mag < FP16_SMALLEST_SUBNORMAL)).sum())
+
+        handles.append(module.register_forward_hook(seen))
+    try:
+        yield found
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _finite_grads(model: nn.Module) -> bool:
+    return all(bool(torch.isfinite(p.grad).all()) for p in model.parameters() if p.grad is not None)
+
+
+def _settled_scale(
+    model: nn.Module, optimizer: torch.optim.Optimizer | None, batch: Any, loss_fn: Callable,
+    device: torch.device, seed: int,
+) -> tuple[float | None, int]:  # fmt: skip
+    """The largest power of two, up to 2**40, at which one FP16 step's gradient is finite.
+
+    A ``GradScaler`` with its defaults halves its scale after every step
+    whose gradient overflows and doubles it after 2000 clean ones, so over a
+    long run it climbs to this scale and backs off from the next. Each probe
+    is one real scaled backward pass under FP16 autocast on a copy, through
+    ``GradScaler.scale``; the search halves the range of exponents each time
+    (a larger scale overflows whenever a smaller one does). Returns the scale
+    (``None`` if even 2**-24 overflows) and the number of probes.
+    """
+    twin = _copy(model, optimizer).model
+    probes = 0
+
+    def finite(exponent: int) -> bool:
+        nonlocal probes
+        probes += 1
+        twin.zero_grad(set_to_none=True)
+        scaler = torch.amp.GradScaler(device.type, init_scale=2.0**exponent)
+        with _seeded(seed, device):
+            with torch.autocast(device.type, dtype=torch.float16):
+                loss = _loss(loss_fn, _call(twin, batch[0]), batch[1])
+            scaler.scale(loss).backward()
+        return _finite_grads(twin)
+
+    low, high = _LOWEST_EXPONENT - 1, _HIGHEST_EXPONENT + 1  # finite at low, not at high
+    first = _FIRST_EXPONENT
+    if finite(first):
+        low = first
+    else:
+        high = first
+    while high - low > 1:
+        middle = (low + high) // 2
+        if finite(middle):
+            low = middle
+        else:
+            high = middle
+    return (None if low < _LOWEST_EXPONENT else 2.0**low), probes
+
+
+def _share(part: int, whole: int) -> float:
+    return part / whole if whole else 0.0
+
+
+def _gradient_sections(
+    model: nn.Module, optimizer: torch.optim.Optimizer | None, batch: Any, loss_fn: Callable,
+    device: torch.device, seed: int,
+) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
+    """One FP32 step on a copy, the model as given: its gradient and every module's output."""
+    twin = _copy(model, optimizer).model
+    with _seeded(seed, device), _output_ranges(twin) as ranges:
+        loss = _loss(loss_fn, _call(twin, batch[0]), batch[1])
+        if not loss.requires_grad:
+            raise ValueError(
+                "loss_fn's loss must depend on the model's trainable parameters; it has no "
+                "gradient (was the output detached, or computed under torch.no_grad()?)"
+            )
+        loss.backward()
+    settled, probes = _settled_scale(model, optimizer, batch, loss_fn, device, seed)
+    params: dict[str, Any] = {}
+    totals = {"nonzero": 0, "fp16": 0, "fp16_scaled": 0, "bf16": 0, "overflow": 0}
+    for name, p in twin.named_parameters():
+        if p.grad is None:
+            continue
+        g = p.grad.detach()
+        fp16 = cast_shares(g, "fp16")
+        bf16 = cast_shares(g, "bf16")
+        scaled = cast_shares(g, "fp16", settled) if settled is not None else None
+        edges, shares, zero = log2_histogram(g, _HIST_LOW, _HIST_HIGH)
+        nz = fp16.nonzero
+        params[name] = {
+            "values": g.numel(),
+            "nonzero": nz,
+            "underflow_fp16": fp16.underflow,
+            "underflow_fp16_scaled": None if scaled is None else scaled.underflow,
+            "underflow_bf16": bf16.underflow,
+            "overflow_fp16_scaled": None if scaled is None else scaled.overflow,
+            "histogram": {"log2_edges": edges, "shares": shares, "zero": zero},
+        }
+        totals["nonzero"] += nz
+        totals["fp16"] += round(fp16.underflow * nz)
+        totals["bf16"] += round(bf16.underflow * nz)
+        if scaled is not None:
+            totals["fp16_scaled"] += round(scaled.underflow * nz)
+            totals["overflow"] += round(scaled.overflow * nz)
+    n = totals["nonzero"]
+    gradients = {
+        "loss": float(loss.detach()),
+        "settled_scale": settled,
+        "scale_probes": probes,
+        "parameters": params,
+        "underflow_fp16": _share(totals["fp16"], n),
+        "underflow_fp16_scaled": None if settled is None else _share(totals["fp16_scaled"], n),
+        "underflow_bf16": _share(totals["bf16"], n),
+        "overflow_fp16_scaled": None if settled is None else _share(totals["overflow"], n),
+    }
+    modules = {
+        name: {
+            "type": entry["type"],
+            "max_abs": entry["max_abs"],
+            "over_fp16_max": entry["max_abs"] > FP16_MAX,
+            "below_fp16_subnormal": _share(entry["tiny"], entry["nonzero"]),
+        }
+        for name, entry in ranges.items()
+    }
+    top = max(modules.items(), key=lambda kv: kv[1]["max_abs"]) if modules else ("", {})
+    activations = {
+        "fp16_max": FP16_MAX,
+        "fp16_smallest_subnormal": FP16_SMALLEST_SUBNORMAL,
+        "modules": modules,
+        "largest": {"module": top[0], "max_abs": top[1].get("max_abs", 0.0)},
+        "over_fp16_max": sorted(name for name, m in modules.items() if m["over_fp16_max"]),
+    }
+    return gradients, activations
+
+
+# --------------------------------------------------------------------------- training
+
+
+def _train(
+    model: nn.Module, optimizer: torch.optim.Optimizer | None, batch: Any, loss_fn: Callable,
+    device: torch.device, dtype: torch.dtype, steps: int, seed: int,
+) -> tuple[dict[str, Any], dict[str, torch.Tensor], _Copy]:  # fmt: skip
+    """``steps`` steps on ``batch`` as :func:`~amp_lesson.recipe.train_mixed_precision` takes
+    them (one micro-batch per step), on a copy, with what each step did."""
+    twin = _copy(model, optimizer)
+    net, opt = twin
+    half = dtype != torch.float32
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+    inputs, targets = batch
+    losses, scales, skipped_at = [], [], []
+    with _seeded(seed, device):
+        net.train()
+        opt.zero_grad()
+        for step in range(1, steps + 1):
+            with torch.autocast(device.type, dtype=dtype, enabled=half):
+                loss = _loss(loss_fn, _call(net, inputs), targets) * 1.0  # the recipe's share
+            scale = float(scaler.get_scale())
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad()
+            losses.append(float(loss.detach()))
+            scales.append(scale)
+            if scaler.is_enabled() and float(scaler.get_scale()) < scale:  # backed off: skipped
+                skipped_at.append(step)
+        with torch.no_grad():
+            final = float(_loss(loss_fn, _call(net, inputs), targets))
+    weights = {name: p.detach().to("cpu", copy=True) for name, p in net.named_parameters()}
+    run = {
+        "losses": losses,
+        "final_loss": final,
+        "skipped": len(skipped_at),
+        "skipped_steps": skipped_at,
+        "scales": scales if scaler.is_enabled() else None,
+        "final_scale": float(scaler.get_scale()) if scaler.is_enabled() else None,
+    }
+    return run, weights, twin
+
+
+def _state_bytes(optimizer: torch.optim.Optimizer) -> int:
+    return sum(
+        t.untyped_storage().nbytes()
+        for state in optimizer.state.values()
+        for t in state.values()
+        if isinstance(t, torch.Tensor)
+    )
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def _tracks(run: dict[str, Any], fp32: dict[str, Any]) -> bool:
+    moved = abs(fp32["final_loss"] - fp32["losses"][0])
+    values = [*run["losses"], run["final_loss"]]
+    if not all(math.isfinite(v) for v in values):
+        return False
+    return abs(run["final_loss"] - fp32["final_loss"]) <= TRACKING_SHARE * max(moved, 1e-12)
+
+
+def _recommend(
+    gradients: dict[str, Any], activations: dict[str, Any], training: dict[str, Any],
+    device: torch.device,
+) -> dict[str, Any]:  # fmt: skip
+    settled = gradients["settled_scale"]
+    bf16_ok = device.type != "cuda" or torch.cuda.is_bf16_supported()
+    holds = {
+        "forward_fits_fp16": not activations["over_fp16_max"],
+        "fp16_loses_unscaled_gradients": gradients["underflow_fp16"] > LOST_SHARE,
+        "scaler_keeps_fp16_gradients": settled is not None
+        and gradients["underflow_fp16_scaled"] <= LOST_SHARE
+        and gradients["overflow_fp16_scaled"] == 0,
+        "bf16_keeps_gradients": gradients["underflow_bf16"] <= LOST_SHARE,
+        "fp16_tracks_fp32": _tracks(training["fp16"], training["fp32"]),
+        "bf16_tracks_fp32": _tracks(training["bf16"], training["fp32"]),
+        "bf16_supported": bf16_ok,
+    }
+    if holds["bf16_supported"] and holds["bf16_keeps_gradients"] and holds["bf16_tracks_fp32"]:
+        choice = "bf16"
+        because = ["bf16_supported", "bf16_keeps_gradients", "bf16_tracks_fp32"]
+    elif (
+        holds["forward_fits_fp16"]
+        and holds["scaler_keeps_fp16_gradients"]
+        and holds["fp16_tracks_fp32"]
+    ):
+        choice = "fp16"
+        because = ["forward_fits_fp16", "scaler_keeps_fp16_gradients", "fp16_tracks_fp32"]
+    else:
+        choice = "fp32"
+        because = [key for key in holds if key != "fp16_loses_unscaled_gradients"]
+    rules = [
+        {
+            "key": rule.key,
+            "tests": rule.tests,
+            "holds": holds[rule.key],
+            "says": rule.says,
+            "otherwise": rule.otherwise,
+            "words": rule.says if holds[rule.key] else rule.otherwise,
+        }
+        for rule in RULES
+    ]
+    return {
+        "choice": choice,
+        "autocast_dtype": {"bf16": "bfloat16", "fp16": "float16", "fp32": None}[choice],
+        "scaler": {"init_scale": settled} if choice == "fp16" else None,
+        "keep_fp32": activations["over_fp16_max"],
+        "because": because,
+        "rules": rules,
+    }
+
+
+# --------------------------------------------------------------------------- the function
+
+
+def diagnose(
+    model: nn.Module,
+    batch: tuple[Any, Any],
+    loss_fn: Callable[[Any, Any], torch.Tensor],
+    *,
+    steps: int = 20,
+    optimizer: torch.optim.Optimizer | None = None,
+    seed: int = 0,
+) -> Diagnosis:
+    """Measure what FP16 and BF16 would do to ``model`` on ``batch``, and recommend one.
+
+    Every measurement runs on a copy of ``model`` (and of ``optimizer``),
+    made with :func:`copy.deepcopy`, so neither is changed; each starts from
+    ``torch.manual_seed(seed)`` inside :func:`torch.random.fork_rng`, so
+    dropout draws the same masks in every run and the caller's random state
+    is left as it was. BatchNorm's running statistics and other buffers
+    change on the copies only.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model, FP32 parameters, on the device to diagnose on (CPU or
+        CUDA). The gradient, activation and autocast sections use it in the
+        mode it is in (``train()`` or ``eval()``); the training runs call
+        ``train()``, as the recipe does.
+    batch : (inputs, targets)
+        One batch on the model's device. ``inputs`` is a tensor, a tuple of
+        tensors (``model(*inputs)``) or a dict (``model(**inputs)``).
+    loss_fn : callable
+        ``loss_fn(model(inputs), targets)``, the batch's mean loss: a scalar
+        floating-point tensor.
+    steps : int, default 20
+        Optimizer steps of each training run (on ``batch`` each time).
+    optimizer : torch.optim.Optimizer, optional
+        The model's optimizer, holding every trainable parameter; copied
+        with its state. ``None``: :class:`torch.optim.Adam` with its defaults.
+    seed : int, default 0
+        The seed every run starts from.
+
+    Returns
+    -------
+    Diagnosis
+        The report (``print`` it) and its sections, as attributes and in
+        :meth:`Diagnosis.to_dict`:
+
+        - ``autocast``: ``calls``, one row per recorded call (``op``,
+          ``module``, ``fp16`` and ``bf16``: the output's dtype under autocast
+          here, ``cuda_fp16``/``cuda_bf16``: CUDA autocast's, for the inputs
+          the call met here, or ``"not known here"``); ``ops``, the counts per
+          op; ``stayed_fp32``, ops that ran in FP32 under FP16 autocast here,
+          and ``cuda_stayed_fp32``, under CUDA's.
+        - ``gradients``: per parameter name, ``underflow_fp16``,
+          ``underflow_fp16_scaled``, ``underflow_bf16`` (shares of the
+          non-zero values of the FP32 gradient that are zero once cast),
+          ``overflow_fp16_scaled`` (``inf`` once cast) and ``histogram``
+          (``log2`` bins, :func:`~amp_lesson.gradients.log2_histogram`); the
+          same shares over all parameters; and ``settled_scale``.
+        - ``activations``: per module name, ``max_abs`` and
+          ``below_fp16_subnormal``; ``over_fp16_max``, the modules above FP16's range.
+        - ``training``: for ``"fp32"``, ``"fp16"`` and ``"bf16"``: ``losses``
+          (each step's, before its update), ``final_loss`` (after the last),
+          ``skipped``, ``scales`` (FP16: the scale each step used) and
+          ``gap`` (final loss minus FP32's).
+        - ``memory``: bytes per parameter (weights, gradients, the
+          optimizer's state, measured after its steps, and autocast's weight
+          copies), and ``saved_for_backward`` per dtype, measured.
+        - ``recommendation``: ``choice`` (``"bf16"``, ``"fp16"`` or
+          ``"fp32"``), ``scaler`` (FP16's ``init_scale``), ``keep_fp32``,
+          ``because`` and every rule of :data:`RULES` with whether it held.
+
+    Raises
+    ------
+    TypeError
+        If ``model`` is not a module (or cannot be copied), ``batch`` is not
+        a pair whose inputs hold a tensor, ``loss_fn`` is not callable, or
+        ``optimizer`` is not an optimizer.
+    ValueError
+        If ``model`` has no trainable parameter or parameters that are not
+        FP32 or on several devices, ``batch`` is on another device than the
+        model, ``loss_fn`` returns anything but a scalar floating-point
+        tensor or one that does not depend on the parameters, ``steps`` is below 1, ``optimizer`` misses a trainable
+        parameter, or ``seed`` is outside ``[0, 2**64 - 1]``.
+
+    Examples
+    --------
+    >>> model = torch.nn.Linear(4, 1)
+    >>> batch = torch.ones(8, 4), torch.ones(8, 1)
+    >>> diagnose(model, batch, torch.nn.functional.mse_loss, steps=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: steps must be an integer >= 1, got 0
+    >>> diagnose(model, batch, torch.nn.MSELoss(reduction="none"))
+    Traceback (most recent call last):
+    ...
+    ValueError: loss_fn must return a scalar floating-point tensor (the batch's mean loss),
+    got a torch.float32 tensor of shape (8, 1); reduce it with .mean()
+    """
+    started = time.perf_counter()
+    device, trainable = _check(model, batch, loss_fn, steps, optimizer, seed)
+    gradients, activations = _gradient_sections(model, optimizer, batch, loss_fn, device, seed)
+    autocast = _autocast_section(model, optimizer, batch, loss_fn, device, seed)
+    training: dict[str, Any] = {}
+    weights: dict[str, dict[str, torch.Tensor]] = {}
+    state_bytes = 0
+    for fmt, dtype in (("fp32", torch.float32), *_HALVES.items()):
+        run, weights[fmt], twin = _train(
+            model, optimizer, batch, loss_fn, device, dtype, steps, seed
+        )
+        training[fmt] = run
+        if fmt == "fp32":
+            state_bytes = _state_bytes(twin.optimizer)
+    for run in training.values():
+        run["gap"] = run["final_loss"] - training["fp32"]["final_loss"]
+    n = sum(p.numel() for p in trainable)
+    twin = _copy(model, optimizer).model
+    inputs = [t for t in tree_leaves(batch[0]) if isinstance(t, torch.Tensor)]
+    saved = {}
+    copies = {}
+    for fmt, dtype in (("fp32", None), *_HALVES.items()):
+        with _seeded(seed, device):
+            measured = _measure_saved(
+                twin, lambda: _loss(loss_fn, _call(twin, batch[0]), batch[1]), inputs, dtype,
+                device,
+            )  # fmt: skip
+        saved[fmt] = {"bytes": measured.bytes, "by_dtype": measured.bytes_by_dtype}
+        copies[fmt] = measured.weight_copy_bytes / n
+    memory = {
+        "optimizer": type(optimizer).__name__ if optimizer is not None else "Adam",
+        "parameters": n,
+        "bytes_per_parameter": {
+            "weights": torch.float32.itemsize,
+            "gradients": torch.float32.itemsize,
+            "optimizer_state": state_bytes / n,
+            "autocast_weight_copies": {"fp16": copies["fp16"], "bf16": copies["bf16"]},
+        },
+        "saved_for_backward": saved,
+    }
+    recommendation = _recommend(gradients, activations, training, device)
+    return Diagnosis(
+        model=type(model).__name__,
+        device=str(device),
+        parameters=n,
+        steps=steps,
+        seconds=time.perf_counter() - started,
+        autocast=autocast,
+        gradients=gradients,
+        activations=activations,
+        training=training,
+        memory=memory,
+        recommendation=recommendation,
+        weights=weights,
+    )
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def _pct(share: float | None) -> str:
+    return "n/a" if share is None else f"{100 * share:.2g}%"
+
+
+def _scale(value: float | None) -> str:
+    return "none" if value is None else f"2^{round(math.log2(value))}"
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def _report(d: Diagnosis) -> str:
+    g, a, t, m, r = d.gradients, d.activations, d.training, d.memory, d.recommendation
+    lines = [
+        (
+            f"{d.model}: {d.parameters:,} parameters on {d.device}, {d.steps} steps per run, "
+            f"diagnosed in {d.seconds:.1f} s"
+        ),
+        "",
+        "autocast",
+    ]
+    ops = d.autocast["ops"]
+    for fmt in ("fp16", "bf16"):
+        low = sum(s[fmt].get(dtype_name(_HALVES[fmt]), 0) for s in ops.values())
+        calls = sum(s["calls"] for s in ops.values())
+        lines.append(f"  {fmt}: {low} of {calls} calls ran in {dtype_name(_HALVES[fmt])} here")
+    lines.append(f"  stayed FP32 here: {', '.join(d.autocast['stayed_fp32']) or 'none'}")
+    lines.append(f"  stays FP32 on CUDA: {', '.join(d.autocast['cuda_stayed_fp32']) or 'none'}")
+    unknown = sorted(
+        op for op, s in ops.items() if NOT_KNOWN in s["cuda_fp16"] or NOT_KNOWN in s["cuda_bf16"]
+    )
+    if unknown:
+        lines.append(f"  CUDA's choice not known here for: {', '.join(unknown)}")
+    lines += [
+        "gradients (shares of non-zero FP32 gradient values)",
+        (
+            f"  zero in FP16: {_pct(g['underflow_fp16'])} at scale 1, "
+            f"{_pct(g['underflow_fp16_scaled'])} at the settled scale {_scale(g['settled_scale'])}"
+        ),
+        (
+            f"  inf in FP16 at that scale: {_pct(g['overflow_fp16_scaled'])}; "
+            f"zero in BF16: {_pct(g['underflow_bf16'])}"
+        ),
+        "activations",
+        (
+            f"  largest |output| {a['largest']['max_abs']:.3g} ({a['largest']['module'] or 'model'}), "
+            f"FP16's largest {FP16_MAX:.0f}"
+        ),
+        f"  above FP16's range: {', '.join(a['over_fp16_max']) or 'none'}",
+        "training (loss at the first step, and after the last)",
+    ]
+    for fmt, run in t.items():
+        extra = ""
+        if run["scales"] is not None:
+            extra = (
+                f", {run['skipped']} skipped, scale {_scale(run['scales'][0])}"
+                f" -> {_scale(run['final_scale'])}"
+            )
+        gap = "" if fmt == "fp32" else f", gap to FP32 {run['gap']:+.3g}"
+        lines.append(f"  {fmt}: {run['losses'][0]:.4g} -> {run['final_loss']:.4g}{gap}{extra}")
+    b = m["bytes_per_parameter"]
+    state = b["weights"] + b["gradients"] + b["optimizer_state"]
+    saved = m["saved_for_backward"]
+    lines += [
+        "memory",
+        (
+            f"  {state:.3g} bytes per parameter with {m['optimizer']} (weights {b['weights']}, "
+            f"gradients {b['gradients']}, optimizer {b['optimizer_state']:.3g})"
+        ),
+        "  saved for backward: "
+        + ", ".join(f"{fmt} {_bytes(saved[fmt]['bytes'])}" for fmt in saved),
+        "recommendation",
+    ]
+    if r["choice"] == "fp16":
+        lines.append(f"  FP16 with torch.amp.GradScaler(init_scale={r['scaler']['init_scale']:g})")
+    else:
+        lines.append({"bf16": "  BF16 autocast, no GradScaler", "fp32": "  FP32"}[r["choice"]])
+    if r["keep_fp32"]:
+        lines.append(f"  under FP16, keep in FP32: {', '.join(r['keep_fp32'])}")
+    for rule in r["rules"]:
+        mark = "+" if rule["holds"] else "-"
+        lines.append(f"  {mark} {rule['words']}")
+    return "\n".join(lines)
