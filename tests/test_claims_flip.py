@@ -29,6 +29,13 @@ RUN_PAGE = Path(__file__).with_name("run_page.py")
 
 # page -> (text in the page, what the changed run has instead); each text occurs exactly once
 FLIPS: dict[str, list[tuple[str, str]]] = {
+    "beyond/check-your-own-model": [
+        # images five orders larger: the CNN's first layers overflow FP16
+        (
+            "cnn_batch = images.contiguous(), digits.y_train[:32]",
+            "cnn_batch = images.contiguous() * 1e5, digits.y_train[:32]",
+        ),
+    ],
     "beyond/fsdp-mixed-precision": [
         (
             "run_fsdp(world_size=2, n_accum=4, steps=2)",

@@ -634,3 +634,25 @@ def test_a_notebooks_citations_read_as_the_pages(tmp_path) -> None:
     page = " ".join(soup.select_one("section p").get_text().split())
     md, _ = myst_to_markdown(CITING, {}, source_dir=src, strict=False)
     assert page == re.sub(r"\[([^]]*)\]\([^)]*\)", r"\1", md)
+
+
+def test_the_cell_a_notebook_opens_on_has_the_id_colab_scrolls_to() -> None:
+    nb = _page(
+        {"cell_type": "markdown", "metadata": {}, "source": "# Page"},
+        _code("x = 1"),
+        _code("model = make_model()", export.OPENS_HERE_TAG),
+    )
+    assert export.opens_on(nb) == export.OPENS_HERE_ID
+    out = export_notebook(
+        nb, {}, docname="beyond/x", executed=False, repository="https://github.com/o/r"
+    )
+    (cell,) = [c for c in out["cells"] if c["id"] == export.OPENS_HERE_ID]
+    assert cell["source"] == "model = make_model()"
+    assert cell["metadata"]["id"] == export.OPENS_HERE_ID  # Colab's own id field
+    assert [c["id"] for c in out["cells"]].count(export.OPENS_HERE_ID) == 1
+    assert export.opens_on(_page(_code("x = 1"))) is None
+    twice = _page(_code("a = 1", export.OPENS_HERE_TAG), _code("b = 2", export.OPENS_HERE_TAG))
+    with pytest.raises(ValueError, match=r"beyond/x: 2 code cells are tagged 'opens-here'"):
+        export_notebook(
+            twice, {}, docname="beyond/x", executed=False, repository="https://github.com/o/r"
+        )

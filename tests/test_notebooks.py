@@ -106,6 +106,7 @@ def test_the_readme_links_to_the_declared_repository() -> None:
 
 @pytest.mark.book
 def test_each_download_is_its_twin_with_outputs(built_book: Path) -> None:
+    opened = []
     for twin in TWINS:
         doc = twin.relative_to(notebooks.OUT).with_suffix("").as_posix()
         download = json.loads((built_book / "_sources" / f"{doc}.ipynb").read_text())
@@ -114,7 +115,13 @@ def test_each_download_is_its_twin_with_outputs(built_book: Path) -> None:
         assert any(c.get("outputs") for c in download["cells"] if c["cell_type"] == "code")
         assert "myst_nb" not in json.dumps(download)
         html = (built_book / f"{doc}.html").read_text(encoding="utf-8")
-        assert urls.colab_url(f"notebooks/{doc}.ipynb") in html, f"{doc}: no Colab button"
+        colab = urls.colab_url(f"notebooks/{doc}.ipynb")
+        assert colab in html, f"{doc}: no Colab button"
+        opens = export.opens_on(committed)
+        if opens is not None:  # Colab opens the twin scrolled to that cell
+            assert f"{colab}#scrollTo={opens}" in html, doc
+            opened.append(doc)
+    assert opened == ["beyond/check-your-own-model"]
 
 
 def _venv_python(venv: Path) -> Path:

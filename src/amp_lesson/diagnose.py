@@ -49,7 +49,7 @@ from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
 
 from amp_lesson._checks import check_int, check_optimizer, check_seed
 from amp_lesson.autocast import NOT_KNOWN, cuda_autocast_dtype
-from amp_lesson.formats import dtype_name
+from amp_lesson.formats import dtype_name, dtype_of
 from amp_lesson.gradients import cast_shares, log2_histogram
 from amp_lesson.memory import _measure_saved
 
@@ -65,10 +65,10 @@ __all__ = [
 ]
 
 FP16_MAX = float(torch.finfo(torch.float16).max)
-"""FP16's largest finite value, 65504: an activation above it is ``inf`` in FP16."""
+"""The largest finite FP16 value (65504); an activation above it is ``inf`` in FP16."""
 
 FP16_SMALLEST_SUBNORMAL = 2.0**-24
-"""FP16's smallest subnormal; a value below half of it is zero in FP16."""
+"""The smallest FP16 subnormal (``2**-24``); a value below half of it is zero in FP16."""
 
 LOST_SHARE = 1e-3
 """A format keeps a model's gradients when it loses at most this share of the non-zero values."""
@@ -77,10 +77,9 @@ TRACKING_SHARE = 0.1
 """A run tracks FP32 when its final loss is within this share of how far FP32 moved the loss."""
 
 _HALVES = {"fp16": torch.float16, "bf16": torch.bfloat16}
-_FIRST_EXPONENT = 16  # GradScaler's init_scale, 2**16
 _HIGHEST_EXPONENT = 40  # the search for the settled scale stops here
 _LOWEST_EXPONENT = -24
-_HIST_LOW, _HIST_HIGH = -60, 20  # the histograms' log2 range
+_HIST_LOW, _HIST_HIGH = -140, 20  # the histograms' log2 range: BF16's subnormals and up
 
 
 class Rule(NamedTuple):
@@ -102,6 +101,9 @@ class Rule(NamedTuple):
     otherwise: str
 
 
+_PER = f"one non-zero gradient value in {1 / LOST_SHARE:,.0f}"
+_FOLLOWS = f"its final loss is within {TRACKING_SHARE:.0%} of FP32's change of loss from FP32's"
+
 RULES: tuple[Rule, ...] = (
     Rule(
         "forward_fits_fp16",
@@ -113,35 +115,39 @@ RULES: tuple[Rule, ...] = (
         "fp16_loses_unscaled_gradients",
         "casting the FP32 gradient to FP16 at scale 1 zeroes more than LOST_SHARE of "
         "its non-zero values",
-        "Without a loss scale, FP16 would flush part of the gradient to zero.",
-        "Even without a loss scale, FP16 keeps the gradient's values.",
+        f"Without a loss scale, FP16 would flush more than {_PER} to zero.",
+        f"Even without a loss scale, FP16 flushes at most {_PER} to zero.",
     ),
     Rule(
         "scaler_keeps_fp16_gradients",
         "a finite settled scale exists, and at it the cast to FP16 zeroes at most "
         "LOST_SHARE of the non-zero gradient values and overflows none",
-        "At the scale a GradScaler settles on, FP16 keeps the gradient.",
-        "Even at the scale a GradScaler settles on, FP16 loses part of the gradient.",
+        f"At the scale a GradScaler settles on, FP16 flushes at most {_PER} to zero and "
+        "none overflows.",
+        f"Even at the scale a GradScaler settles on, FP16 flushes more than {_PER} to zero, "
+        "or some overflow.",
     ),
     Rule(
         "bf16_keeps_gradients",
         "casting the FP32 gradient to BF16 zeroes at most LOST_SHARE of its non-zero values",
-        "BF16 keeps the gradient's values without any scaling.",
-        "BF16 flushes part of the gradient to zero.",
+        f"BF16 flushes at most {_PER} to zero, without any scaling.",
+        f"BF16 flushes more than {_PER} to zero.",
     ),
     Rule(
         "fp16_tracks_fp32",
         "the FP16 run's losses are finite and its final loss is within TRACKING_SHARE of "
         "the FP32 run's change of loss from the FP32 run's final loss",
-        "Training in FP16 with a GradScaler follows FP32 training.",
-        "Training in FP16 with a GradScaler does not follow FP32 training.",
+        f"Training in FP16 with a GradScaler follows FP32 training: {_FOLLOWS}.",
+        f"Training in FP16 with a GradScaler does not follow FP32 training: its loss is not "
+        f"finite, or not within {TRACKING_SHARE:.0%} of FP32's change of loss from FP32's.",
     ),
     Rule(
         "bf16_tracks_fp32",
         "the BF16 run's losses are finite and its final loss is within TRACKING_SHARE of "
         "the FP32 run's change of loss from the FP32 run's final loss",
-        "Training in BF16 follows FP32 training.",
-        "Training in BF16 does not follow FP32 training.",
+        f"Training in BF16 follows FP32 training: {_FOLLOWS}.",
+        f"Training in BF16 does not follow FP32 training: its loss is not finite, or not "
+        f"within {TRACKING_SHARE:.0%} of FP32's change of loss from FP32's.",
     ),
     Rule(
         "bf16_supported",
@@ -206,7 +212,14 @@ class Diagnosis:
     weights: dict[str, dict[str, torch.Tensor]] = field(repr=False, default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """Every section as plain Python values (JSON-serialisable), without ``weights``."""
+        """Every section as plain Python values, without ``weights``.
+
+        Returns
+        -------
+        dict
+            ``model``, ``device``, ``parameters``, ``steps``, ``seconds`` and
+            the six sections; ``json.dumps`` takes it as it is.
+        """
         return {
             "model": self.model,
             "device": self.device,
@@ -223,6 +236,76 @@ class Diagnosis:
 
     def __str__(self) -> str:
         return _report(self)
+
+    def gradient_histogram(self, low: int = _HIST_LOW) -> tuple[list[int], list[float], float]:
+        """The ``log2`` histogram of every parameter's FP32 gradient together.
+
+        Parameters
+        ----------
+        low : int, default -140
+            The first bin; the bins below it are added into it.
+
+        Returns
+        -------
+        edges, shares, zero_share
+            As :func:`~amp_lesson.gradients.log2_histogram` returns them, over
+            all gradient values of the model.
+
+        Raises
+        ------
+        ValueError
+            If ``low`` is outside the recorded range, -140 to 19.
+        """
+        check_int("low", low)
+        if not _HIST_LOW <= low < _HIST_HIGH:
+            raise ValueError(f"low must be in [{_HIST_LOW}, {_HIST_HIGH - 1}], got {low}")
+        rows = self.gradients["parameters"].values()
+        total = sum(row["values"] for row in rows)
+        counts = [0.0] * (_HIST_HIGH - _HIST_LOW)
+        zero = 0.0
+        for row in rows:
+            histogram = row["histogram"]
+            for i, share in enumerate(histogram["shares"]):
+                counts[i] += share * row["values"]
+            zero += histogram["zero"] * row["values"]
+        cut = low - _HIST_LOW
+        counts = [sum(counts[: cut + 1]), *counts[cut + 1 :]]
+        return list(range(low, _HIST_HIGH)), [c / total for c in counts], zero / total
+
+    def plot_gradients(
+        self,
+        ax: Any = None,
+        dtype: str | torch.dtype = "fp16",
+        *,
+        label: str | None = None,
+        overlay: bool = False,
+    ) -> Any:
+        """Draw :meth:`gradient_histogram` against ``dtype``'s range (FP16 from ``2**-50``).
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw (default: new axes).
+        dtype : {"fp16", "bf16"} or torch.dtype, default "fp16"
+            The format whose limits to mark.
+        label : str, optional
+            The legend label (default: the model's class name).
+        overlay : bool, default False
+            Draw a dashed outline over axes that hold another model's
+            histogram (see :func:`~amp_lesson.gradients.plot_gradient_histogram`).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+            The axes drawn on.
+        """
+        from amp_lesson.gradients import plot_gradient_histogram
+
+        low = -50 if dtype_of(dtype) == torch.float16 else _HIST_LOW
+        return plot_gradient_histogram(
+            None, ax, dtype=dtype, histogram=self.gradient_histogram(low),
+            label=label or self.model, overlay=overlay,
+        )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- checks
@@ -310,19 +393,20 @@ def _loss(loss_fn: Callable[..., Any], output: Any, targets: Any) -> torch.Tenso
 
 class _Copy(NamedTuple):
     model: nn.Module
-    optimizer: torch.optim.Optimizer
+    optimizer: torch.optim.Optimizer | None
 
 
 def _copy(model: nn.Module, optimizer: torch.optim.Optimizer | None) -> _Copy:
-    """Model and optimizer copied together, so the copy's optimizer holds the copy's parameters."""
+    """Model and optimizer copied together, so the copy's optimizer holds the copy's parameters.
+
+    The caller's optimizer's state (momentum, Adam's moments) comes with it.
+    """
     try:
         twin, twin_opt = copy.deepcopy((model, optimizer))
     except Exception as error:
         raise TypeError(
             f"model must be copyable with copy.deepcopy (diagnose works on copies): {error}"
         ) from error
-    if twin_opt is None:
-        twin_opt = torch.optim.Adam([p for p in twin.parameters() if p.requires_grad])
     return _Copy(twin, twin_opt)
 
 
@@ -465,6 +549,8 @@ def _autocast_section(
             {
                 "op": fp16["op"],
                 "module": fp16["module"],
+                "inputs_fp16": fp16["inputs"],
+                "inputs_bf16": bf16["inputs"],
                 "fp16": fp16["here"],
                 "bf16": bf16["here"],
                 "cuda_fp16": fp16["cuda"],
@@ -530,7 +616,7 @@ def _finite_grads(model: nn.Module) -> bool:
 
 def _settled_scale(
     model: nn.Module, optimizer: torch.optim.Optimizer | None, batch: Any, loss_fn: Callable,
-    device: torch.device, seed: int,
+    device: torch.device, seed: int, largest: float,
 ) -> tuple[float | None, int]:  # fmt: skip
     """The largest power of two, up to 2**40, at which one FP16 step's gradient is finite.
 
@@ -538,9 +624,12 @@ def _settled_scale(
     whose gradient overflows and doubles it after 2000 clean ones, so over a
     long run it climbs to this scale and backs off from the next. Each probe
     is one real scaled backward pass under FP16 autocast on a copy, through
-    ``GradScaler.scale``; the search halves the range of exponents each time
-    (a larger scale overflows whenever a smaller one does). Returns the scale
-    (``None`` if even 2**-24 overflows) and the number of probes.
+    ``GradScaler.scale``. The first probe is the scale at which ``largest``,
+    the largest FP32 gradient value, would just stay below FP16's maximum,
+    and the next the one above it; if the answer is elsewhere the search
+    halves the range of exponents left (a larger scale overflows whenever a
+    smaller one does). Returns the scale (``None`` if even 2**-24 overflows)
+    and the number of probes.
     """
     twin = _copy(model, optimizer).model
     probes = 0
@@ -557,11 +646,19 @@ def _settled_scale(
         return _finite_grads(twin)
 
     low, high = _LOWEST_EXPONENT - 1, _HIGHEST_EXPONENT + 1  # finite at low, not at high
-    first = _FIRST_EXPONENT
-    if finite(first):
-        low = first
+    guess = _HIGHEST_EXPONENT
+    if 0 < largest < math.inf:
+        guess = math.floor(math.log2(FP16_MAX / largest))
+    guess = min(max(guess, _LOWEST_EXPONENT), _HIGHEST_EXPONENT)
+    if finite(guess):
+        low = guess
+        if guess < _HIGHEST_EXPONENT:
+            if finite(guess + 1):
+                low = guess + 1
+            else:
+                high = guess + 1
     else:
-        high = first
+        high = guess
     while high - low > 1:
         middle = (low + high) // 2
         if finite(middle):
@@ -589,7 +686,11 @@ def _gradient_sections(
                 "gradient (was the output detached, or computed under torch.no_grad()?)"
             )
         loss.backward()
-    settled, probes = _settled_scale(model, optimizer, batch, loss_fn, device, seed)
+    largest = max(
+        (float(p.grad.detach().abs().max()) for p in twin.parameters() if p.grad is not None),
+        default=0.0,
+    )
+    settled, probes = _settled_scale(model, optimizer, batch, loss_fn, device, seed, largest)
     params: dict[str, Any] = {}
     totals = {"nonzero": 0, "fp16": 0, "fp16_scaled": 0, "bf16": 0, "overflow": 0}
     for name, p in twin.named_parameters():
@@ -656,8 +757,9 @@ def _train(
 ) -> tuple[dict[str, Any], dict[str, torch.Tensor], _Copy]:  # fmt: skip
     """``steps`` steps on ``batch`` as :func:`~amp_lesson.recipe.train_mixed_precision` takes
     them (one micro-batch per step), on a copy, with what each step did."""
-    twin = _copy(model, optimizer)
-    net, opt = twin
+    net, opt = _copy(model, optimizer)
+    if opt is None:
+        opt = torch.optim.Adam([p for p in net.parameters() if p.requires_grad])
     half = dtype != torch.float32
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
     inputs, targets = batch
@@ -688,7 +790,7 @@ def _train(
         "scales": scales if scaler.is_enabled() else None,
         "final_scale": float(scaler.get_scale()) if scaler.is_enabled() else None,
     }
-    return run, weights, twin
+    return run, weights, _Copy(net, opt)
 
 
 def _state_bytes(optimizer: torch.optim.Optimizer) -> int:
@@ -811,7 +913,8 @@ def diagnose(
         :meth:`Diagnosis.to_dict`:
 
         - ``autocast``: ``calls``, one row per recorded call (``op``,
-          ``module``, ``fp16`` and ``bf16``: the output's dtype under autocast
+          ``module``, ``inputs_fp16``/``inputs_bf16``: the dtypes of its
+          floating-point inputs, ``fp16`` and ``bf16``: the output's dtype under autocast
           here, ``cuda_fp16``/``cuda_bf16``: CUDA autocast's, for the inputs
           the call met here, or ``"not known here"``); ``ops``, the counts per
           op; ``stayed_fp32``, ops that ran in FP32 under FP16 autocast here,
@@ -875,7 +978,7 @@ def diagnose(
         )
         training[fmt] = run
         if fmt == "fp32":
-            state_bytes = _state_bytes(twin.optimizer)
+            state_bytes = _state_bytes(twin.optimizer) if twin.optimizer is not None else 0
     for run in training.values():
         run["gap"] = run["final_loss"] - training["fp32"]["final_loss"]
     n = sum(p.numel() for p in trainable)

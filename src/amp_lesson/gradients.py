@@ -341,7 +341,7 @@ def log2_histogram(
 
 
 def plot_gradient_histogram(
-    values: torch.Tensor,
+    values: torch.Tensor | None,
     ax: Any = None,
     *,
     low: int = -40,
@@ -349,6 +349,7 @@ def plot_gradient_histogram(
     label: str | None = None,
     dtype: str | torch.dtype = "fp16",
     overlay: bool = False,
+    histogram: tuple[list[int], list[float], float] | None = None,
 ) -> Any:
     """Plot :func:`log2_histogram` with the FP16 (or BF16) limits marked.
 
@@ -373,6 +374,9 @@ def plot_gradient_histogram(
     overlay : bool, default False
         Draw a dashed step outline and a hollow zero marker on axes that
         already hold a histogram, instead of bars and limits.
+    histogram : (edges, shares, zero_share), optional
+        A histogram :func:`log2_histogram` made already (``values`` is then
+        ``None``, and ``low``/``high`` are read from ``edges``).
 
     Returns
     -------
@@ -386,7 +390,11 @@ def plot_gradient_histogram(
     spec = format_spec(dtype_of(dtype))
     if ax is None:
         _, ax = plt.subplots()
-    edges, shares, zero = log2_histogram(values, low, high)
+    if histogram is not None:
+        edges, shares, zero = histogram
+        low, high = edges[0], edges[-1] + 1
+    else:
+        edges, shares, zero = log2_histogram(values, low, high)
     pct = [100 * s for s in shares]
     zero_x = low - 3
     if overlay:
@@ -414,19 +422,21 @@ def plot_gradient_histogram(
     ax.bar([zero_x], [100 * zero], width=1.6, color="#0072B2", alpha=0.85, hatch="//")
     sub_low, normal_low = math.log2(spec.smallest_subnormal), math.log2(spec.smallest_normal)
     top = math.log2(spec.max)
+    largest = f"{spec.max:.0f}" if spec.max < 1e6 else power_label(2, round(top))
     # The bands and limits are named in the legend: words inside a band an inch wide
     # were too small to read on a phone.
     ax.axvspan(sub_low, normal_low, color="#E69F00", alpha=0.18, lw=0,
                label=f"{spec.label} subnormals")  # fmt: skip
     ax.axvspan(normal_low, top, color="#009E73", alpha=0.12, lw=0,
-               label=f"{spec.label} normal numbers, to {spec.max:.0f}")  # fmt: skip
+               label=f"{spec.label} normal numbers, to {largest}")  # fmt: skip
     limits = f"{spec.label}'s limits (a cast gives 0 left of them)"
     for i, x in enumerate((sub_low - 1, sub_low, normal_low, top)):
         ax.axvline(x, color="black", linestyle=":", linewidth=0.9,
                    label=None if i else limits)  # fmt: skip
     ax.axvline(low - 1.5, color="grey", linewidth=0.8)
-    first = low - low % 10 + 10  # leave room for the zero bin's label
-    ticks = list(range(first, high + 1, 10))
+    step = 10 if high - low <= 80 else 40
+    first = low - low % step + step  # leave room for the zero bin's label
+    ticks = list(range(first, high + 1, step))
     ax.set_xticks([zero_x, *ticks], ["0", *(power_label(2, t) for t in ticks)])
     ax.set_xlim(zero_x - 1.5, high)
     ax.set_xlabel("|gradient|, a bar per power of two (zeros at left)")

@@ -256,6 +256,7 @@ class _BasicBlock(nn.Module):
             )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The block's output: both convolutions, plus the shortcut, through a ReLU."""
         out = torch.relu(self.bn1(self.conv1(x)))
         return torch.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
 
@@ -263,8 +264,16 @@ class _BasicBlock(nn.Module):
 class ResNet(nn.Module):
     """A residual network for small images: ResNet-18's blocks, fewer and narrower.
 
-    Built by :func:`make_resnet`; takes images ``(batch, 3, height, width)`` and
-    returns class logits ``(batch, classes)``.
+    Built by :func:`make_resnet`, which checks the arguments and seeds the weights.
+
+    Parameters
+    ----------
+    widths : sequence of int
+        Channels of each stage; every stage after the first halves the image.
+    blocks : int
+        Basic blocks per stage.
+    classes : int
+        Outputs.
     """
 
     def __init__(self, widths: Sequence[int], blocks: int, classes: int) -> None:
@@ -281,6 +290,18 @@ class ResNet(nn.Module):
         self.head = nn.Linear(c_in, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Class logits of a batch of images.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            Images, ``(batch, 3, height, width)``.
+
+        Returns
+        -------
+        torch.Tensor
+            Logits, ``(batch, classes)``.
+        """
         features = self.stages(self.stem(x))
         return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(features, 1), 1))
 
@@ -341,8 +362,22 @@ def make_resnet(
 class Decoder(nn.Module):
     """A decoder-only transformer on token ids, as GPT-2 arranges it (pre-norm, causal).
 
-    Built by :func:`make_decoder`; takes ids ``(batch, seq_len)`` and returns
-    next-token logits ``(batch, seq_len, vocab)``.
+    Built by :func:`make_decoder`, which checks the arguments and seeds the weights.
+
+    Parameters
+    ----------
+    vocab : int
+        Tokens.
+    d_model : int
+        Width.
+    n_heads : int
+        Attention heads.
+    n_layers : int
+        Transformer layers.
+    context : int
+        The longest sequence.
+    dropout : float
+        Dropout after the embeddings and inside each layer.
     """
 
     def __init__(
@@ -361,6 +396,18 @@ class Decoder(nn.Module):
         self.head = nn.Linear(d_model, vocab, bias=False)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """Next-token logits of a batch of token sequences.
+
+        Parameters
+        ----------
+        ids : torch.Tensor
+            Token ids, ``(batch, seq_len)``, ``seq_len`` at most ``context``.
+
+        Returns
+        -------
+        torch.Tensor
+            Logits, ``(batch, seq_len, vocab)``.
+        """
         n = ids.shape[1]
         positions = torch.arange(n, device=ids.device)
         h = self.drop(self.tokens(ids) + self.positions(positions))

@@ -77,6 +77,7 @@ def _add_notebook_buttons(
     target.write_text(json.dumps(nb, indent=1, ensure_ascii=False), encoding="utf-8")
     target.with_suffix(".py").write_text(export.export_script(nb), encoding="utf-8")
     context["ipynb_source"] = f"{pagename}.ipynb"
+    context["amp_lesson_opens_on"] = export.opens_on(nb)
 
 
 NOTEBOOKS_ZIP = "amp-lesson-notebooks.zip"
@@ -178,6 +179,8 @@ def _add_colab_button(
     url = urls.colab_url(
         f"notebooks/{pagename}.ipynb", app.config.amp_lesson_branch, _repository(app)
     )
+    if cell := context.get("amp_lesson_opens_on"):  # Colab scrolls to the cell of that id
+        url += f"#scrollTo={cell}"
     context["header_buttons"].append(
         {
             "type": "link",

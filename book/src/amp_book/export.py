@@ -64,6 +64,10 @@ TEXT_CELL_TAG = "amp-lesson-run-text"
 TEXT_CELL_TITLE = "#@title Printed from this run's values (double-click for the code)"
 BOOK_CELL_TITLE = "#@title The book's checks of this run (double-click for the code)"
 INSTALL_CELL_TAG = "amp-lesson-install"
+OPENS_HERE_TAG = "opens-here"
+"""Tag of the one code cell of a page its notebook opens on (the reader's own model, say)."""
+OPENS_HERE_ID = "opens-here"
+"""That cell's id in the notebook, in ``id`` and in ``metadata.id`` (Colab's ``#scrollTo=``)."""
 
 
 def markdown_blocks(text: str) -> list[str]:
@@ -372,6 +376,20 @@ GPU_RUNTIME = (
 )
 
 
+def opens_on(nb: Mapping[str, Any]) -> str | None:
+    """The id of the cell notebook ``nb`` opens on (:data:`OPENS_HERE_TAG`), or ``None``.
+
+    >>> opens_on({"cells": [{"cell_type": "code", "metadata": {"tags": ["opens-here"]}}]})
+    'opens-here'
+    >>> opens_on({"cells": []}) is None
+    True
+    """
+    for cell in nb.get("cells", []):
+        if OPENS_HERE_TAG in (cell.get("metadata") or {}).get("tags", []):
+            return OPENS_HERE_ID
+    return None
+
+
 def export_notebook(
     nb: Mapping[str, Any],
     glue: GlueValues,
@@ -430,6 +448,15 @@ def export_notebook(
     all_cells = _head(docname, docs_url, version, repository, executed) + fold_book_cells(cells)
     for i, cell in enumerate(all_cells):
         cell["id"] = f"cell-{i}"  # stable ids: exporting again gives the same file
+    opens = [c for c in all_cells if OPENS_HERE_TAG in c.get("metadata", {}).get("tags", [])]
+    if len(opens) > 1:
+        raise ValueError(
+            f"{docname}: {len(opens)} code cells are tagged {OPENS_HERE_TAG!r}; a notebook "
+            "opens on one"
+        )
+    for cell in opens:
+        cell["id"] = OPENS_HERE_ID
+        cell["metadata"]["id"] = OPENS_HERE_ID
     metadata = {
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
         "language_info": {"name": "python"},
