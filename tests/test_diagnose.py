@@ -14,7 +14,6 @@ from torch import nn
 
 from amp_lesson import autocast as ac
 from amp_lesson.diagnose import FP16_MAX, LOST_SHARE, RULES, _recommend, diagnose
-from amp_lesson.memory import measure_activation_memory
 from amp_lesson.recipe import train_mixed_precision
 
 SEED = 7
@@ -253,9 +252,12 @@ def test_an_activation_beyond_fp16s_range_is_found_and_kept_in_fp32() -> None:
     for name, largest in outputs.items():
         assert modules[name]["max_abs"] == pytest.approx(largest, rel=0, abs=0)
     over = sorted(n for n, v in outputs.items() if v > FP16_MAX)
-    assert over
+    assert over == ["", "1", "2", "3"]  # the model, the layer, and the layers after it
     assert d.activations["over_fp16_max"] == over
-    assert d.recommendation["keep_fp32"] == over
+    # it starts at the scaled layer: the model and the layers after it only pass it on
+    assert d.activations["overflow_starts"] == ["1"]
+    assert d.recommendation["keep_fp32"] == ["1"]
+    assert "keep in FP32: 1" in str(d)
     holds = {r["key"]: r["holds"] for r in d.recommendation["rules"]}
     assert holds["forward_fits_fp16"] is False
     assert d.recommendation["choice"] != "fp16"
@@ -274,12 +276,25 @@ def test_memory_is_measured_for_the_optimizer_given() -> None:
     assert plain["optimizer"] == "SGD"
     for fmt, dtype in (("fp32", None), ("fp16", torch.float16), ("bf16", torch.bfloat16)):
         twin = copy.deepcopy(model)
-        with torch.random.fork_rng(devices=[]):
+        own = {p.untyped_storage().data_ptr() for p in twin.parameters()}
+        own.add(batch[0].untyped_storage().data_ptr())
+        storages = {}
+
+        def pack(t: torch.Tensor, own=own, storages=storages) -> torch.Tensor:
+            ptr = t.untyped_storage().data_ptr()
+            if ptr not in own:
+                storages[ptr] = t.untyped_storage().nbytes()
+            return t
+
+        with (
+            torch.random.fork_rng(devices=[]),
+            torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t),
+        ):
             torch.manual_seed(0)
-            m = measure_activation_memory(
-                twin, batch[0], loss_fn=lambda out: F.mse_loss(out, batch[1]), autocast_dtype=dtype
-            )
-        assert adam["saved_for_backward"][fmt]["bytes"] == m.bytes
+            with torch.autocast("cpu", dtype=dtype or torch.float16, enabled=dtype is not None):
+                loss = F.mse_loss(twin(batch[0]), batch[1])
+        del loss
+        assert adam["saved_for_backward"][fmt]["bytes"] == sum(storages.values())
     assert adam["saved_for_backward"]["fp16"]["bytes"] < adam["saved_for_backward"]["fp32"]["bytes"]
 
 
@@ -296,7 +311,7 @@ def test_gradients_bf16_cannot_hold_make_the_recommendation_fp32() -> None:
 def _sections(**changes):
     gradients = {"settled_scale": 2.0**18, "underflow_fp16": 0.0, "underflow_fp16_scaled": 0.0,
                  "underflow_bf16": 0.0, "overflow_fp16_scaled": 0.0}  # fmt: skip
-    activations = {"over_fp16_max": []}
+    activations = {"over_fp16_max": [], "overflow_starts": []}
     fp32 = {"losses": [2.0], "final_loss": 1.0}
     training = {"fp32": fp32, "fp16": dict(fp32), "bf16": dict(fp32)}
     for key, value in changes.items():
@@ -354,12 +369,12 @@ def test_the_choice_follows_the_documented_rules(changes, choice) -> None:
         (
             lambda m, b: diagnose(m, b, nn.MSELoss(reduction="none")),
             ValueError,
-            "loss_fn must return a scalar",
+            "loss_fn must return the batch's mean loss",
         ),
         (
             lambda m, b: diagnose(m, b, lambda o, y: F.mse_loss(o, y).detach().item()),
             ValueError,
-            "loss_fn must return a scalar floating-point tensor",
+            "a floating-point tensor of one value",
         ),
         (
             lambda m, b: diagnose(m, b, lambda o, y: (o.detach() - y).square().mean()),
@@ -406,3 +421,113 @@ def test_the_report_says_what_it_measured_and_how_long_it_ran() -> None:
         assert rule["words"] in text
     assert "batch_norm" in d.autocast["ops"]
     json.dumps(d.to_dict())  # plain values throughout
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device; torch sees none")
+def test_on_cuda_the_runs_are_the_recipes_and_the_cuda_column_is_the_run_itself() -> None:
+    model, batch = small_mlp()
+    model = model.cuda()
+    batch = tuple(t.cuda() for t in batch)
+    rng = torch.cuda.get_rng_state()
+    d = diagnose(model, batch, F.mse_loss, steps=3, seed=SEED)
+    assert torch.equal(rng, torch.cuda.get_rng_state())  # the caller's CUDA generator too
+    assert d.device.startswith("cuda")
+    for row in d.autocast["calls"]:
+        assert (row["cuda_fp16"], row["cuda_bf16"]) == (row["fp16"], row["bf16"])
+    for fmt, dtype in (("fp32", torch.float32), ("fp16", torch.float16), ("bf16", torch.bfloat16)):
+        twin = copy.deepcopy(model)
+        with torch.random.fork_rng(devices=[torch.cuda.current_device()]):
+            torch.manual_seed(SEED)
+            train_mixed_precision(
+                twin, [batch] * 3, F.mse_loss, torch.optim.Adam(twin.parameters()), dtype=dtype
+            )
+        for name, p in twin.named_parameters():
+            assert torch.equal(d.weights[fmt][name], p.detach().cpu()), (fmt, name)
+    cuda_saved = d.memory["saved_for_backward"]
+    assert cuda_saved["fp16"]["bytes"] < cuda_saved["fp32"]["bytes"]
+
+
+def test_only_the_generators_the_runs_draw_from_are_seeded(monkeypatch) -> None:
+    model, batch = small_conv()
+    reseeded = []
+    monkeypatch.setattr(torch.cuda, "manual_seed_all", lambda seed: reseeded.append(seed))
+    rng = torch.random.get_rng_state()
+    diagnose(model, batch, F.cross_entropy, steps=1)
+    assert reseeded == []  # a CPU model's diagnosis leaves every GPU's generator alone
+    assert torch.equal(rng, torch.random.get_rng_state())
+
+
+def test_a_model_that_branches_on_its_dtype_gets_both_runs_calls() -> None:
+    class Clamped(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.fc(x)
+            if h.dtype == torch.float16:  # as T5 clamps its FP16 activations
+                h = torch.clamp(h, -1e4, 1e4)
+            return h
+
+    d = diagnose(Clamped(), (torch.randn(8, 4), torch.randint(0, 2, (8,))), F.cross_entropy,
+                 steps=1)  # fmt: skip
+    (clamp,) = [r for r in d.autocast["calls"] if r["op"] == "clamp"]
+    assert clamp["fp16"] == "float16"
+    assert clamp["bf16"] is None  # the BF16 run did not call it
+    assert [r["op"] for r in d.autocast["calls"]] == ["linear", "clamp", "cross_entropy"]
+
+
+def test_in_place_activations_are_ops_and_views_are_not() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(inplace=True), nn.Linear(8, 2),
+                          nn.Dropout(0.1, inplace=True))  # fmt: skip
+    d = diagnose(model, (torch.randn(8, 4), torch.randint(0, 2, (8,))),
+                 lambda out, y: F.cross_entropy(out.view(8, 2).t().t(), y), steps=1)  # fmt: skip
+    ops = [r["op"] for r in d.autocast["calls"]]
+    assert ops == ["linear", "relu", "linear", "dropout", "cross_entropy"]
+
+
+def test_a_tokenizers_mapping_and_a_sparse_gradient_are_taken() -> None:
+    from collections import UserDict
+
+    class Bag(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = nn.Embedding(16, 4, sparse=True)
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+            return self.fc(self.emb(input_ids).mean(1))
+
+    torch.manual_seed(0)
+    model = Bag()
+    ids = UserDict(input_ids=torch.randint(0, 16, (8, 5)))  # as a BatchEncoding is
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    d = diagnose(model, (ids, torch.randint(0, 2, (8,))), F.cross_entropy, steps=2, optimizer=opt)
+    dense = fp32_gradients(model, (ids["input_ids"], None), lambda o, y: F.cross_entropy(
+        o, torch.randint(0, 2, (8,))))  # fmt: skip
+    assert d.gradients["parameters"]["emb.weight"]["values"] == dense["emb.weight"].numel()
+
+
+def test_an_overflow_of_the_cast_alone_does_not_fail_the_scaler_rule() -> None:
+    """A gradient a real FP16 step computes in FP32 (an embedding's) can exceed FP16's range
+    once cast at the settled scale; the step itself stays finite, so the rule holds."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(4, 8), nn.Linear(8, 4))
+    with torch.no_grad():
+        model[1].weight.mul_(30)
+    ids = torch.zeros(512, dtype=torch.long)  # one frequent token: a large embedding gradient
+    batch = ids, torch.randint(0, 4, (512,), generator=torch.Generator().manual_seed(0))
+    d = diagnose(model, batch, F.cross_entropy, steps=1)
+    g = d.gradients
+    assert g["overflow_fp16_scaled"] > 0  # the cast's answer
+    holds = {r["key"]: r["holds"] for r in d.recommendation["rules"]}
+    assert holds["scaler_keeps_fp16_gradients"]
+    twin = copy.deepcopy(model)
+    scaler = torch.amp.GradScaler("cpu", init_scale=g["settled_scale"])
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss = F.cross_entropy(twin(batch[0]), batch[1])
+    scaler.scale(loss).backward()
+    scaler.step(torch.optim.SGD(twin.parameters(), lr=0.0))
+    scaler.update()
+    assert scaler.get_scale() == g["settled_scale"]  # the run's answer: no overflow

@@ -22,8 +22,8 @@ from audit import axe_path
 from helpers import DOCS, FRONT_MATTER, HTML, copy_conf
 
 from amp_book import edition as ed
+from amp_book import edition_outputs, export, workdirs
 from amp_book import edition_store as store
-from amp_book import workdirs
 from amp_book.edition_store import EditionError
 
 CPU_PROVENANCE = {
@@ -535,6 +535,11 @@ def test_the_whole_book_is_recorded_and_its_stored_edition_rendered(
                              store.record_provenance("cpu"), refs)  # fmt: skip
     assert all(p.status == store.RECORDED for p in recording.pages.values()), recording.pages
     assert len(recording.pages) >= 24  # the book's pages with code
+    # The recording keeps the cells' tags: a GPU edition's Colab link opens on the reader's cell.
+    stored_page = (
+        recording.folder / "beyond" / f"check-your-own-model{edition_outputs.NOTEBOOK_SUFFIX}"
+    )
+    assert export.opens_on(edition_outputs.read_notebook(stored_page)) == export.OPENS_HERE_ID
     size = sum(p.stat().st_size for p in recording.folder.rglob("*") if p.is_file())
     report("stored edition of the whole book (CPU recording)", f"{size / 1024:.0f} KiB")
     (stored,) = [m.parent for m in (DOCS / "_editions").glob(f"*/{store.MANIFEST}")]

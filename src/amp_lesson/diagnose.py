@@ -14,7 +14,8 @@ optimizer are never touched), and returns a :class:`Diagnosis`:
   :class:`torch.amp.GradScaler` settles on, that BF16 flushes, and that
   overflow FP16 at that scale, with the ``log2`` histogram behind them;
 - ``activations``: per module, the largest ``|output|`` against FP16's
-  largest value, and the share of its output below FP16's smallest subnormal;
+  largest value, and the share of its non-zero output values below FP16's
+  smallest subnormal;
 - ``training``: FP32, FP16 with a ``GradScaler`` and BF16 for ``steps``
   steps from the same weights, as :func:`amp_lesson.recipe.train_mixed_precision`
   runs them;
@@ -26,8 +27,9 @@ optimizer are never touched), and returns a :class:`Diagnosis`:
 >>> model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
 ...                             torch.nn.Linear(16, 2))
 >>> g = torch.Generator().manual_seed(0)
->>> batch = torch.randn(32, 8, generator=g), torch.randint(0, 2, (32,), generator=g)
->>> d = diagnose(model, batch, torch.nn.functional.cross_entropy, steps=3)
+>>> x = torch.randn(32, 8, generator=g)
+>>> y = torch.randint(0, 2, (32,), generator=g)
+>>> d = diagnose(model, (x, y), torch.nn.functional.cross_entropy, steps=3)
 >>> d.recommendation["choice"], d.training["fp16"]["skipped"]
 ('bf16', 0)
 """
@@ -68,7 +70,7 @@ FP16_MAX = float(torch.finfo(torch.float16).max)
 """The largest finite FP16 value (65504); an activation above it is ``inf`` in FP16."""
 
 FP16_SMALLEST_SUBNORMAL = 2.0**-24
-"""The smallest FP16 subnormal (``2**-24``); a value below half of it is zero in FP16."""
+"""The smallest FP16 subnormal (``2**-24``); a value at or below half of it is zero in FP16."""
 
 LOST_SHARE = 1e-3
 """A format keeps a model's gradients when it loses at most this share of the non-zero values."""
@@ -120,12 +122,11 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "scaler_keeps_fp16_gradients",
-        "a finite settled scale exists, and at it the cast to FP16 zeroes at most "
-        "LOST_SHARE of the non-zero gradient values and overflows none",
-        f"At the scale a GradScaler settles on, FP16 flushes at most {_PER} to zero and "
-        "none overflows.",
-        f"Even at the scale a GradScaler settles on, FP16 flushes more than {_PER} to zero, "
-        "or some overflow.",
+        "a settled scale exists (an FP16 step's gradient is finite at some scale), and at it "
+        "the cast to FP16 zeroes at most LOST_SHARE of the non-zero gradient values",
+        f"At the scale a GradScaler settles on, FP16 flushes at most {_PER} to zero.",
+        f"FP16 flushes more than {_PER} to zero even at the scale a GradScaler settles on, "
+        "or no scale keeps an FP16 step's gradient finite.",
     ),
     Rule(
         "bf16_keeps_gradients",
@@ -151,7 +152,8 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "bf16_supported",
-        "the device runs BF16 (a CPU, or a GPU for which torch.cuda.is_bf16_supported())",
+        "the device runs BF16 (a CPU, or a GPU for which "
+        "torch.cuda.is_bf16_supported(including_emulation=False))",
         "This device runs BF16.",
         "This device does not run BF16.",
     ),
@@ -312,7 +314,7 @@ class Diagnosis:
 
 
 def _call(model: nn.Module, inputs: Any) -> Any:
-    """``model(inputs)``: a tuple or list is spread, a dict passed by keyword."""
+    """``model(inputs)``: a tuple or a list is spread, a dict passed by keyword."""
     if isinstance(inputs, Mapping):
         return model(**inputs)
     if isinstance(inputs, tuple | list):
@@ -373,7 +375,7 @@ def _shown(value: Any) -> str:
 
 
 def _loss(loss_fn: Callable[..., Any], output: Any, targets: Any) -> torch.Tensor:
-    """``loss_fn(output, targets)``, refused unless it is a scalar floating-point tensor."""
+    """``loss_fn(output, targets)``, refused unless it is a floating-point tensor of one value."""
     loss = loss_fn(output, targets)
     if not isinstance(loss, torch.Tensor) or not loss.is_floating_point() or loss.numel() != 1:
         got = (
@@ -382,8 +384,8 @@ def _loss(loss_fn: Callable[..., Any], output: Any, targets: Any) -> torch.Tenso
             else type(loss).__name__
         )
         raise ValueError(
-            f"loss_fn must return a scalar floating-point tensor (the batch's mean loss), "
-            f"got {got}; reduce it with .mean()"
+            f"loss_fn must return the batch's mean loss, a floating-point tensor of one "
+            f"value; got {got}; reduce it with .mean()"
         )
     return loss
 
@@ -412,19 +414,28 @@ def _copy(model: nn.Module, optimizer: torch.optim.Optimizer | None) -> _Copy:
 
 @contextmanager
 def _seeded(seed: int, device: torch.device) -> Iterator[None]:
-    """Seed every generator the run draws from; the caller's random state is restored after."""
+    """Seed the generators the run draws from (the CPU's, and the model's GPU's) and only
+    those; each is restored after, so the caller's random state is left as it was.
+
+    ``torch.manual_seed`` would also reseed every other GPU, which ``fork_rng`` does not
+    restore.
+    """
     devices = [device.index or 0] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
+        torch.random.default_generator.manual_seed(seed)
+        if device.type == "cuda":
+            with torch.cuda.device(device):
+                torch.cuda.manual_seed(seed)
         yield
 
 
 # --------------------------------------------------------------------------- autocast
 
 
-_CASTS = frozenset({"to", "float", "half", "bfloat16", "double", "type", "type_as"})
+_CASTS = frozenset({"to", "float", "half", "bfloat16", "double", "type", "type_as", "cpu", "cuda"})
 _NOT_OPS = frozenset(
-    {"__getitem__", "__setitem__", "clone", "contiguous", "detach", "zeros_like", "ones_like",
+    {"getitem", "setitem", "clone", "contiguous", "detach", "zeros_like", "ones_like",
+     "requires_grad_", "zero_", "fill_", "copy_", "detach_", "retain_grad",
      "empty_like", "full_like", "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor",
      "reshape", "flatten", "view", "view_as", "permute", "transpose", "expand", "expand_as"}
 )  # fmt: skip
@@ -465,7 +476,8 @@ class _OpRecorder(TorchFunctionMode):
         if not floats or result is None:
             return out
         shared = {t.untyped_storage().data_ptr() for t in inputs}
-        if result.untyped_storage().data_ptr() in shared and not name.endswith("_"):
+        in_place = name.endswith("_") or any(result is t for t in inputs)
+        if result.untyped_storage().data_ptr() in shared and not in_place:
             return out  # a view of an input: no arithmetic
         cuda = self._decide(func, leaves, spec) if self.decide_cuda else NOT_KNOWN
         self.calls.append(
@@ -527,6 +539,36 @@ def _module_names(model: nn.Module) -> Iterator[list[str]]:
             handle.remove()
 
 
+def _paired(fp16: list[dict[str, Any]], bf16: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The two runs' calls side by side, matched by op, module and how many came before.
+
+    A model that branches on its activations' dtype (a clamp for FP16 only, say) calls
+    other ops in the two runs; a call one run made and the other did not has ``None`` in
+    the other's columns.
+    """
+
+    def keyed(calls: list[dict[str, Any]]) -> dict[tuple[str, str, int], dict[str, Any]]:
+        seen: dict[tuple[str, str], int] = {}
+        out = {}
+        for call in calls:
+            n = seen[call["op"], call["module"]] = seen.get((call["op"], call["module"]), -1) + 1
+            out[call["op"], call["module"], n] = call
+        return out
+
+    by_fmt = {"fp16": keyed(fp16), "bf16": keyed(bf16)}
+    order = list(by_fmt["fp16"]) + [k for k in by_fmt["bf16"] if k not in by_fmt["fp16"]]
+    rows = []
+    for key in order:
+        row: dict[str, Any] = {"op": key[0], "module": key[1]}
+        for fmt, calls in by_fmt.items():
+            call = calls.get(key)
+            row[f"inputs_{fmt}"] = call["inputs"] if call else None
+            row[fmt] = call["here"] if call else None
+            row[f"cuda_{fmt}"] = call["cuda"] if call else None
+        rows.append(row)
+    return rows
+
+
 def _autocast_section(
     model: nn.Module, optimizer: torch.optim.Optimizer | None, batch: Any, loss_fn: Callable,
     device: torch.device, seed: int,
@@ -543,27 +585,15 @@ def _autocast_section(
             for row in recorder.calls:
                 row["cuda"] = row["here"]
         runs[fmt] = recorder.calls
-    rows = []
-    for fp16, bf16 in zip(runs["fp16"], runs["bf16"], strict=True):
-        rows.append(
-            {
-                "op": fp16["op"],
-                "module": fp16["module"],
-                "inputs_fp16": fp16["inputs"],
-                "inputs_bf16": bf16["inputs"],
-                "fp16": fp16["here"],
-                "bf16": bf16["here"],
-                "cuda_fp16": fp16["cuda"],
-                "cuda_bf16": bf16["cuda"],
-            }
-        )
+    rows = _paired(runs["fp16"], runs["bf16"])
     ops: dict[str, dict[str, Any]] = {}
     for row in rows:
         summary = ops.setdefault(row["op"], {"calls": 0})
         summary["calls"] += 1
         for column in ("fp16", "bf16", "cuda_fp16", "cuda_bf16"):
             counts = summary.setdefault(column, {})
-            counts[row[column]] = counts.get(row[column], 0) + 1
+            if row[column] is not None:
+                counts[row[column]] = counts.get(row[column], 0) + 1
     stayed = sorted(op for op, s in ops.items() if set(s["fp16"]) == {"float32"})
     cuda_stayed = sorted(op for op, s in ops.items() if set(s["cuda_fp16"]) == {"float32"})
     return {
@@ -580,21 +610,30 @@ def _autocast_section(
 
 @contextmanager
 def _output_ranges(model: nn.Module) -> Iterator[dict[str, dict[str, Any]]]:
-    """Per module, the largest ``|output|`` and the count of non-zero values below 2**-24."""
+    """Per module, the largest ``|output|`` and ``|input|``, and the count of non-zero output
+    values below 2**-24."""
     found: dict[str, dict[str, Any]] = {}
     handles = []
+
+    def floats(value: Any) -> list[torch.Tensor]:
+        return [
+            t.detach() for t in tree_leaves(value)
+            if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()
+        ]  # fmt: skip
+
     for name, module in model.named_modules():
 
-        def seen(_m: nn.Module, _args: Any, out: Any, name: str = name) -> None:
-            values = [
-                t.detach() for t in tree_leaves(out)
-                if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()
-            ]  # fmt: skip
+        def seen(_m: nn.Module, args: Any, kwargs: Any, out: Any, name: str = name) -> None:
+            values = floats(out)
             if not values:
                 return
             entry = found.setdefault(
-                name, {"type": type(_m).__name__, "max_abs": 0.0, "nonzero": 0, "tiny": 0}
-            )
+                name,
+                {"type": type(_m).__name__, "max_abs": 0.0, "max_in": 0.0, "nonzero": 0,
+                 "tiny": 0},
+            )  # fmt: skip
+            for t in floats((args, kwargs)):
+                entry["max_in"] = max(entry["max_in"], float(t.abs().max()))
             for t in values:
                 mag = t.abs().float()
                 nonzero = mag > 0
@@ -602,7 +641,7 @@ def _output_ranges(model: nn.Module) -> Iterator[dict[str, dict[str, Any]]]:
                 entry["nonzero"] += int(nonzero.sum())
                 entry["tiny"] += int((nonzero & (mag < FP16_SMALLEST_SUBNORMAL)).sum())
 
-        handles.append(module.register_forward_hook(seen))
+        handles.append(module.register_forward_hook(seen, with_kwargs=True))
     try:
         yield found
     finally:
@@ -611,7 +650,10 @@ def _output_ranges(model: nn.Module) -> Iterator[dict[str, dict[str, Any]]]:
 
 
 def _finite_grads(model: nn.Module) -> bool:
-    return all(bool(torch.isfinite(p.grad).all()) for p in model.parameters() if p.grad is not None)
+    """Whether every gradient value is finite (a sparse gradient's stored values)."""
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    values = [g.coalesce().values() if g.is_sparse else g for g in grads]
+    return all(bool(torch.isfinite(v).all()) for v in values)
 
 
 def _settled_scale(
@@ -686,17 +728,16 @@ def _gradient_sections(
                 "gradient (was the output detached, or computed under torch.no_grad()?)"
             )
         loss.backward()
-    largest = max(
-        (float(p.grad.detach().abs().max()) for p in twin.parameters() if p.grad is not None),
-        default=0.0,
-    )
+    grads = {
+        name: p.grad.detach().to_dense() if p.grad.is_sparse else p.grad.detach()
+        for name, p in twin.named_parameters()
+        if p.grad is not None
+    }
+    largest = max((float(g.abs().max()) for g in grads.values()), default=0.0)
     settled, probes = _settled_scale(model, optimizer, batch, loss_fn, device, seed, largest)
     params: dict[str, Any] = {}
     totals = {"nonzero": 0, "fp16": 0, "fp16_scaled": 0, "bf16": 0, "overflow": 0}
-    for name, p in twin.named_parameters():
-        if p.grad is None:
-            continue
-        g = p.grad.detach()
+    for name, g in grads.items():
         fp16 = cast_shares(g, "fp16")
         bf16 = cast_shares(g, "bf16")
         scaled = cast_shares(g, "fp16", settled) if settled is not None else None
@@ -721,6 +762,7 @@ def _gradient_sections(
     gradients = {
         "loss": float(loss.detach()),
         "settled_scale": settled,
+        "settled_scale_capped": settled == 2.0**_HIGHEST_EXPONENT,
         "scale_probes": probes,
         "parameters": params,
         "underflow_fp16": _share(totals["fp16"], n),
@@ -732,18 +774,25 @@ def _gradient_sections(
         name: {
             "type": entry["type"],
             "max_abs": entry["max_abs"],
+            "max_abs_input": entry["max_in"],
             "over_fp16_max": entry["max_abs"] > FP16_MAX,
             "below_fp16_subnormal": _share(entry["tiny"], entry["nonzero"]),
         }
         for name, entry in ranges.items()
     }
     top = max(modules.items(), key=lambda kv: kv[1]["max_abs"]) if modules else ("", {})
+    # Where an overflow starts: a module whose output exceeds FP16's range from inputs within
+    # it, and none of its submodules does so (the model and the blocks around it only pass
+    # the overflow on, as do the modules after it).
+    starts = {n for n, e in ranges.items() if e["max_abs"] > FP16_MAX >= e["max_in"]}
+    starts = {n for n in starts if not any(o.startswith(f"{n}.") or (not n and o) for o in starts)}
     activations = {
         "fp16_max": FP16_MAX,
         "fp16_smallest_subnormal": FP16_SMALLEST_SUBNORMAL,
         "modules": modules,
         "largest": {"module": top[0], "max_abs": top[1].get("max_abs", 0.0)},
         "over_fp16_max": sorted(name for name, m in modules.items() if m["over_fp16_max"]),
+        "overflow_starts": sorted(starts),
     }
     return gradients, activations
 
@@ -813,18 +862,23 @@ def _tracks(run: dict[str, Any], fp32: dict[str, Any]) -> bool:
     return abs(run["final_loss"] - fp32["final_loss"]) <= TRACKING_SHARE * max(moved, 1e-12)
 
 
+def _gpu_runs_bf16(device: torch.device) -> bool:
+    """Whether GPU ``device`` has BF16 arithmetic of its own (not emulated: a T4 or V100 has none)."""
+    with torch.cuda.device(device):
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+
+
 def _recommend(
     gradients: dict[str, Any], activations: dict[str, Any], training: dict[str, Any],
     device: torch.device,
 ) -> dict[str, Any]:  # fmt: skip
     settled = gradients["settled_scale"]
-    bf16_ok = device.type != "cuda" or torch.cuda.is_bf16_supported()
+    bf16_ok = device.type != "cuda" or _gpu_runs_bf16(device)
     holds = {
         "forward_fits_fp16": not activations["over_fp16_max"],
         "fp16_loses_unscaled_gradients": gradients["underflow_fp16"] > LOST_SHARE,
         "scaler_keeps_fp16_gradients": settled is not None
-        and gradients["underflow_fp16_scaled"] <= LOST_SHARE
-        and gradients["overflow_fp16_scaled"] == 0,
+        and gradients["underflow_fp16_scaled"] <= LOST_SHARE,
         "bf16_keeps_gradients": gradients["underflow_bf16"] <= LOST_SHARE,
         "fp16_tracks_fp32": _tracks(training["fp16"], training["fp32"]),
         "bf16_tracks_fp32": _tracks(training["bf16"], training["fp32"]),
@@ -858,7 +912,7 @@ def _recommend(
         "choice": choice,
         "autocast_dtype": {"bf16": "bfloat16", "fp16": "float16", "fp32": None}[choice],
         "scaler": {"init_scale": settled} if choice == "fp16" else None,
-        "keep_fp32": activations["over_fp16_max"],
+        "keep_fp32": activations["overflow_starts"],
         "because": because,
         "rules": rules,
     }
@@ -883,7 +937,14 @@ def diagnose(
     ``torch.manual_seed(seed)`` inside :func:`torch.random.fork_rng`, so
     dropout draws the same masks in every run and the caller's random state
     is left as it was. BatchNorm's running statistics and other buffers
-    change on the copies only.
+    change on the copies only. On a GPU, measuring the saved activations
+    resets the device's peak-memory statistics
+    (:func:`torch.cuda.reset_peak_memory_stats`).
+
+    Ops are recorded as the model's code calls them: a call of a
+    ``torch.nn.functional`` function, a tensor method or an operator. A
+    function that is itself made of ops (``multi_head_attention_forward``)
+    is one row, whatever its inner ops do.
 
     Parameters
     ----------
@@ -893,11 +954,12 @@ def diagnose(
         mode it is in (``train()`` or ``eval()``); the training runs call
         ``train()``, as the recipe does.
     batch : (inputs, targets)
-        One batch on the model's device. ``inputs`` is a tensor, a tuple of
-        tensors (``model(*inputs)``) or a dict (``model(**inputs)``).
+        One batch, every tensor of it on the model's device. ``inputs`` is a
+        tensor, a tuple or list (``model(*inputs)``) or a mapping
+        (``model(**inputs)``, a tokenizer's output say).
     loss_fn : callable
-        ``loss_fn(model(inputs), targets)``, the batch's mean loss: a scalar
-        floating-point tensor.
+        ``loss_fn(model(inputs), targets)``, the batch's mean loss: a
+        floating-point tensor of one value.
     steps : int, default 20
         Optimizer steps of each training run (on ``batch`` each time).
     optimizer : torch.optim.Optimizer, optional
@@ -922,11 +984,18 @@ def diagnose(
         - ``gradients``: per parameter name, ``underflow_fp16``,
           ``underflow_fp16_scaled``, ``underflow_bf16`` (shares of the
           non-zero values of the FP32 gradient that are zero once cast),
-          ``overflow_fp16_scaled`` (``inf`` once cast) and ``histogram``
+          ``overflow_fp16_scaled`` (``inf`` once cast: a gradient that a real FP16
+          step computes in FP32, an embedding's say, never overflows, so this
+          is the cast's answer, not the run's) and ``histogram``
           (``log2`` bins, :func:`~amp_lesson.gradients.log2_histogram`); the
-          same shares over all parameters; and ``settled_scale``.
-        - ``activations``: per module name, ``max_abs`` and
-          ``below_fp16_subnormal``; ``over_fp16_max``, the modules above FP16's range.
+          same shares over all parameters; ``settled_scale`` (``None`` where
+          no scale keeps an FP16 step finite) and ``settled_scale_capped``
+          (the search stopped at ``2**40``).
+        - ``activations``: per module name (``""``: the model), ``max_abs``,
+          ``max_abs_input`` and ``below_fp16_subnormal``; ``over_fp16_max``,
+          the modules whose output exceeds FP16's range; ``overflow_starts``,
+          those of them where it starts: inputs within the range, and no
+          submodule where it starts.
         - ``training``: for ``"fp32"``, ``"fp16"`` and ``"bf16"``: ``losses``
           (each step's, before its update), ``final_loss`` (after the last),
           ``skipped``, ``scales`` (FP16: the scale each step used) and
@@ -935,7 +1004,8 @@ def diagnose(
           optimizer's state, measured after its steps, and autocast's weight
           copies), and ``saved_for_backward`` per dtype, measured.
         - ``recommendation``: ``choice`` (``"bf16"``, ``"fp16"`` or
-          ``"fp32"``), ``scaler`` (FP16's ``init_scale``), ``keep_fp32``,
+          ``"fp32"``), ``scaler`` (FP16's ``init_scale``), ``keep_fp32``
+          (``overflow_starts``),
           ``because`` and every rule of :data:`RULES` with whether it held.
 
     Raises
@@ -947,8 +1017,8 @@ def diagnose(
     ValueError
         If ``model`` has no trainable parameter or parameters that are not
         FP32 or on several devices, ``batch`` is on another device than the
-        model, ``loss_fn`` returns anything but a scalar floating-point
-        tensor or one that does not depend on the parameters, ``steps`` is below 1, ``optimizer`` misses a trainable
+        model, ``loss_fn`` returns anything but a floating-point tensor of
+        one value or one that does not depend on the parameters, ``steps`` is below 1, ``optimizer`` misses a trainable
         parameter, or ``seed`` is outside ``[0, 2**64 - 1]``.
 
     Examples
@@ -962,10 +1032,12 @@ def diagnose(
     >>> diagnose(model, batch, torch.nn.MSELoss(reduction="none"))
     Traceback (most recent call last):
     ...
-    ValueError: loss_fn must return a scalar floating-point tensor (the batch's mean loss),
-    got a torch.float32 tensor of shape (8, 1); reduce it with .mean()
+    ValueError: loss_fn must return the batch's mean loss, a floating-point tensor
+    of one value; got a torch.float32 tensor of shape (8, 1); reduce it with .mean()
     """
     started = time.perf_counter()
+    if isinstance(batch, tuple | list) and len(batch) == 2 and isinstance(batch[0], Mapping):
+        batch = (dict(batch[0]), batch[1])  # a tokenizer's BatchEncoding, say
     device, trainable = _check(model, batch, loss_fn, steps, optimizer, seed)
     gradients, activations = _gradient_sections(model, optimizer, batch, loss_fn, device, seed)
     autocast = _autocast_section(model, optimizer, batch, loss_fn, device, seed)
@@ -1040,6 +1112,10 @@ def _bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+def _names(modules: list[str]) -> str:
+    return ", ".join(name or "(the model)" for name in modules) or "none"
+
+
 def _report(d: Diagnosis) -> str:
     g, a, t, m, r = d.gradients, d.activations, d.training, d.memory, d.recommendation
     lines = [
@@ -1067,6 +1143,11 @@ def _report(d: Diagnosis) -> str:
         (
             f"  zero in FP16: {_pct(g['underflow_fp16'])} at scale 1, "
             f"{_pct(g['underflow_fp16_scaled'])} at the settled scale {_scale(g['settled_scale'])}"
+            + (
+                " (the search's cap; a GradScaler would go higher)"
+                if g["settled_scale_capped"]
+                else ""
+            )
         ),
         (
             f"  inf in FP16 at that scale: {_pct(g['overflow_fp16_scaled'])}; "
@@ -1077,7 +1158,8 @@ def _report(d: Diagnosis) -> str:
             f"  largest |output| {a['largest']['max_abs']:.3g} ({a['largest']['module'] or 'model'}), "
             f"FP16's largest {FP16_MAX:.0f}"
         ),
-        f"  above FP16's range: {', '.join(a['over_fp16_max']) or 'none'}",
+        f"  above FP16's range: {_names(a['over_fp16_max'])}",
+        f"  where that starts: {_names(a['overflow_starts'])}",
         "training (loss at the first step, and after the last)",
     ]
     for fmt, run in t.items():
@@ -1107,7 +1189,7 @@ def _report(d: Diagnosis) -> str:
     else:
         lines.append({"bf16": "  BF16 autocast, no GradScaler", "fp32": "  FP32"}[r["choice"]])
     if r["keep_fp32"]:
-        lines.append(f"  under FP16, keep in FP32: {', '.join(r['keep_fp32'])}")
+        lines.append(f"  under FP16, keep in FP32: {_names(r['keep_fp32'])}")
     for rule in r["rules"]:
         mark = "+" if rule["holds"] else "-"
         lines.append(f"  {mark} {rule['words']}")

@@ -148,6 +148,8 @@ def _edition_sources(
     context["page_source_suffix"] = ".md"
     context["sourcename"] = f"{pagename}.md"
     context["ipynb_source"] = f"{pagename}.ipynb"
+    recorded = Path(app.env.doc2path(pagename))  # the recording keeps the cells' tags
+    context["amp_lesson_opens_on"] = export.opens_on(json.loads(recorded.read_text("utf-8")))
 
 
 def _live_downloads(
