@@ -132,3 +132,14 @@ def test_a_seed_beyond_torchs_range_gets_the_range_not_an_overflow(make) -> None
         make(10**400)
     with pytest.raises(ValueError, match=r"^seed must be an integer >= 0, got -1$"):
         make(-1)
+
+
+def test_seeding_a_model_leaves_every_gpus_generator_alone(monkeypatch) -> None:
+    reseeded = []
+    monkeypatch.setattr(torch.cuda, "manual_seed_all", lambda seed: reseeded.append(seed))
+    with seeded(5):
+        a = torch.rand(3)
+    assert reseeded == []
+    torch.manual_seed(5)  # the CPU stream is the one torch.manual_seed would give
+    assert torch.equal(a, torch.rand(3))
+    assert reseeded == [5]  # (the patch sees what torch.manual_seed does)

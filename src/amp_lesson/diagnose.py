@@ -667,11 +667,11 @@ def _settled_scale(
     long run it climbs to this scale and backs off from the next. Each probe
     is one real scaled backward pass under FP16 autocast on a copy, through
     ``GradScaler.scale``. The first probe is the scale at which ``largest``,
-    the largest FP32 gradient value, would just stay below FP16's maximum,
-    and the next the one above it; if the answer is elsewhere the search
-    halves the range of exponents left (a larger scale overflows whenever a
-    smaller one does). Returns the scale (``None`` if even 2**-24 overflows)
-    and the number of probes.
+    the largest FP32 gradient value, would just stay below FP16's maximum;
+    the next ones step away from it by 1, 2, 4, ... powers of two until one
+    overflows and one does not, and the search halves the exponents between
+    them (a larger scale overflows whenever a smaller one does). Returns the
+    scale (``None`` if even 2**-24 overflows) and the number of probes.
     """
     twin = _copy(model, optimizer).model
     probes = 0
@@ -692,15 +692,23 @@ def _settled_scale(
     if 0 < largest < math.inf:
         guess = math.floor(math.log2(FP16_MAX / largest))
     guess = min(max(guess, _LOWEST_EXPONENT), _HIGHEST_EXPONENT)
+    # From the guess, steps of 1, 2, 4, ... away until the answer is bracketed, then halving.
     if finite(guess):
-        low = guess
-        if guess < _HIGHEST_EXPONENT:
-            if finite(guess + 1):
-                low = guess + 1
-            else:
-                high = guess + 1
+        low, step = guess, 1
+        while high - low > 1:
+            probe = min(low + step, high - 1)
+            if not finite(probe):
+                high = probe
+                break
+            low, step = probe, step * 2
     else:
-        high = guess
+        high, step = guess, 1
+        while high - low > 1:
+            probe = max(high - step, low + 1)
+            if finite(probe):
+                low = probe
+                break
+            high, step = probe, step * 2
     while high - low > 1:
         middle = (low + high) // 2
         if finite(middle):
@@ -933,10 +941,10 @@ def diagnose(
     """Measure what FP16 and BF16 would do to ``model`` on ``batch``, and recommend one.
 
     Every measurement runs on a copy of ``model`` (and of ``optimizer``),
-    made with :func:`copy.deepcopy`, so neither is changed; each starts from
-    ``torch.manual_seed(seed)`` inside :func:`torch.random.fork_rng`, so
-    dropout draws the same masks in every run and the caller's random state
-    is left as it was. BatchNorm's running statistics and other buffers
+    made with :func:`copy.deepcopy`, so neither is changed; each starts with
+    the CPU's generator and the model's GPU's seeded with ``seed`` inside
+    :func:`torch.random.fork_rng`, so dropout draws the same masks in every
+    run and the caller's random state is left as it was. BatchNorm's running statistics and other buffers
     change on the copies only. On a GPU, measuring the saved activations
     resets the device's peak-memory statistics
     (:func:`torch.cuda.reset_peak_memory_stats`).

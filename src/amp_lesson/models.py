@@ -2,7 +2,7 @@
 
 Every page that needs a network builds it here, so that two pages asking for
 the same shape and seed get the same weights. Initialisation is PyTorch's
-default, drawn after ``torch.manual_seed(seed)`` inside
+default, drawn from the CPU generator seeded with ``seed`` inside
 :func:`torch.random.fork_rng`: the global random state a reader's own cells
 use is left as it was.
 
@@ -44,7 +44,11 @@ _PARAM_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 @contextmanager
 def seeded(seed: int) -> Iterator[None]:
-    """Draw from ``torch.manual_seed(seed)`` inside the block, and restore the global RNG after.
+    """Seed the CPU generator with ``seed`` inside the block, and restore it after.
+
+    Only the CPU generator, which initialisation draws from: ``torch.manual_seed``
+    would also reseed every GPU's, which :func:`torch.random.fork_rng` does not
+    restore here.
 
     Parameters
     ----------
@@ -79,7 +83,7 @@ def seeded(seed: int) -> Iterator[None]:
     """
     check_seed("seed", seed)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.random.default_generator.manual_seed(seed)
         yield
 
 
