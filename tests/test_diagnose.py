@@ -309,17 +309,26 @@ def test_gradients_bf16_cannot_hold_make_the_recommendation_fp32() -> None:
 
 
 def _sections(**changes):
+    def worst(share):
+        return {"parameter": "w", "share": share}
+
     gradients = {"settled_scale": 2.0**18, "underflow_fp16": 0.0, "underflow_fp16_scaled": 0.0,
-                 "underflow_bf16": 0.0, "overflow_fp16_scaled": 0.0}  # fmt: skip
+                 "underflow_bf16": 0.0, "overflow_fp16_scaled": 0.0,
+                 "worst": {k: worst(0.0) for k in ("underflow_fp16", "underflow_fp16_scaled",
+                                                   "underflow_bf16")}}  # fmt: skip
     activations = {"over_fp16_max": [], "overflow_starts": []}
+    autocast = {"fp16_forward_finite": True, "cuda_refuses": []}
     fp32 = {"losses": [2.0], "final_loss": 1.0}
     training = {"fp32": fp32, "fp16": dict(fp32), "bf16": dict(fp32)}
     for key, value in changes.items():
         section, _, name = key.partition("__")
-        {"g": gradients, "a": activations, "fp16": training["fp16"], "bf16": training["bf16"]}[
-            section
-        ][name] = value
-    return gradients, activations, training
+        if section == "w":
+            gradients["worst"][name] = worst(value)
+            continue
+        target = {"g": gradients, "a": activations, "ac": autocast, "fp32": fp32,
+                  "fp16": training["fp16"], "bf16": training["bf16"]}[section]  # fmt: skip
+        target[name] = value
+    return gradients, activations, training, autocast
 
 
 @pytest.mark.parametrize(
@@ -327,21 +336,33 @@ def _sections(**changes):
     [
         ({}, "bf16"),
         ({"bf16__final_loss": 1.2}, "fp16"),  # BF16 off by a fifth of FP32's progress
-        ({"g__underflow_bf16": 0.01}, "fp16"),
+        ({"w__underflow_bf16": 0.01}, "fp16"),  # one parameter loses a hundredth in BF16
         ({"bf16__final_loss": 1.2, "a__over_fp16_max": ["head"]}, "fp32"),
-        ({"bf16__final_loss": 1.2, "g__underflow_fp16_scaled": 0.01}, "fp32"),
+        ({"bf16__final_loss": 1.2, "ac__fp16_forward_finite": False}, "fp32"),
+        ({"bf16__final_loss": 1.2, "w__underflow_fp16_scaled": 0.01}, "fp32"),
         ({"bf16__final_loss": 1.2, "fp16__final_loss": math.nan}, "fp32"),
         ({"bf16__final_loss": 1.05}, "bf16"),  # within a tenth of FP32's progress
+        # FP32 moved the loss by half a percent: too little to tell, so nothing is shown
+        ({"fp32__final_loss": 1.99, "fp16__final_loss": 1.99, "bf16__final_loss": 1.99}, "fp32"),
     ],
 )
 def test_the_choice_follows_the_documented_rules(changes, choice) -> None:
-    r = _recommend(*_sections(**changes), torch.device("cpu"))
+    gradients, activations, training, autocast = _sections(**changes)
+    r = _recommend(gradients, activations, training, torch.device("cpu"), autocast)
     assert r["choice"] == choice
     holds = {rule["key"]: rule["holds"] for rule in r["rules"]}
     assert [rule["key"] for rule in r["rules"]] == [rule.key for rule in RULES]
-    assert all(holds[key] for key in r["because"]) or choice == "fp32"
+    if choice == "fp32":  # the reasons are the deciding rules that failed
+        assert r["because"]
+        assert not any(holds[key] for key in r["because"])
+    else:
+        assert all(holds[key] for key in r["because"])
     if choice == "fp16":
-        assert r["scaler"] == {"init_scale": 2.0**18}
+        assert r["scaler"] == {"init_scale": 2.0**16}  # the settled 2**18 is above the default
+    gradients["settled_scale"] = 2.0**12
+    if choice == "fp16":
+        r = _recommend(gradients, activations, training, torch.device("cpu"), autocast)
+        assert r["scaler"] == {"init_scale": 2.0**12}  # start there: no step skipped to find it
 
 
 @pytest.mark.parametrize(
@@ -531,3 +552,38 @@ def test_an_overflow_of_the_cast_alone_does_not_fail_the_scaler_rule() -> None:
     scaler.step(torch.optim.SGD(twin.parameters(), lr=0.0))
     scaler.update()
     assert scaler.get_scale() == g["settled_scale"]  # the run's answer: no overflow
+
+
+class Scores(nn.Module):
+    """Attention-like scores inside one module: the overflow no module's output shows."""
+
+    def __init__(self, gain: float) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.gain = gain
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x) * self.gain
+        n = x.shape[0]
+        causal = torch.full((n, n), float("-inf")).triu(1)  # -inf by design, in FP32 too
+        scores = h @ h.T + causal
+        return torch.softmax(scores.float(), dim=-1) @ x
+
+
+def test_an_fp16_overflow_inside_a_module_is_found_and_a_causal_masks_inf_is_not() -> None:
+    batch = torch.randn(6, 8, generator=torch.Generator().manual_seed(3)), torch.zeros(6, 8)
+    torch.manual_seed(0)
+    calm = diagnose(Scores(1.0), batch, F.mse_loss, steps=1)
+    assert calm.autocast["fp16_forward_finite"]  # the mask's -inf is there in FP32 as well
+    torch.manual_seed(0)
+    hot = Scores(3e3)
+    with torch.no_grad():  # the scores reach about 1e6: inf in FP16, finite in FP32
+        scores = (hot.fc(batch[0]) * hot.gain) @ (hot.fc(batch[0]) * hot.gain).T
+    assert FP16_MAX < float(scores.abs().max()) < 1e30
+    d = diagnose(hot, batch, F.mse_loss, steps=1)
+    assert d.activations["over_fp16_max"] == []  # no module's output shows it ...
+    assert not d.autocast["fp16_forward_finite"]  # ... the FP16 forward does
+    assert d.autocast["first_nonfinite_fp16"]["op"] == "matmul"
+    holds = {r["key"]: r["holds"] for r in d.recommendation["rules"]}
+    assert not holds["forward_fits_fp16"]
+    assert "first inf or NaN under FP16 autocast: matmul" in str(d)

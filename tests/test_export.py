@@ -646,10 +646,16 @@ def test_the_cell_a_notebook_opens_on_has_the_id_colab_scrolls_to() -> None:
     out = export_notebook(
         nb, {}, docname="beyond/x", executed=False, repository="https://github.com/o/r"
     )
-    (cell,) = [c for c in out["cells"] if c["id"] == export.OPENS_HERE_ID]
-    assert cell["source"] == "model = make_model()"
-    assert cell["metadata"]["id"] == export.OPENS_HERE_ID  # Colab's own id field
-    assert [c["id"] for c in out["cells"]].count(export.OPENS_HERE_ID) == 1
+    ids = [c["id"] for c in out["cells"]]
+    assert ids.count(export.OPENS_HERE_ID) == 1
+    where = ids.index(export.OPENS_HERE_ID)
+    install, mine = out["cells"][where], out["cells"][where + 1]
+    # Colab opens on an install cell (its own id field too), then the reader's cell
+    assert install["metadata"]["id"] == export.OPENS_HERE_ID
+    assert install["source"].startswith(export.OPENED_HERE)
+    assert install["source"].endswith(urls.install_cell_source(repository="https://github.com/o/r"))
+    assert mine["source"] == "model = make_model()"
+    assert len(set(ids)) == len(ids)
     assert export.opens_on(_page(_code("x = 1"))) is None
     twice = _page(_code("a = 1", export.OPENS_HERE_TAG), _code("b = 2", export.OPENS_HERE_TAG))
     with pytest.raises(ValueError, match=r"beyond/x: 2 code cells are tagged 'opens-here'"):

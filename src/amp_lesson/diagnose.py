@@ -24,14 +24,21 @@ optimizer are never touched), and returns a :class:`Diagnosis`:
 - ``recommendation``: BF16, FP16 with a scaler (and its ``init_scale``) or
   FP32, chosen from those numbers by the rules of :data:`RULES`.
 
->>> model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
-...                             torch.nn.Linear(16, 2))
+>>> from amp_lesson.models import make_mlp
+>>> model = make_mlp(8, 16, out_features=2, device="cpu")
 >>> g = torch.Generator().manual_seed(0)
 >>> x = torch.randn(32, 8, generator=g)
 >>> y = torch.randint(0, 2, (32,), generator=g)
->>> d = diagnose(model, (x, y), torch.nn.functional.cross_entropy, steps=3)
+>>> d = diagnose(model, (x, y), torch.nn.functional.cross_entropy, steps=20)
 >>> d.recommendation["choice"], d.training["fp16"]["skipped"]
 ('bf16', 0)
+
+Two steps move the FP32 loss too little to compare the runs by, so nothing
+shows that a half format trains this model as FP32 does:
+
+>>> short = diagnose(model, (x, y), torch.nn.functional.cross_entropy, steps=2)
+>>> short.recommendation["choice"], short.recommendation["because"]
+('fp32', ['fp16_tracks_fp32', 'bf16_tracks_fp32'])
 """
 
 from __future__ import annotations
@@ -59,6 +66,7 @@ __all__ = [
     "FP16_MAX",
     "FP16_SMALLEST_SUBNORMAL",
     "LOST_SHARE",
+    "MOVED_SHARE",
     "RULES",
     "TRACKING_SHARE",
     "Diagnosis",
@@ -77,6 +85,9 @@ LOST_SHARE = 1e-3
 
 TRACKING_SHARE = 0.1
 """A run tracks FP32 when its final loss is within this share of how far FP32 moved the loss."""
+
+MOVED_SHARE = 0.01
+"""Runs are compared only where FP32 moved the loss by at least this share of its first value."""
 
 _HALVES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 _HIGHEST_EXPONENT = 40  # the search for the settled scale stops here
@@ -103,59 +114,71 @@ class Rule(NamedTuple):
     otherwise: str
 
 
-_PER = f"one non-zero gradient value in {1 / LOST_SHARE:,.0f}"
-_FOLLOWS = f"its final loss is within {TRACKING_SHARE:.0%} of FP32's change of loss from FP32's"
+_PER = f"one in {1 / LOST_SHARE:,.0f} of any parameter's non-zero gradient values"
+_FOLLOWS = (
+    f"its final loss differs from FP32's by at most {TRACKING_SHARE:.0%} of how far FP32 "
+    "training moved the loss"
+)
+_NOT_FOLLOWS = (
+    f"its loss is not finite, or its final loss differs from FP32's by more than "
+    f"{TRACKING_SHARE:.0%} of how far FP32 training moved the loss, or that move was under "
+    f"{MOVED_SHARE:.0%} of the first loss, too small to tell"
+)
 
 RULES: tuple[Rule, ...] = (
     Rule(
         "forward_fits_fp16",
-        "every module's largest |output| in the FP32 forward pass is at most FP16_MAX",
-        "Every module's output fits in FP16's range.",
-        "Some module's output exceeds FP16's largest value, so it would be inf in FP16.",
+        "no module's output in the FP32 forward pass exceeds FP16_MAX, and every op of the "
+        "forward pass and loss under FP16 autocast gives finite values",
+        "The forward pass fits FP16's range: no output exceeds it, and under FP16 autocast "
+        "every op gave finite values.",
+        "The forward pass does not fit FP16's range: an output exceeds it, or an op under "
+        "FP16 autocast gave inf or NaN.",
     ),
     Rule(
         "fp16_loses_unscaled_gradients",
-        "casting the FP32 gradient to FP16 at scale 1 zeroes more than LOST_SHARE of "
-        "its non-zero values",
+        "at scale 1, the cast to FP16 zeroes more than LOST_SHARE of some parameter's "
+        "non-zero FP32 gradient values",
         f"Without a loss scale, FP16 would flush more than {_PER} to zero.",
         f"Even without a loss scale, FP16 flushes at most {_PER} to zero.",
     ),
     Rule(
         "scaler_keeps_fp16_gradients",
         "a settled scale exists (an FP16 step's gradient is finite at some scale), and at it "
-        "the cast to FP16 zeroes at most LOST_SHARE of the non-zero gradient values",
+        "the cast to FP16 zeroes at most LOST_SHARE of each parameter's non-zero gradient "
+        "values",
         f"At the scale a GradScaler settles on, FP16 flushes at most {_PER} to zero.",
         f"FP16 flushes more than {_PER} to zero even at the scale a GradScaler settles on, "
         "or no scale keeps an FP16 step's gradient finite.",
     ),
     Rule(
         "bf16_keeps_gradients",
-        "casting the FP32 gradient to BF16 zeroes at most LOST_SHARE of its non-zero values",
+        "the cast to BF16 zeroes at most LOST_SHARE of each parameter's non-zero FP32 "
+        "gradient values",
         f"BF16 flushes at most {_PER} to zero, without any scaling.",
         f"BF16 flushes more than {_PER} to zero.",
     ),
     Rule(
         "fp16_tracks_fp32",
-        "the FP16 run's losses are finite and its final loss is within TRACKING_SHARE of "
-        "the FP32 run's change of loss from the FP32 run's final loss",
+        "FP32 moved the loss by at least MOVED_SHARE of its first value, and the FP16 run's "
+        "losses are finite and its final loss within TRACKING_SHARE of that move from FP32's",
         f"Training in FP16 with a GradScaler follows FP32 training: {_FOLLOWS}.",
-        f"Training in FP16 with a GradScaler does not follow FP32 training: its loss is not "
-        f"finite, or not within {TRACKING_SHARE:.0%} of FP32's change of loss from FP32's.",
+        f"Training in FP16 with a GradScaler was not shown to follow FP32 training: "
+        f"{_NOT_FOLLOWS}.",
     ),
     Rule(
         "bf16_tracks_fp32",
-        "the BF16 run's losses are finite and its final loss is within TRACKING_SHARE of "
-        "the FP32 run's change of loss from the FP32 run's final loss",
+        "FP32 moved the loss by at least MOVED_SHARE of its first value, and the BF16 run's "
+        "losses are finite and its final loss within TRACKING_SHARE of that move from FP32's",
         f"Training in BF16 follows FP32 training: {_FOLLOWS}.",
-        f"Training in BF16 does not follow FP32 training: its loss is not finite, or not "
-        f"within {TRACKING_SHARE:.0%} of FP32's change of loss from FP32's.",
+        f"Training in BF16 was not shown to follow FP32 training: {_NOT_FOLLOWS}.",
     ),
     Rule(
         "bf16_supported",
         "the device runs BF16 (a CPU, or a GPU for which "
         "torch.cuda.is_bf16_supported(including_emulation=False))",
         "This device runs BF16.",
-        "This device does not run BF16.",
+        "This device does not run BF16 natively.",
     ),
 )
 """The rules of the recommendation; :func:`diagnose` evaluates each on the numbers it measured.
@@ -163,14 +186,23 @@ RULES: tuple[Rule, ...] = (
 The choice is the first that applies:
 
 1. **BF16** if ``bf16_supported``, ``bf16_keeps_gradients`` and
-   ``bf16_tracks_fp32`` hold: no scaler, no skipped steps, FP32's range.
+   ``bf16_tracks_fp32`` hold. BF16 comes first because it needs no loss
+   scale and skips no step: its normal numbers reach as far down as FP32's.
+   It keeps 8 significant bits to FP16's 11; the training runs are where
+   that shows.
 2. **FP16 with a GradScaler** if ``forward_fits_fp16``,
-   ``scaler_keeps_fp16_gradients`` and ``fp16_tracks_fp32`` hold, with
-   ``init_scale`` the settled scale (so no step is skipped to find it).
-3. **FP32** otherwise.
+   ``scaler_keeps_fp16_gradients`` and ``fp16_tracks_fp32`` hold. Its
+   ``init_scale`` is the settled scale where that is below GradScaler's
+   default ``2**16`` (a scaler starting above it skips steps until it backs
+   off there), else the default.
+3. **FP32** otherwise: the measurements did not show that either half
+   format trains this model as FP32 does.
 
-Modules whose output exceeds FP16's range are listed under ``keep_fp32``:
-under FP16, run them with ``torch.autocast(..., enabled=False)``.
+``fp16_loses_unscaled_gradients`` says whether the loss scale matters for
+this model; it does not enter the choice (FP16 always runs with a scaler).
+Modules where an output beyond FP16's range starts are listed under
+``keep_fp32``: under FP16, run them with ``torch.autocast(..., enabled=False)``
+and cast their output down only where it fits.
 
 >>> [rule.key for rule in RULES][:2]
 ['forward_fits_fp16', 'fp16_loses_unscaled_gradients']
@@ -487,6 +519,7 @@ class _OpRecorder(TorchFunctionMode):
                 "inputs": sorted({dtype_name(t.dtype) for t in floats}),
                 "here": dtype_name(result.dtype),
                 "cuda": cuda,
+                "nonfinite": int((~torch.isfinite(result.detach())).sum()),
             }
         )
         return out
@@ -539,12 +572,15 @@ def _module_names(model: nn.Module) -> Iterator[list[str]]:
             handle.remove()
 
 
-def _paired(fp16: list[dict[str, Any]], bf16: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The two runs' calls side by side, matched by op, module and how many came before.
+def _paired(
+    fp16: list[dict[str, Any]], bf16: list[dict[str, Any]], fp32: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The FP16 and BF16 runs' calls side by side, matched by op, module and how many came
+    before, each with the count of inf and NaN values the same call gave in FP32.
 
     A model that branches on its activations' dtype (a clamp for FP16 only, say) calls
-    other ops in the two runs; a call one run made and the other did not has ``None`` in
-    the other's columns.
+    other ops in the runs; a call one run made and another did not has ``None`` in the
+    other's columns.
     """
 
     def keyed(calls: list[dict[str, Any]]) -> dict[tuple[str, str, int], dict[str, Any]]:
@@ -555,16 +591,19 @@ def _paired(fp16: list[dict[str, Any]], bf16: list[dict[str, Any]]) -> list[dict
             out[call["op"], call["module"], n] = call
         return out
 
-    by_fmt = {"fp16": keyed(fp16), "bf16": keyed(bf16)}
+    by_fmt = {"fp16": keyed(fp16), "bf16": keyed(bf16), "fp32": keyed(fp32)}
     order = list(by_fmt["fp16"]) + [k for k in by_fmt["bf16"] if k not in by_fmt["fp16"]]
     rows = []
     for key in order:
         row: dict[str, Any] = {"op": key[0], "module": key[1]}
-        for fmt, calls in by_fmt.items():
-            call = calls.get(key)
+        reference = by_fmt["fp32"].get(key)
+        row["nonfinite_fp32"] = reference["nonfinite"] if reference else None
+        for fmt in ("fp16", "bf16"):
+            call = by_fmt[fmt].get(key)
             row[f"inputs_{fmt}"] = call["inputs"] if call else None
             row[fmt] = call["here"] if call else None
             row[f"cuda_{fmt}"] = call["cuda"] if call else None
+            row[f"nonfinite_{fmt}"] = call["nonfinite"] if call else None
         rows.append(row)
     return rows
 
@@ -575,17 +614,29 @@ def _autocast_section(
 ) -> dict[str, Any]:  # fmt: skip
     """Run the forward pass and the loss under autocast to FP16 and BF16 on copies."""
     runs = {}
-    for fmt, dtype in _HALVES.items():
+    for fmt, dtype in (*_HALVES.items(), ("fp32", torch.float32)):
         twin = _copy(model, optimizer).model
         with _seeded(seed, device), _module_names(twin) as where:
-            recorder = _OpRecorder(where, dtype, decide_cuda=device.type != "cuda")
-            with torch.autocast(device.type, dtype=dtype), recorder:
-                _loss(loss_fn, _call(twin, batch[0]), batch[1])
+            recorder = _OpRecorder(
+                where, dtype, decide_cuda=device.type != "cuda" and dtype != torch.float32
+            )
+            half = dtype != torch.float32  # FP32: the reference for inf and NaN
+            with torch.autocast(device.type, dtype=dtype, enabled=half), recorder:
+                try:
+                    _loss(loss_fn, _call(twin, batch[0]), batch[1])
+                except RuntimeError as error:
+                    if "unsafe to autocast" not in str(error):
+                        raise
+                    first = str(error).strip().splitlines()[0]
+                    raise ValueError(
+                        f"model or loss_fn calls an op that {device.type} autocast refuses, so "
+                        f"it cannot train in {dtype_name(dtype)} as written: {first}"
+                    ) from error
         if device.type == "cuda":  # on a GPU the run itself is CUDA's answer
             for row in recorder.calls:
                 row["cuda"] = row["here"]
         runs[fmt] = recorder.calls
-    rows = _paired(runs["fp16"], runs["bf16"])
+    rows = _paired(runs["fp16"], runs["bf16"], runs["fp32"])
     ops: dict[str, dict[str, Any]] = {}
     for row in rows:
         summary = ops.setdefault(row["op"], {"calls": 0})
@@ -596,12 +647,23 @@ def _autocast_section(
                 counts[row[column]] = counts.get(row[column], 0) + 1
     stayed = sorted(op for op, s in ops.items() if set(s["fp16"]) == {"float32"})
     cuda_stayed = sorted(op for op, s in ops.items() if set(s["cuda_fp16"]) == {"float32"})
+    refused = sorted(op for op, s in ops.items() if "refused" in {*s["cuda_fp16"], *s["cuda_bf16"]})
+    # An op overflowed FP16 where its output holds more inf or NaN than in FP32 (a causal
+    # mask's -inf is there in both).
+    first_bad = next(
+        (r for r in rows if (r["nonfinite_fp16"] or 0) > (r["nonfinite_fp32"] or 0)), None
+    )
     return {
         "device": device.type,
         "calls": rows,
         "ops": ops,
         "stayed_fp32": stayed,
         "cuda_stayed_fp32": cuda_stayed,
+        "cuda_refuses": refused,
+        "fp16_forward_finite": first_bad is None,
+        "first_nonfinite_fp16": None
+        if first_bad is None
+        else {"op": first_bad["op"], "module": first_bad["module"]},
     }
 
 
@@ -767,6 +829,12 @@ def _gradient_sections(
             totals["fp16_scaled"] += round(scaled.underflow * nz)
             totals["overflow"] += round(scaled.overflow * nz)
     n = totals["nonzero"]
+
+    def worst(key: str) -> dict[str, Any]:
+        rows = [(row[key], name) for name, row in params.items() if row[key] is not None]
+        share, name = max(rows, default=(0.0, None))
+        return {"parameter": name, "share": share}
+
     gradients = {
         "loss": float(loss.detach()),
         "settled_scale": settled,
@@ -777,6 +845,9 @@ def _gradient_sections(
         "underflow_fp16_scaled": None if settled is None else _share(totals["fp16_scaled"], n),
         "underflow_bf16": _share(totals["bf16"], n),
         "overflow_fp16_scaled": None if settled is None else _share(totals["overflow"], n),
+        "worst": {
+            key: worst(key) for key in ("underflow_fp16", "underflow_fp16_scaled", "underflow_bf16")
+        },
     }
     modules = {
         name: {
@@ -862,12 +933,21 @@ def _state_bytes(optimizer: torch.optim.Optimizer) -> int:
 # --------------------------------------------------------------------------- rules
 
 
+def _moved(fp32: dict[str, Any]) -> float:
+    """How far FP32 training moved the loss, and whether that is enough to compare runs by."""
+    return abs(fp32["final_loss"] - fp32["losses"][0])
+
+
+def _tells(fp32: dict[str, Any]) -> bool:
+    """Whether FP32's loss moved by at least MOVED_SHARE of its first value."""
+    return math.isfinite(_moved(fp32)) and _moved(fp32) >= MOVED_SHARE * abs(fp32["losses"][0])
+
+
 def _tracks(run: dict[str, Any], fp32: dict[str, Any]) -> bool:
-    moved = abs(fp32["final_loss"] - fp32["losses"][0])
     values = [*run["losses"], run["final_loss"]]
-    if not all(math.isfinite(v) for v in values):
+    if not _tells(fp32) or not all(math.isfinite(v) for v in values):
         return False
-    return abs(run["final_loss"] - fp32["final_loss"]) <= TRACKING_SHARE * max(moved, 1e-12)
+    return abs(run["final_loss"] - fp32["final_loss"]) <= TRACKING_SHARE * _moved(fp32)
 
 
 def _gpu_runs_bf16(device: torch.device) -> bool:
@@ -876,18 +956,25 @@ def _gpu_runs_bf16(device: torch.device) -> bool:
         return torch.cuda.is_bf16_supported(including_emulation=False)
 
 
+_DECIDING = (
+    "bf16_supported", "bf16_keeps_gradients", "bf16_tracks_fp32", "forward_fits_fp16",
+    "scaler_keeps_fp16_gradients", "fp16_tracks_fp32",
+)  # fmt: skip
+
+
 def _recommend(
     gradients: dict[str, Any], activations: dict[str, Any], training: dict[str, Any],
-    device: torch.device,
+    device: torch.device, autocast: dict[str, Any],
 ) -> dict[str, Any]:  # fmt: skip
     settled = gradients["settled_scale"]
+    worst = gradients["worst"]
     bf16_ok = device.type != "cuda" or _gpu_runs_bf16(device)
     holds = {
-        "forward_fits_fp16": not activations["over_fp16_max"],
-        "fp16_loses_unscaled_gradients": gradients["underflow_fp16"] > LOST_SHARE,
+        "forward_fits_fp16": not activations["over_fp16_max"] and autocast["fp16_forward_finite"],
+        "fp16_loses_unscaled_gradients": worst["underflow_fp16"]["share"] > LOST_SHARE,
         "scaler_keeps_fp16_gradients": settled is not None
-        and gradients["underflow_fp16_scaled"] <= LOST_SHARE,
-        "bf16_keeps_gradients": gradients["underflow_bf16"] <= LOST_SHARE,
+        and worst["underflow_fp16_scaled"]["share"] <= LOST_SHARE,
+        "bf16_keeps_gradients": worst["underflow_bf16"]["share"] <= LOST_SHARE,
         "fp16_tracks_fp32": _tracks(training["fp16"], training["fp32"]),
         "bf16_tracks_fp32": _tracks(training["bf16"], training["fp32"]),
         "bf16_supported": bf16_ok,
@@ -902,9 +989,9 @@ def _recommend(
     ):
         choice = "fp16"
         because = ["forward_fits_fp16", "scaler_keeps_fp16_gradients", "fp16_tracks_fp32"]
-    else:
+    else:  # the rules that failed: why neither half format was chosen
         choice = "fp32"
-        because = [key for key in holds if key != "fp16_loses_unscaled_gradients"]
+        because = [key for key in holds if key in _DECIDING and not holds[key]]
     rules = [
         {
             "key": rule.key,
@@ -919,7 +1006,8 @@ def _recommend(
     return {
         "choice": choice,
         "autocast_dtype": {"bf16": "bfloat16", "fp16": "float16", "fp32": None}[choice],
-        "scaler": {"init_scale": settled} if choice == "fp16" else None,
+        "scaler": {"init_scale": min(settled, 2.0**16)} if choice == "fp16" else None,
+        "cuda_refuses": autocast["cuda_refuses"],
         "keep_fp32": activations["overflow_starts"],
         "because": because,
         "rules": rules,
@@ -1053,12 +1141,13 @@ def diagnose(
     weights: dict[str, dict[str, torch.Tensor]] = {}
     state_bytes = 0
     for fmt, dtype in (("fp32", torch.float32), *_HALVES.items()):
-        run, weights[fmt], twin = _train(
+        run, weights[fmt], trained = _train(
             model, optimizer, batch, loss_fn, device, dtype, steps, seed
         )
         training[fmt] = run
-        if fmt == "fp32":
-            state_bytes = _state_bytes(twin.optimizer) if twin.optimizer is not None else 0
+        if fmt == "fp32" and trained.optimizer is not None:
+            state_bytes = _state_bytes(trained.optimizer)
+        del trained  # one copy of the model at a time
     for run in training.values():
         run["gap"] = run["final_loss"] - training["fp32"]["final_loss"]
     n = sum(p.numel() for p in trainable)
@@ -1085,7 +1174,7 @@ def diagnose(
         },
         "saved_for_backward": saved,
     }
-    recommendation = _recommend(gradients, activations, training, device)
+    recommendation = _recommend(gradients, activations, training, device, autocast)
     return Diagnosis(
         model=type(model).__name__,
         device=str(device),
@@ -1103,6 +1192,11 @@ def diagnose(
 
 
 # --------------------------------------------------------------------------- the report
+
+
+def _worst(entry: dict[str, Any]) -> str:
+    share = entry["share"]
+    return _pct(share) if not share else f"{_pct(share)} ({entry['parameter']})"
 
 
 def _pct(share: float | None) -> str:
@@ -1124,52 +1218,70 @@ def _names(modules: list[str]) -> str:
     return ", ".join(name or "(the model)" for name in modules) or "none"
 
 
+def _module(name: str, modules: dict[str, Any]) -> str:
+    kind = modules.get(name, {}).get("type", "")
+    return f"the model ({kind})" if not name else f"module {name} ({kind})"
+
+
 def _report(d: Diagnosis) -> str:
     g, a, t, m, r = d.gradients, d.activations, d.training, d.memory, d.recommendation
+    ac = d.autocast
+    on = d.device
     lines = [
         (
-            f"{d.model}: {d.parameters:,} parameters on {d.device}, {d.steps} steps per run, "
+            f"{d.model}: {d.parameters:,} parameters on {on}, {d.steps} steps per run, "
             f"diagnosed in {d.seconds:.1f} s"
         ),
         "",
-        "autocast",
+        "autocast (each op as the model's code calls it)",
     ]
-    ops = d.autocast["ops"]
+    ops = ac["ops"]
+    calls = sum(s["calls"] for s in ops.values())
     for fmt in ("fp16", "bf16"):
         low = sum(s[fmt].get(dtype_name(_HALVES[fmt]), 0) for s in ops.values())
-        calls = sum(s["calls"] for s in ops.values())
-        lines.append(f"  {fmt}: {low} of {calls} calls ran in {dtype_name(_HALVES[fmt])} here")
-    lines.append(f"  stayed FP32 here: {', '.join(d.autocast['stayed_fp32']) or 'none'}")
-    lines.append(f"  stays FP32 on CUDA: {', '.join(d.autocast['cuda_stayed_fp32']) or 'none'}")
+        lines.append(f"  {fmt}: {low} of {calls} calls ran in {dtype_name(_HALVES[fmt])} on {on}")
+    lines.append(f"  stayed FP32 on {on}: {', '.join(ac['stayed_fp32']) or 'none'}")
+    lines.append(f"  FP32 under CUDA autocast: {', '.join(ac['cuda_stayed_fp32']) or 'none'}")
     unknown = sorted(
         op for op, s in ops.items() if NOT_KNOWN in s["cuda_fp16"] or NOT_KNOWN in s["cuda_bf16"]
     )
     if unknown:
-        lines.append(f"  CUDA's choice not known here for: {', '.join(unknown)}")
+        lines.append(f"  CUDA's choice not known without a GPU for: {', '.join(unknown)}")
+    if ac["cuda_refuses"]:
+        lines.append(
+            f"  CUDA autocast refuses: {', '.join(ac['cuda_refuses'])} (compute it outside "
+            "autocast, or use its logits form)"
+        )
+    if not ac["fp16_forward_finite"]:
+        bad = ac["first_nonfinite_fp16"]
+        lines.append(
+            f"  first inf or NaN under FP16 autocast: {bad['op']} in {_module(bad['module'], a['modules'])}"
+        )
+    w = g["worst"]
+    scale = _scale(g["settled_scale"])
+    if g["settled_scale_capped"]:
+        scale += " (the search's cap; a GradScaler would go higher)"
     lines += [
-        "gradients (shares of non-zero FP32 gradient values)",
+        "gradients (share of non-zero FP32 gradient values that a cast zeroes)",
+        f"  settled scale (largest finite FP16 step on this batch): {scale}",
         (
-            f"  zero in FP16: {_pct(g['underflow_fp16'])} at scale 1, "
-            f"{_pct(g['underflow_fp16_scaled'])} at the settled scale {_scale(g['settled_scale'])}"
-            + (
-                " (the search's cap; a GradScaler would go higher)"
-                if g["settled_scale_capped"]
-                else ""
-            )
+            f"  FP16 at scale 1: {_pct(g['underflow_fp16'])} of all, worst parameter "
+            f"{_worst(w['underflow_fp16'])}"
         ),
         (
-            f"  inf in FP16 at that scale: {_pct(g['overflow_fp16_scaled'])}; "
-            f"zero in BF16: {_pct(g['underflow_bf16'])}"
+            f"  FP16 at the settled scale: {_pct(g['underflow_fp16_scaled'])} of all, worst "
+            f"parameter {_worst(w['underflow_fp16_scaled'])}"
         ),
-        "activations",
+        f"  BF16: {_pct(g['underflow_bf16'])} of all, worst parameter {_worst(w['underflow_bf16'])}",
+        "activations (FP32 forward pass)",
         (
-            f"  largest |output| {a['largest']['max_abs']:.3g} ({a['largest']['module'] or 'model'}), "
-            f"FP16's largest {FP16_MAX:.0f}"
+            f"  largest |output| {a['largest']['max_abs']:.3g}, of "
+            f"{_module(a['largest']['module'], a['modules'])}; FP16's largest {FP16_MAX:.0f}"
         ),
-        f"  above FP16's range: {_names(a['over_fp16_max'])}",
-        f"  where that starts: {_names(a['overflow_starts'])}",
-        "training (loss at the first step, and after the last)",
+        f"  beyond FP16's range, starting at: {_names(a['overflow_starts'])}",
+        "training (first loss under the run's autocast -> final loss in FP32)",
     ]
+    moved = _moved(t["fp32"])
     for fmt, run in t.items():
         extra = ""
         if run["scales"] is not None:
@@ -1177,18 +1289,29 @@ def _report(d: Diagnosis) -> str:
                 f", {run['skipped']} skipped, scale {_scale(run['scales'][0])}"
                 f" -> {_scale(run['final_scale'])}"
             )
-        gap = "" if fmt == "fp32" else f", gap to FP32 {run['gap']:+.3g}"
+        gap = ""
+        if fmt != "fp32":
+            share = abs(run["gap"]) / moved if moved else math.inf
+            gap = (
+                f", gap {run['gap']:+.3g} ({share:.2%} of FP32's move; limit {TRACKING_SHARE:.0%})"
+            )
         lines.append(f"  {fmt}: {run['losses'][0]:.4g} -> {run['final_loss']:.4g}{gap}{extra}")
     b = m["bytes_per_parameter"]
     state = b["weights"] + b["gradients"] + b["optimizer_state"]
     saved = m["saved_for_backward"]
+    copies = b["autocast_weight_copies"]
     lines += [
         "memory",
         (
-            f"  {state:.3g} bytes per parameter with {m['optimizer']} (weights {b['weights']}, "
-            f"gradients {b['gradients']}, optimizer {b['optimizer_state']:.3g})"
+            f"  {state:.3g} bytes per parameter with {m['optimizer']}, whatever the autocast "
+            f"dtype: weights {b['weights']}, gradients {b['gradients']}, optimizer state "
+            f"{b['optimizer_state']:.3g}"
         ),
-        "  saved for backward: "
+        (
+            f"  autocast's half-precision weight copies during a step: fp16 "
+            f"{copies['fp16']:.3g}, bf16 {copies['bf16']:.3g} bytes per parameter"
+        ),
+        "  activations saved for backward: "
         + ", ".join(f"{fmt} {_bytes(saved[fmt]['bytes'])}" for fmt in saved),
         "recommendation",
     ]
@@ -1198,7 +1321,9 @@ def _report(d: Diagnosis) -> str:
         lines.append({"bf16": "  BF16 autocast, no GradScaler", "fp32": "  FP32"}[r["choice"]])
     if r["keep_fp32"]:
         lines.append(f"  under FP16, keep in FP32: {_names(r['keep_fp32'])}")
-    for rule in r["rules"]:
-        mark = "+" if rule["holds"] else "-"
-        lines.append(f"  {mark} {rule['words']}")
+    words = {rule["key"]: rule["words"] for rule in r["rules"]}
+    lines.append("  because:")
+    lines += [f"    {words[key]}" for key in r["because"]]
+    lines.append("  also measured:")
+    lines += [f"    {words[key]}" for key in words if key not in r["because"]]
     return "\n".join(lines)

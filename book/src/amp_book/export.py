@@ -67,7 +67,13 @@ INSTALL_CELL_TAG = "amp-lesson-install"
 OPENS_HERE_TAG = "opens-here"
 """Tag of the one code cell of a page its notebook opens on (the reader's own model, say)."""
 OPENS_HERE_ID = "opens-here"
-"""That cell's id in the notebook, in ``id`` and in ``metadata.id`` (Colab's ``#scrollTo=``)."""
+"""The id, in ``id`` and in ``metadata.id`` (Colab's ``#scrollTo=``), of the install cell
+the notebook puts just before that cell, so that a reader who opens it there installs first."""
+OPENED_HERE = "# Opened the notebook here? This installs the book's package where it is missing.\n"
+
+
+def _tags(cell: Mapping[str, Any]) -> list[str]:
+    return list((cell.get("metadata") or {}).get("tags", []))
 
 
 def markdown_blocks(text: str) -> list[str]:
@@ -446,17 +452,23 @@ def export_notebook(
             _add_code(cells, cell, source, tags, heading, executed)
         # raw cells (none in the book) are left out
     all_cells = _head(docname, docs_url, version, repository, executed) + fold_book_cells(cells)
-    for i, cell in enumerate(all_cells):
-        cell["id"] = f"cell-{i}"  # stable ids: exporting again gives the same file
-    opens = [c for c in all_cells if OPENS_HERE_TAG in c.get("metadata", {}).get("tags", [])]
+    opens = [i for i, c in enumerate(all_cells) if OPENS_HERE_TAG in _tags(c)]
     if len(opens) > 1:
         raise ValueError(
             f"{docname}: {len(opens)} code cells are tagged {OPENS_HERE_TAG!r}; a notebook "
             "opens on one"
         )
-    for cell in opens:
-        cell["id"] = OPENS_HERE_ID
-        cell["metadata"]["id"] = OPENS_HERE_ID
+    if opens:  # a reader who opens the notebook there runs the install first
+        install = _code_cell(
+            OPENED_HERE + install_cell_source(version, repository),
+            {"tags": [INSTALL_CELL_TAG], "id": OPENS_HERE_ID},
+            [],
+        )
+        all_cells.insert(opens[0], install)
+    for i, cell in enumerate(all_cells):
+        cell["id"] = f"cell-{i}"  # stable ids: exporting again gives the same file
+    if opens:
+        all_cells[opens[0]]["id"] = OPENS_HERE_ID
     metadata = {
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
         "language_info": {"name": "python"},
