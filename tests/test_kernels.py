@@ -835,6 +835,44 @@ def test_a_kernel_dies_with_its_server_even_when_the_server_is_killed(
         km.cleanup_resources()
 
 
+def test_a_kernel_not_yet_in_a_group_of_its_own_is_killed_as_the_server_ends(
+    tmp_path: Path,
+) -> None:
+    # A kernel forked just before the server ends may not have called setsid yet: no process
+    # group has its pid, so killing the group alone would miss it.
+    import socket
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / "s"))
+    server = kernel_server._Server(listener, tmp_path, os.getpid(), dict(os.environ), [])
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        assert os.getpgid(child.pid) != child.pid  # in this process's group, as just forked
+        server.kernels[child.pid] = None
+        server.close()
+        assert child.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        child.kill()
+        child.wait()
+        listener.close()
+
+
+def test_a_kernel_whose_server_ended_before_it_asked_to_die_with_it_ends_at_once() -> None:
+    # Asking to die with the parent fires only when the parent ends after the request; a
+    # kernel not scheduled until its server had ended would run on. Given the pid its
+    # parent had (here 1, which is not this child's), it ends itself.
+    code = (
+        "import time; from amp_book.kernel_server import die_with_parent\n"
+        "assert die_with_parent(9, parent=1)\n"
+        "time.sleep(120)"
+    )
+    ended = subprocess.run([sys.executable, "-c", code], check=False, timeout=120)
+    assert ended.returncode == -signal.SIGKILL
+    kept = "from amp_book.kernel_server import die_with_parent\n"
+    kept += "import os; assert die_with_parent(9, parent=os.getppid())"
+    subprocess.run([sys.executable, "-c", kept], check=True, timeout=120)
+
+
 SWALLOWS_A_SIGNAL = """\
 import pathlib, time
 pathlib.Path(__file__).with_name("importing").touch()

@@ -246,8 +246,12 @@ def thread_names() -> list[str]:
 _PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent(signum: int = signal.SIGKILL) -> bool:
+def die_with_parent(signum: int = signal.SIGKILL, parent: int | None = None) -> bool:
     """Have the kernel receive ``signum`` when the process that forked it ends (Linux).
+
+    ``parent``: the pid of that process, taken before the fork. Should it have
+    ended before this call (a child is not always scheduled before its parent
+    ends), the request would never fire: the kernel sends itself ``signum`` now.
 
     Returns whether the request was accepted (``False`` off Linux).
     """
@@ -255,9 +259,12 @@ def die_with_parent(signum: int = signal.SIGKILL) -> bool:
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
+        accepted = bool(libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
+    if accepted and signum and parent is not None and os.getppid() != parent:
+        os.kill(os.getpid(), signum)
+    return accepted
 
 
 MAX_LOG_LINE = 2000
@@ -499,9 +506,10 @@ class _Server:
         self, request: dict[str, Any], conn: socket.socket, fds: list[int]
     ) -> dict[str, Any] | None:
         """Fork the kernel: ``request`` in it, ``None`` in the server."""
+        server = os.getpid()
         pid = os.fork()
         if pid == 0:
-            self._become_kernel(conn, fds)
+            self._become_kernel(conn, fds, server)
             return request
         for fd in fds:
             os.close(fd)
@@ -513,10 +521,10 @@ class _Server:
         _send(conn, {"pid": pid})
         return None
 
-    def _become_kernel(self, conn: socket.socket, fds: list[int]) -> None:
+    def _become_kernel(self, conn: socket.socket, fds: list[int], server: int) -> None:
         """In the forked kernel: drop everything of the server's, take the client's streams."""
         self.pid = 0
-        die_with_parent(signal.SIGKILL)
+        die_with_parent(signal.SIGKILL, server)
         for signum, handler in self.handlers.items():
             signal.signal(signum, handler)
         self.selector.close()
@@ -542,8 +550,7 @@ class _Server:
         self.selector.unregister(conn)
         conn.close()
         self.kernels[pid] = None
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
+        _kill_kernel(pid)
 
     def _expire(self) -> None:
         """Drop the clients that sent too little in time."""
@@ -578,8 +585,7 @@ class _Server:
         if self.pid != os.getpid():
             return
         for pid in self.kernels:
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
+            _kill_kernel(pid)
         for waiting in self.reading.values():
             waiting.close()
         with contextlib.suppress(OSError):
@@ -590,6 +596,18 @@ class _Server:
             shutil.rmtree(self.folder, ignore_errors=True)
         for signum, handler in self.handlers.items():
             signal.signal(signum, handler)
+
+
+def _kill_kernel(pid: int) -> None:
+    """Kill a forked kernel and the processes it started.
+
+    Its process group first; then the kernel itself, which is not yet a group
+    of its own until it has called ``setsid`` (a kernel forked just before the
+    server ends may not have).
+    """
+    for kill in (os.killpg, os.kill):
+        with contextlib.suppress(OSError):
+            kill(pid, signal.SIGKILL)
 
 
 def _refusal(request: dict[str, Any], env: dict[str, str], n_fds: int) -> list[str]:
