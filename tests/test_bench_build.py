@@ -38,6 +38,7 @@ def test_the_cold_builds_use_caches_of_their_own_whatever_the_environment_shares
     }.items():
         monkeypatch.setattr(bench_build, name, value)
     monkeypatch.setattr(ensure_chromium, "find", lambda: "chromium")
+    monkeypatch.setattr(bench_build, "_adopt_orphans", lambda: False)  # not this test's worker
     monkeypatch.setattr(sys, "argv", ["bench_build.py", "--compare-stock", "--weigh", "index"])
     assert bench_build.main() == 0
 

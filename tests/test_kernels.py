@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -855,6 +856,77 @@ def test_a_kernel_not_yet_in_a_group_of_its_own_is_killed_as_the_server_ends(
         child.kill()
         child.wait()
         listener.close()
+
+
+def test_a_stop_signal_during_a_fork_is_handled_once_the_fork_is_recorded() -> None:
+    # Between os.fork() and recording the pid, a stop would end the server without the kernel
+    # it knows nothing of; the signal waits until the block ends, and is not lost.
+    seen: list[list[int]] = []
+
+    def signal_while_held() -> None:
+        with kernel_server._signals_held():
+            # to this thread: the server has only one, a test runner has others
+            signal.pthread_kill(threading.get_ident(), signal.SIGHUP)
+            time.sleep(0.2)
+            seen.append(list(kernel_server._stop_asked))  # what the handler had seen
+
+    old = signal.signal(signal.SIGHUP, kernel_server._stop)
+    try:
+        with pytest.raises(kernel_server._Stopped):
+            signal_while_held()
+        assert seen == [[]]
+        assert kernel_server._stop_asked == [signal.SIGHUP]
+    finally:
+        signal.signal(signal.SIGHUP, old)
+        kernel_server._stop_asked.clear()
+
+
+def test_a_second_stop_signal_does_not_cut_the_servers_cleaning_short(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / kernel_server.SOCKET_NAME))
+    server = kernel_server._Server(listener, tmp_path, os.getpid(), dict(os.environ), [])
+    children = [
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]) for _ in range(2)
+    ]
+    kill = kernel_server._kill_kernel
+
+    def kill_and_be_signalled(pid: int) -> None:
+        os.kill(os.getpid(), signal.SIGHUP)  # as the first kernel is killed
+        kill(pid)
+
+    monkeypatch.setattr(kernel_server, "_kill_kernel", kill_and_be_signalled)
+    try:
+        for child in children:
+            server.kernels[child.pid] = None
+        server.close()
+        assert [child.wait(timeout=60) for child in children] == [-signal.SIGKILL] * 2
+        assert not (tmp_path / kernel_server.SOCKET_NAME).exists()
+        assert signal.getsignal(signal.SIGHUP) is not kernel_server._stop  # restored
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
+        listener.close()
+        kernel_server._stop_asked.clear()
+
+
+def test_signalling_a_kernel_that_has_just_ended_is_not_an_error() -> None:
+    import socket
+
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()  # reaped: as the server reaps a kernel before its client reads the exit
+    ours, servers = socket.socketpair()
+    try:
+        kernel = kernels.ForkedKernel(ours, ended.pid)
+        kernel.send_signal(signal.SIGINT)  # no ProcessLookupError
+        assert kernel.poll() is None  # the exit is not read yet
+    finally:
+        ours.close()
+        servers.close()
 
 
 def test_a_kernel_whose_server_ended_before_it_asked_to_die_with_it_ends_at_once() -> None:

@@ -112,7 +112,9 @@ def _adopt_orphans() -> bool:
     return True
 
 
-ADOPTS_ORPHANS = _adopt_orphans()
+ADOPTS_ORPHANS = False
+"""Whether this process adopts the orphans among its descendants: :func:`main` asks, not
+the import (a test runner that imports the module must not become their reaper)."""
 
 
 def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
@@ -365,6 +367,8 @@ def main() -> int:
         "schedules parallel execution by them)",
     )
     args = parser.parse_args()
+    global ADOPTS_ORPHANS
+    ADOPTS_ORPHANS = _adopt_orphans()
     from ensure_chromium import ENV_VAR, find
 
     if find() is None:  # before the builds: the page weights need a browser

@@ -21,7 +21,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -328,6 +328,22 @@ module it imports have swallowed the :class:`_Stopped` raised inside it (a bare 
 at module level, as pydevd, which debugpy imports, has)."""
 
 
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold the stop signals: one that arrives inside is handled as the block ends.
+
+    Around a fork, so that the server never ends between forking a kernel and
+    recording its pid (it kills only the kernels it knows of), and the kernel
+    never runs the server's handler; around reaping, so that it never kills a
+    pid it has reaped (which the system may have given to another process).
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+
+
 def _stop(signum: int, frame: Any) -> None:
     _stop_asked.append(signum)
     raise _Stopped(signum)
@@ -507,18 +523,19 @@ class _Server:
     ) -> dict[str, Any] | None:
         """Fork the kernel: ``request`` in it, ``None`` in the server."""
         server = os.getpid()
-        pid = os.fork()
-        if pid == 0:
-            self._become_kernel(conn, fds, server)
-            return request
-        for fd in fds:
-            os.close(fd)
-        self.kernels[pid] = conn
-        self.selector.register(conn, selectors.EVENT_READ, pid)
-        with contextlib.suppress(AttributeError, OSError):  # else reaped within 0.2 s
-            self.exit_fds[pid] = os.pidfd_open(pid)
-            self.selector.register(self.exit_fds[pid], selectors.EVENT_READ, ("exited", pid))
-        _send(conn, {"pid": pid})
+        with _signals_held():  # in the kernel, until the default handlers are back
+            pid = os.fork()
+            if pid == 0:
+                self._become_kernel(conn, fds, server)
+                return request
+            for fd in fds:
+                os.close(fd)
+            self.kernels[pid] = conn  # before a stop signal ends the server
+            self.selector.register(conn, selectors.EVENT_READ, pid)
+            with contextlib.suppress(AttributeError, OSError):  # else reaped within 0.2 s
+                self.exit_fds[pid] = os.pidfd_open(pid)
+                self.selector.register(self.exit_fds[pid], selectors.EVENT_READ, ("exited", pid))
+            _send(conn, {"pid": pid})
         return None
 
     def _become_kernel(self, conn: socket.socket, fds: list[int], server: int) -> None:
@@ -563,6 +580,10 @@ class _Server:
 
     def _reap(self) -> None:
         """Reap the kernels that ended; tell their clients how."""
+        with _signals_held():  # no stop between reaping a pid and forgetting it
+            self._reap_held()
+
+    def _reap_held(self) -> None:
         while self.kernels:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -584,6 +605,8 @@ class _Server:
         the socket (and the folder when the owner has gone), restore the signal handlers."""
         if self.pid != os.getpid():
             return
+        for signum in _STOP_SIGNALS:  # a second one must not cut the cleaning short
+            signal.signal(signum, signal.SIG_IGN)
         for pid in self.kernels:
             _kill_kernel(pid)
         for waiting in self.reading.values():

@@ -349,8 +349,14 @@ class ForkedKernel:
         return self.returncode
 
     def send_signal(self, signum: int) -> None:
+        """Send ``signum`` to the kernel unless it has ended (as :class:`subprocess.Popen`).
+
+        The server reaps a kernel as it ends, before its client reads the exit code:
+        one that ended just now is not an error either.
+        """
         if self.poll() is None:
-            os.kill(self.pid, signum)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signum)
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
