@@ -264,6 +264,25 @@ def test_the_exit_code_and_signals_reach_the_kernel_manager(
         km.shutdown_kernel(now=True)
 
 
+def test_a_server_started_with_sigchld_ignored_still_reports_how_its_kernels_end(
+    server_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An ignored SIGCHLD is inherited through exec (some process supervisors leave it so).
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    before = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        km, kernel = kernel_through(server_env, tmp_path)  # starts the server
+    finally:
+        signal.signal(signal.SIGCHLD, before)
+    try:
+        process = km.provisioner.process
+        assert isinstance(process, kernels.ForkedKernel)
+        os.kill(kernel, signal.SIGTERM)
+        assert process.wait(timeout=60) == -signal.SIGTERM
+    finally:
+        km.cleanup_resources()
+
+
 def test_a_kernel_dies_with_the_process_that_asked_for_it(shared_server: dict[str, str]) -> None:
     # A client process starts a kernel through the server, then is killed outright.
     script = (

@@ -699,6 +699,9 @@ def main(argv: list[str]) -> int:
 
     folder, owner = Path(argv[0]), int(argv[1])
     env = dict(os.environ)
+    # Ignored SIGCHLD survives exec: the system would reap the kernels itself, and the server
+    # could not tell their clients how they ended (nor a kernel's subprocess its own exit code).
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     # Python 3.12 warns when a process with threads forks. The server checks that it has one
     # thread before each fork; should the check ever miss one, the warning stops the server
     # (and so the build) instead of scrolling past in its log.
