@@ -855,26 +855,41 @@ def test_a_kernel_dies_with_its_server_even_when_the_server_is_killed(
         km.cleanup_resources()
 
 
-def test_a_kernel_not_yet_in_a_group_of_its_own_is_killed_as_the_server_ends(
-    tmp_path: Path,
-) -> None:
-    # A kernel forked just before the server ends may not have called setsid yet: no process
-    # group has its pid, so killing the group alone would miss it.
+@pytest.fixture
+def idle_server(tmp_path: Path) -> Iterator[kernel_server._Server]:
+    """A server's state in this process, listening in ``tmp_path``, never serving: for its
+    cleanup. Whatever the test does, this process gets its handlers and descriptors back."""
     import socket
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(tmp_path / "s"))
+    listener.bind(str(tmp_path / kernel_server.SOCKET_NAME))
     server = kernel_server._Server(listener, tmp_path, os.getpid(), dict(os.environ), [])
+    try:
+        yield server
+    finally:
+        for signum, handler in server.handlers.items():
+            signal.signal(signum, handler)
+        server.selector.close()
+        if server.owner_fd is not None:
+            os.close(server.owner_fd)
+        listener.close()
+        kernel_server._stop_asked.clear()
+
+
+def test_a_kernel_not_yet_in_a_group_of_its_own_is_killed_as_the_server_ends(
+    idle_server: kernel_server._Server,
+) -> None:
+    # A kernel forked just before the server ends may not have called setsid yet: no process
+    # group has its pid, so killing the group alone would miss it.
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         assert os.getpgid(child.pid) != child.pid  # in this process's group, as just forked
-        server.kernels[child.pid] = None
-        server.close()
+        idle_server.kernels[child.pid] = None
+        idle_server.close()
         assert child.wait(timeout=60) == -signal.SIGKILL
     finally:
         child.kill()
         child.wait()
-        listener.close()
 
 
 def test_a_stop_signal_during_a_fork_is_handled_once_the_fork_is_recorded() -> None:
@@ -901,13 +916,8 @@ def test_a_stop_signal_during_a_fork_is_handled_once_the_fork_is_recorded() -> N
 
 
 def test_a_second_stop_signal_does_not_cut_the_servers_cleaning_short(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    idle_server: kernel_server._Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import socket
-
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(tmp_path / kernel_server.SOCKET_NAME))
-    server = kernel_server._Server(listener, tmp_path, os.getpid(), dict(os.environ), [])
     children = [
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]) for _ in range(2)
     ]
@@ -920,8 +930,8 @@ def test_a_second_stop_signal_does_not_cut_the_servers_cleaning_short(
     monkeypatch.setattr(kernel_server, "_kill_kernel", kill_and_be_signalled)
     try:
         for child in children:
-            server.kernels[child.pid] = None
-        server.close()
+            idle_server.kernels[child.pid] = None
+        idle_server.close()
         assert [child.wait(timeout=60) for child in children] == [-signal.SIGKILL] * 2
         assert not (tmp_path / kernel_server.SOCKET_NAME).exists()
         assert signal.getsignal(signal.SIGHUP) is not kernel_server._stop  # restored
@@ -929,8 +939,6 @@ def test_a_second_stop_signal_does_not_cut_the_servers_cleaning_short(
         for child in children:
             child.kill()
             child.wait()
-        listener.close()
-        kernel_server._stop_asked.clear()
 
 
 def test_signalling_a_kernel_that_has_just_ended_is_not_an_error() -> None:

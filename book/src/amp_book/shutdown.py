@@ -54,9 +54,7 @@ def _in_a_reader() -> None:
     _state["cleanups"] = []
     for signum in SIGNALS:  # the main process ends the build; a reader just ends
         signal.signal(signum, signal.SIG_DFL)
-    die_with_parent(signal.SIGKILL)
-    if os.getppid() != main:  # the main process ended before the line above
-        os._exit(1)
+    die_with_parent(signal.SIGKILL, main)  # at once, should the main process have ended
 
 
 def _end_the_build(signum: int, frame: FrameType | None) -> None:
@@ -103,10 +101,7 @@ def watch(cleanup: Callable[[], None] | None = None) -> bool:
     if not _at_fork_registered:
         os.register_at_fork(after_in_child=_in_a_reader)
         _at_fork_registered = True
-    parent = os.getppid()
-    die_with_parent(signal.SIGTERM)
-    if os.getppid() != parent:  # the parent ended before the line above
-        os.kill(os.getpid(), signal.SIGTERM)
+    die_with_parent(signal.SIGTERM, os.getppid())
     return True
 
 
