@@ -26,7 +26,7 @@ SLOW_FIXTURES = {
 }
 """Fixtures that build a book, drive a browser or start a kernel server, and the marker
 each gives the tests that use it (directly or through another fixture)."""
-SLOW_MARKERS = ("book", "browser", "notebooks", "kernels", "pages")
+SLOW_MARKERS = ("book", "browser", "notebooks", "kernels", "pages", "validate")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -10,6 +10,8 @@ module reports what autocast does:
   so that any machine can say what a GPU would do;
 - :func:`op_dtypes` -- the dtype each op of :data:`OPS` produced under
   autocast on the device at hand, next to CUDA's choice;
+- :class:`ComputeDtypes` -- the dtypes a call's arithmetic ran in, which
+  can differ from the dtype it returns;
 - :func:`step_dtypes` -- the dtype of every kind of tensor in one
   mixed-precision Adam step: parameters, activations, the loss, activation
   and weight gradients, ``.grad`` and Adam's ``exp_avg``/``exp_avg_sq``;
@@ -32,6 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from amp_lesson._checks import check_choice, check_int, check_seed
 from amp_lesson.device import resolve_device
@@ -43,6 +47,7 @@ __all__ = [
     "CUDA_RULES",
     "NOT_KNOWN",
     "OPS",
+    "ComputeDtypes",
     "CudaChoice",
     "compare_choices",
     "cuda_autocast_dtype",
@@ -146,6 +151,74 @@ class CudaChoice(NamedTuple):
 
     dtype: str
     error: str | None
+
+
+# Ops that move, copy, view or allocate data without arithmetic on it: not what a call
+# "computes in".
+_NO_ARITHMETIC = frozenset(
+    {"_to_copy", "copy_", "copy", "detach", "clone", "lift_fresh", "lift_fresh_copy", "alias",
+     "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros",
+     "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like",
+     "new_full", "fill_", "fill", "zero_", "_local_scalar_dense", "split", "split_with_sizes",
+     "unsafe_split", "unsafe_split_with_sizes", "unbind", "chunk", "cat", "stack", "index",
+     "index_select", "gather", "_unsafe_view", "contiguous", "set_", "resize_", "scalar_tensor",
+     "_pin_memory", "record_stream"}
+)  # fmt: skip
+
+
+class ComputeDtypes(TorchDispatchMode):
+    """Collects the dtypes the dispatched arithmetic computes in, between :meth:`begin` and :meth:`end`.
+
+    It sees the ops a call dispatches after autocast has cast their inputs,
+    and collects the dtype of each floating-point result: the dtype each
+    step of the arithmetic ran in (a mixed FP16 and FP32 addition promotes to
+    FP32 and computes there), whatever dtype the call returns.
+
+    Examples
+    --------
+    >>> gru = nn.GRU(4, 4)
+    >>> computes = ComputeDtypes()
+    >>> with torch.autocast("cpu", dtype=torch.float16), computes:
+    ...     computes.begin()
+    ...     out, _ = gru(torch.randn(3, 2, 4))
+    ...     sorted(computes.end())
+    ['float16', 'float32']
+    >>> out.dtype  # it computed in FP16 and returned FP32
+    torch.float32
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: set[str] | None = None
+
+    def begin(self) -> None:
+        """Start collecting."""
+        self._seen = set()
+
+    def end(self) -> set[str]:
+        """Stop collecting; return the dtype names seen since :meth:`begin`.
+
+        Returns
+        -------
+        set of str
+            The dtype names of the floating-point results of the arithmetic.
+        """
+        seen, self._seen = self._seen or set(), None
+        return seen
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if (
+            self._seen is not None
+            and func.namespace == "aten"
+            and not func.is_view
+            and func.overloadpacket.__name__ not in _NO_ARITHMETIC
+        ):
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor) and t.is_floating_point():
+                    self._seen.add(dtype_name(t.dtype))
+        return out
 
 
 def _fake_cuda(value: Any) -> Any:
