@@ -109,10 +109,11 @@ def diagnose(
     only by their arithmetic. BatchNorm's running statistics and other
     buffers change on the copies only. On a GPU, measuring the saved
     activations resets the device's peak-memory statistics
-    (:func:`torch.cuda.reset_peak_memory_stats`). It asks for about
-    :data:`~amp_lesson.diagnose._inputs.COPIES` times the model's size
-    (parameters, buffers, optimizer state) in free memory, besides one
-    batch's activations, and refuses at once where that is not free.
+    (:func:`torch.cuda.reset_peak_memory_stats`). Before the first copy it
+    checks that about eight times the model's size (parameters, buffers,
+    optimizer state) is free on its device: at its peak it holds a training
+    copy with its gradient and Adam's two moments beside the final weights of
+    the runs before it, and a batch's activations.
 
     Ops are recorded as the model's code calls them: a call of a
     ``torch.nn.functional`` function, a tensor method or an operator. A
@@ -297,7 +298,7 @@ def diagnose(
         training[fmt] = run
         if fmt == "fp32" and trained.optimizer is not None:
             optimizer_bytes = _runs.state_bytes(trained.optimizer)
-        del trained  # one copy of the model at a time
+        del trained, run  # one copy of the model at a time: its weights stay, in `weights`
     for run in training.values():
         if run is not None:
             run["gap"] = run["final_loss"] - training["fp32"]["final_loss"]

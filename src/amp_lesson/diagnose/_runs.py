@@ -57,7 +57,8 @@ def train(
                 skipped_at.append(step)
         with torch.no_grad():
             final = float(_inputs.checked_loss(loss_fn, _inputs.call(net, inputs), targets))
-    weights = {name: p.detach().to("cpu", copy=True) for name, p in net.named_parameters()}
+    # The copy's own parameters (on a GPU, moved to the CPU): no second copy of them.
+    weights = {name: p.detach().to("cpu") for name, p in net.named_parameters()}
     run = {
         "losses": losses,
         "final_loss": final,

@@ -140,7 +140,9 @@ class Reference:
         self.not_played: set[str] = set()
 
     def store(self, key: tuple, grad: torch.Tensor) -> None:
-        self.grads[key] = _dense(grad).clone()
+        # An output's gradient is cloned: autograd may add into it after the hook. A
+        # parameter's is read once backward is done, from a copy about to be dropped.
+        self.grads[key] = _dense(grad) if key[0] == "param" else _dense(grad).clone()
 
     @property
     def largest(self) -> float:
@@ -210,14 +212,21 @@ def noise_floor(
         return t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
 
     info: dict[str, Any] = {"measured": True, "error": None}
-    twin = _inputs.copy_of(model, None).model.double()
+    twin = _inputs.wide_copy_of(model)
     replay = _inputs.RandomTape(ref.tape)
+    handles = []
+    for name, p in twin.named_parameters():
+
+        def done(p: torch.Tensor, name: str = name) -> None:  # compared, then let go
+            compare(("param", name), p.grad)
+            p.grad = None
+
+        handles.append(p.register_post_accumulate_grad_hook(done))
     try:
         with _inputs.seeded(seed, device), gradient_tap(twin, compare), replay:
             loss = _inputs.checked_loss(loss_fn, _inputs.call(twin, tree_map(wide, batch[0])),
                                         tree_map(wide, batch[1]))  # fmt: skip
             loss.backward()
-        _param_grads(twin, compare)
     except (RuntimeError, NotImplementedError, TypeError) as error:
         signal.clear()
         info = {"measured": False, "error": _first_line(error)}

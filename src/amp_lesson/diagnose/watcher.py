@@ -15,14 +15,14 @@ step by step:
   in float64, from the same inputs, random draws and gradient at the model's
   outputs, and a value the real step held as zero where FP32 holds it above
   float64's noise floor, below the format's smallest normal number, is lost
-  (:mod:`amp_lesson.diagnose._sample`);
+  (before the optimizer steps: the weights are the step's);
 
 and reports it by the rules of :mod:`amp_lesson.diagnose.rules` that a
 running loop can decide. Steps are counted where the loop calls
 ``GradScaler.update`` (enabled or not) or, without a scaler, where an
 optimizer steps. While the watch is on, ``torch.amp.GradScaler``'s ``step``
 and ``update`` are wrapped for every scaler (the watch reads the scale
-before and after), and an optimizer step hook is registered for every
+before and after), and optimizer step hooks (before and after a step) for every
 optimizer; leaving the block removes every hook and wrapper.
 
 >>> from amp_lesson.recipe import train_mixed_precision
@@ -236,8 +236,9 @@ class Watch:
     def _on_output(self, name: str, module: nn.Module, args: Any, out: Any) -> None:
         if self._repeating:
             return
-        for t in floats(out):
-            if not t.numel() or t in self._seen:
+        leaves = (out,) if isinstance(out, torch.Tensor) else floats(out)
+        for t in leaves:
+            if not t.is_floating_point() or not t.numel() or t in self._seen:
                 continue
             self._seen[t] = True
             self._forward.append((name, torch.aminmax(t.detach())))
