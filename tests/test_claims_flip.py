@@ -30,11 +30,18 @@ RUN_PAGE = Path(__file__).with_name("run_page.py")
 # page -> (text in the page, what the changed run has instead); each text occurs exactly once
 FLIPS: dict[str, list[tuple[str, str]]] = {
     "beyond/check-your-own-model": [
-        # images five orders larger: the CNN's first layers overflow FP16
+        # images five orders larger: the CNN's first convolution overflows FP16
         (
             "cnn_batch = images.contiguous(), digits.y_train[:16]",
             "cnn_batch = images.contiguous() * 1e5, digits.y_train[:16]",
         ),
+        # a loss 2**-120 smaller: the decoder's gradients below BF16's and a scaled FP16's range
+        (
+            "    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())\n",
+            "    return F.cross_entropy(logits.flatten(0, 1), targets.flatten()) * 2**-120\n",
+        ),
+        ("n_embd=64, n_layer=2", "n_embd=32, n_layer=2"),  # GPT-2 narrower: a shorter key bias
+        ('reduction="sum")', 'reduction="mean")'),  # the watched loss as meant: no overflow
     ],
     "beyond/fsdp-mixed-precision": [
         (

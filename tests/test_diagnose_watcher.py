@@ -273,3 +273,19 @@ def test_bad_arguments_are_refused_naming_them(kwargs, error, words) -> None:
     assert words in str(raised.value)
     with pytest.raises(TypeError, match=r"model must be a torch\.nn\.Module"):
         watch("model")
+
+
+def test_a_sum_that_overflows_only_in_a_parameters_gradient_is_found_there() -> None:
+    """Each sample's gradient fits FP16 at the default scale (half of 2**16); the weight's,
+    their sum over four samples, does not."""
+    model = nn.Linear(1, 1)
+    x = torch.ones(4, 1)
+    with watch(model, every=None) as w:
+        train_mixed_precision(model, [(x, x)] * 2, lambda out, y: 0.5 * out.float().sum(),
+                              torch.optim.SGD(model.parameters(), lr=0.0))  # fmt: skip
+    assert w.first_nonfinite("backward") is None  # every output gradient was finite
+    first = w.first_nonfinite()
+    assert (first["step"], first["phase"], first["module"]) == (1, "parameter", "weight")
+    assert first["max"] == float("inf")
+    assert w.skipped_steps[0] == 1
+    assert "parameter: first at step 1, the gradient of weight" in str(w)

@@ -274,6 +274,7 @@ def real_step(
 def settled_scale(
     model: nn.Module, optimizer: Any, batch: Any, loss_fn: Callable, device: torch.device,
     seed: int, tape: list, keep: list[str], largest: float,
+    on_probe: Callable[[float], Callable | None] = lambda scale: None,
 ) -> tuple[float | None, int]:  # fmt: skip
     """The largest power of two, up to 2**40, at which one FP16 step's gradient is finite.
 
@@ -287,14 +288,16 @@ def settled_scale(
     overflows and one does not, and the search halves the exponents between
     them (a larger scale overflows whenever a smaller one does). Returns the
     scale (``None`` if even 2**-24 overflows) and the number of probes.
+    ``on_probe(scale)`` gives each probe's gradients a taker (or ``None``).
     """
     probes = 0
 
     def finite(exponent: int) -> bool:
         nonlocal probes
         probes += 1
+        scale = 2.0**exponent
         return real_step(model, optimizer, batch, loss_fn, device, seed, tape, torch.float16,
-                         2.0**exponent, keep, None)  # fmt: skip
+                         scale, keep, on_probe(scale))  # fmt: skip
 
     low, high = LOWEST_EXPONENT - 1, HIGHEST_EXPONENT + 1  # finite at low, not at high
     guess = HIGHEST_EXPONENT
@@ -375,7 +378,7 @@ def section(
             real = _dense(real)
             tiny = (r * scale).abs() < smallest_normal
             counts[key][measurement] = int((sig & (real == 0) & tiny).sum())
-            if measurement == "fp16_unscaled":
+            if low == torch.float16:
                 dtypes16[key] = dtype_name(real.dtype)
 
         return on_grad
@@ -384,20 +387,25 @@ def section(
     args = (model, optimizer, batch, loss_fn, device, seed, ref.tape)
     if "fp16" not in unavailable:
         try:
-            settled, probes = settled_scale(*args, keep, ref.largest)
-            real_step(*args, torch.float16, 1.0, keep,
-                      counter("fp16_unscaled", 1.0, torch.float16))  # fmt: skip
+            # Each probe's gradients are counted too, so the scales the search tried need
+            # no step of their own.
+            settled, probes = settled_scale(
+                *args, keep, ref.largest,
+                on_probe=lambda scale: counter(f"fp16@{scale}", scale, torch.float16),
+            )  # fmt: skip
+            scales = {"fp16_unscaled": 1.0}
             if settled is not None:
-                default = min(settled, DEFAULT_SCALE)
-                real_step(*args, torch.float16, default, keep,
-                          counter("fp16_default", default, torch.float16))  # fmt: skip
-                if settled > default:
-                    real_step(*args, torch.float16, settled, keep,
-                              counter("fp16_settled", settled, torch.float16))  # fmt: skip
-                else:
-                    for c in counts.values():
-                        if "fp16_default" in c:
-                            c["fp16_settled"] = c["fp16_default"]
+                scales |= {"fp16_default": min(settled, DEFAULT_SCALE), "fp16_settled": settled}
+            for measurement, scale in scales.items():
+                if not any(f"fp16@{scale}" in c for c in counts.values()):
+                    real_step(*args, torch.float16, scale, keep,
+                              counter(f"fp16@{scale}", scale, torch.float16))  # fmt: skip
+                for c in counts.values():
+                    if f"fp16@{scale}" in c:
+                        c[measurement] = c[f"fp16@{scale}"]
+            for c in counts.values():
+                for probe in [m for m in c if m.startswith("fp16@")]:
+                    del c[probe]
         except (RuntimeError, NotImplementedError) as error:
             unavailable["fp16"] = _first_line(error)
             settled, dtypes16 = None, {}

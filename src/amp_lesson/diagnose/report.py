@@ -458,5 +458,6 @@ def _report(d: Diagnosis) -> str:
     lines.append("  because:")
     lines += [f"    {words[key]}" for key in r["because"]]
     lines.append("  also measured:")
-    lines += [f"    {words[key]}" for key in words if key not in r["because"]]
+    also = [words[key] for key in words if key not in r["because"]]
+    lines += [f"    {w}" for i, w in enumerate(also) if w not in also[:i]]  # once each
     return "\n".join(lines)

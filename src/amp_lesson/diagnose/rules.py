@@ -285,7 +285,7 @@ def recommend(
     steps: int,
     unavailable: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Evaluate :data:`RULES` on a diagnosis's sections and choose.
+    """Evaluate :data:`~amp_lesson.diagnose.rules.RULES` on a diagnosis's sections and choose.
 
     Parameters
     ----------
@@ -310,7 +310,7 @@ def recommend(
         held, or those that failed or were not decided), ``decide_with_steps``
         and ``rules``: each rule with ``holds`` (``True``, ``False`` or
         ``None``, not decided), its sentences and ``words``, the one that
-        applies, and ``note``, what a format that could not run said.
+        applies, and ``note``, which format could not run the model.
 
     Examples
     --------
@@ -349,7 +349,7 @@ def recommend(
     for fmt, keys in (("fp16", (*_FP16[:2], "fp16_tracks_fp32")), ("bf16", _BF16[1:])):
         if fmt in unavailable:
             for key in keys:
-                notes[key] = f"{fmt.upper()} could not run this model here: {unavailable[fmt]}"
+                notes[key] = f"{fmt.upper()} could not run this model here"
                 holds[key] = False
     if "fp16" in unavailable:
         notes["fp16_loses_unscaled_gradients"] = notes["forward_fits_fp16"]
@@ -379,9 +379,9 @@ def recommend(
         value = holds[rule.key]
         words = rule.says if value else rule.otherwise
         if value is None:
-            words = rule.undecided or f"Not measured: {notes[rule.key]}"
+            words = rule.undecided or f"Not measured: {notes[rule.key]}."
         elif notes[rule.key]:
-            words = f"Not measured: {notes[rule.key]}"
+            words = f"Not measured: {notes[rule.key]}."
         rules.append(
             {
                 "key": rule.key,

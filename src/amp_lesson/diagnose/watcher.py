@@ -8,7 +8,9 @@ step by step:
 
 - the scale each step used and the steps the ``GradScaler`` skipped;
 - the first module whose forward output, or whose output's gradient in
-  backward, holds inf or NaN, with the step, the phase and the values' range;
+  backward, holds inf or NaN, and the first parameter whose gradient does
+  (a sum over the batch can overflow where no sample's gradient does), with
+  the step, the phase and the values' range;
 - every ``every`` steps, what the half format lost of that step's gradient,
   measured as :func:`~amp_lesson.diagnose.diagnose` measures its batch: the
   step's first micro-batch is repeated through the same weights in FP32 and
@@ -63,7 +65,7 @@ from amp_lesson.diagnose.report import percent, power
 __all__ = ["EVERY", "Watch", "watch"]
 
 EVERY = 100
-"""The default sampling: the gradient losses are measured on every 100th step."""
+"""By default the watch measures the gradient's losses on every 100th step."""
 
 _MAX_EVENTS = 1000
 
@@ -94,9 +96,10 @@ class Watch:
         The steps (counted from 1) whose gradient held inf or NaN, so that
         the scaler skipped them.
     events : list of dict
-        Per step and phase (``"forward"``, ``"backward"``), the first module
-        whose output (forward) or output's gradient (backward) held inf or
-        NaN: ``step``, ``phase``, ``module``, ``min``, ``max``.
+        Per step and phase, the first module whose output (``"forward"``) or
+        output's gradient (``"backward"``) held inf or NaN, or the first
+        parameter whose gradient did (``"parameter"``): ``step``, ``phase``,
+        ``module`` (the module's or the parameter's name), ``min``, ``max``.
     samples : list of dict
         The sampled steps: ``step``, ``scale``, ``skipped`` (its gradient held
         inf or NaN: the optimizer did not step, and the rules leave it out),
@@ -142,6 +145,7 @@ class Watch:
         self._patched: dict[str, Callable] = {}
         self._forward: list[tuple[str, Any]] = []
         self._backward: list[tuple[str, Any]] = []
+        self._parameters: list[tuple[str, Any]] = []
         self._seen = WeakTensorKeyDictionary()
         self._in_scaler_step = 0
         self._sample: StepSample | None = None
@@ -167,6 +171,9 @@ class Watch:
                 module.register_forward_hook(partial(self._on_output, name), always_call=False)
             )
         self._handles.append(self.model.register_forward_pre_hook(self._on_start, with_kwargs=True))
+        for name, p in self.model.named_parameters():
+            if p.requires_grad:
+                self._handles.append(p.register_hook(partial(self._on_parameter, name)))
         self._handles.append(register_optimizer_step_pre_hook(self._before_optimizer_step))
         self._handles.append(register_optimizer_step_post_hook(self._on_optimizer_step))
         scaler_class = torch.amp.GradScaler
@@ -201,7 +208,7 @@ class Watch:
         tb: TracebackType | None,
     ) -> None:
         try:
-            if self._forward or self._backward:  # a forward pass after the last step
+            if self._forward or self._backward or self._parameters:  # after the last step
                 self._check(self.steps + 1)
             if self._sample is not None:
                 self.samples.append(self._sample.close())
@@ -251,6 +258,12 @@ class Watch:
         if not self._repeating:
             self._backward.append((name, torch.aminmax(grad.detach())))
 
+    def _on_parameter(self, name: str, grad: torch.Tensor) -> None:
+        if not self._repeating:
+            values = grad.coalesce().values() if grad.is_sparse else grad
+            if values.numel():
+                self._parameters.append((name, torch.aminmax(values.detach())))
+
     def _before_optimizer_step(
         self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any
     ) -> None:
@@ -281,7 +294,9 @@ class Watch:
             self._sample = None
 
     def _check(self, step: int) -> None:
-        for phase, entries in (("forward", self._forward), ("backward", self._backward)):
+        phases = (("forward", self._forward), ("backward", self._backward),
+                  ("parameter", self._parameters))  # fmt: skip
+        for phase, entries in phases:
             if not entries or len(self.events) >= _MAX_EVENTS:
                 continue
             stats = torch.stack([torch.stack((mm.min.float(), mm.max.float()))
@@ -294,7 +309,7 @@ class Watch:
                     {"step": step, "phase": phase, "module": entries[i][0], "min": low,
                      "max": high}
                 )  # fmt: skip
-        self._forward, self._backward = [], []
+        self._forward, self._backward, self._parameters = [], [], []
         self._seen = WeakTensorKeyDictionary()
 
     # ---------------------------------------------------------------- results
@@ -304,7 +319,7 @@ class Watch:
 
         Parameters
         ----------
-        phase : {"forward", "backward"}, optional
+        phase : {"forward", "backward", "parameter"}, optional
             Only events of this phase.
 
         Returns
@@ -316,10 +331,12 @@ class Watch:
         Raises
         ------
         ValueError
-            If ``phase`` is not one of the two.
+            If ``phase`` is not one of the three.
         """
-        if phase not in (None, "forward", "backward"):
-            raise ValueError(f"phase must be 'forward', 'backward' or None, got {phase!r}")
+        if phase not in (None, "forward", "backward", "parameter"):
+            raise ValueError(
+                f"phase must be 'forward', 'backward', 'parameter' or None, got {phase!r}"
+            )
         return next((e for e in self.events if phase in (None, e["phase"])), None)
 
     def rules(self) -> list[dict[str, Any]]:
@@ -419,14 +436,15 @@ class Watch:
             )
         else:
             lines.append("  no enabled GradScaler stepped")
-        lines.append("non-finite values (the first module, per step and phase)")
-        for phase in ("forward", "backward"):
+        lines.append("non-finite values (the first module or parameter, per step and phase)")
+        for phase in ("forward", "backward", "parameter"):
             event = self.first_nonfinite(phase)
             count = sum(e["phase"] == phase for e in self.events)
             if event is None:
                 lines.append(f"  {phase}: none")
                 continue
-            what = "output" if phase == "forward" else "output's gradient"
+            what = {"forward": "output", "backward": "output's gradient",
+                    "parameter": "gradient"}[phase]  # fmt: skip
             lines.append(
                 f"  {phase}: first at step {event['step']}, the {what} of "
                 f"{event['module'] or 'the model'} (min {event['min']:.3g}, max "
