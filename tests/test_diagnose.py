@@ -432,24 +432,41 @@ def test_run_in_fp32_runs_the_module_with_autocast_off_and_is_removed() -> None:
 # --------------------------------------------------------------------------- degrade
 
 
-class HalfRefused(nn.Module):
-    """A model whose FP16 backward is refused, as oneDNN refuses an FP16 LSTM on some CPUs."""
+class RefusedBackward(torch.autograd.Function):
+    """The identity, whose backward has no FP16 kernel."""
 
-    def __init__(self) -> None:
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        if grad.dtype == torch.float16:
+            raise RuntimeError("no FP16 kernel for this op here")
+        return grad
+
+
+class HalfRefused(nn.Module):
+    """A model FP16 cannot run, as oneDNN cannot run an FP16 LSTM on some CPUs: in the forward
+    pass (``where="forward"``) or, after a forward pass that works, in backward."""
+
+    def __init__(self, where: str) -> None:
         super().__init__()
         self.fc, self.head = nn.Linear(8, 8), nn.Linear(8, 3)
+        self.where = where
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.fc(x)
-        if h.dtype == torch.float16 and torch.is_grad_enabled() and self.training:
+        if self.where == "forward" and h.dtype == torch.float16:
             raise RuntimeError("no FP16 kernel for this op here")
-        return self.head(h)
+        return self.head(RefusedBackward.apply(h))
 
 
-def test_a_format_that_cannot_run_the_model_is_reported_with_the_rest() -> None:
+@pytest.mark.parametrize("where", ["forward", "backward"])
+def test_a_format_that_cannot_run_the_model_is_reported_with_the_rest(where) -> None:
     torch.manual_seed(0)
     batch = torch.randn(16, 8), torch.randint(0, 3, (16,))
-    d = diagnose(HalfRefused(), batch, F.cross_entropy, steps=20)
+    d = diagnose(HalfRefused(where), batch, F.cross_entropy, steps=20)
     assert d.unavailable == {"fp16": "no FP16 kernel for this op here"}
     assert d.training["fp16"] is None
     assert d.training["bf16"] is not None
@@ -1010,3 +1027,19 @@ def test_on_cuda_an_lstm_runs_in_fp16_and_dropout_masks_are_played_back() -> Non
     assert "fp16" not in d.unavailable
     assert d.gradients["noise_floor"]["measured"], d.gradients["noise_floor"]
     assert d.training["fp16"] is not None
+
+
+def test_an_fp32_run_that_diverges_leaves_the_comparison_undecided_and_says_why() -> None:
+    model, batch = small_mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=1e6)  # FP32's own loss goes to inf
+    d = diagnose(model, batch, F.mse_loss, steps=8, optimizer=opt)
+    assert not math.isfinite(d.training["fp32"]["final_loss"])
+    r = d.recommendation
+    assert r["choice"] in ("undecided", "fp32")
+    assert r["fp32_diverged"]
+    assert r["decide_with_steps"] is None
+    rules = {x["key"]: x for x in r["rules"]}
+    for key in ("fp16_tracks_fp32", "bf16_tracks_fp32"):
+        assert rules[key]["holds"] is None
+        assert "FP32 training's own loss went inf or NaN" in rules[key]["words"]
+    assert "moved the loss by less than" not in str(d)

@@ -206,6 +206,8 @@ def copy_of(model: nn.Module, optimizer: torch.optim.Optimizer | None) -> Copy:
     """
     try:
         twin, twin_opt = copy.deepcopy((model, optimizer))
+    except (MemoryError, torch.OutOfMemoryError):
+        raise
     except Exception as error:
         raise TypeError(
             f"model must be copyable with copy.deepcopy (diagnose works on copies): {error}"
@@ -225,6 +227,8 @@ def wide_copy_of(model: nn.Module) -> nn.Module:
             memo[id(b)] = b.detach().double()
     try:
         return copy.deepcopy(model, memo)
+    except (MemoryError, torch.OutOfMemoryError):
+        raise
     except Exception as error:
         raise TypeError(
             f"model must be copyable with copy.deepcopy (diagnose works on copies): {error}"

@@ -33,6 +33,10 @@ from amp_lesson.diagnose.rules import NOISE_SHARE
 _LOW = (torch.float16, torch.bfloat16)
 
 
+def _kept(value: Any) -> Any:
+    return value.detach().clone() if isinstance(value, torch.Tensor) else value
+
+
 class _CastSources(TorchDispatchMode):
     """In backward, remembers the FP32 gradient each cast down to FP16 or BF16 was made from."""
 
@@ -59,12 +63,14 @@ class StepSample:
     def __init__(self, model: nn.Module, step: int, fmt: str, args: Any, kwargs: Any) -> None:
         self.model, self.step, self.format = model, step, fmt
         self.low = torch.float16 if fmt == "fp16" else torch.bfloat16
-        self.args, self.kwargs = args, kwargs
+        # copies: a loader may fill the same buffers with the next batch before the repetition
+        self.args, self.kwargs = tree_map(_kept, (tuple(args), dict(kwargs)))
         self.zeros: dict[tuple, torch.Tensor] = {}
         self.outputs: dict[int, torch.Tensor] = {}  # the model's output leaves' FP32 gradients
         self.result: dict[str, Any] = {"step": step, "scale": None, "skipped": False,
                                        "format": fmt, "tensors": {}, "measured": False,
-                                       "error": None}  # fmt: skip
+                                       "error": None, "noise_floor": False,
+                                       "noise_error": None}  # fmt: skip
         self._calls: dict[str, int] = {}
         self._seen = WeakTensorKeyDictionary()
         self._tape = _inputs.RandomTape()
@@ -134,8 +140,8 @@ class StepSample:
 
         grads: dict[tuple, torch.Tensor] = {}
 
-        def store(key: tuple, grad: torch.Tensor) -> None:
-            grads[key] = _underflow._dense(grad)
+        def store(key: tuple, grad: torch.Tensor) -> None:  # cloned: autograd may add into it
+            grads[key] = _underflow._dense(grad).clone()
 
         device = next((p.device.type for p in params.values()), "cpu")
         replay = _inputs.RandomTape(self._tape.tape)

@@ -20,7 +20,8 @@ the list: the report says what it did with it.
 >>> with torch.autocast("cpu", dtype=torch.float16):
 ...     bool(torch.isfinite(model(x)).all())
 False
->>> with run_in_fp32(model, ["0", "1"]), torch.autocast("cpu", dtype=torch.float16):
+>>> fp16 = torch.autocast("cpu", dtype=torch.float16)
+>>> with run_in_fp32(model, ["0", "1"]), fp16:
 ...     out = model(x)
 >>> bool(torch.isfinite(out).all()), out.dtype
 (True, torch.float32)

@@ -361,7 +361,9 @@ def _training_lines(d: Diagnosis) -> list[str]:
             shown = "n/a" if not math.isfinite(share) else f"{share:.2%}"
             gap = f", gap {run['gap']:+.3g} ({shown} of FP32's move; limit {_rules.TRACKING_SHARE:.0%})"
         lines.append(f"  {fmt}: {run['losses'][0]:.4g} -> {run['final_loss']:.4g}{gap}{extra}")
-    if move < _rules.MOVED_SHARE * abs(fp32["losses"][0]) or move == 0:
+    if not math.isfinite(move):
+        lines.append("  FP32's own loss went inf or NaN: there is nothing to compare the runs with")
+    elif move < _rules.MOVED_SHARE * abs(fp32["losses"][0]) or move == 0:
         lines.append(
             f"  FP32 moved the loss by {move:.3g}, under {_rules.MOVED_SHARE:.0%} of its first "
             "value: too little to compare the runs by"
@@ -379,8 +381,8 @@ def _advice_words(d: Diagnosis) -> str:
         bad = a["first_nonfinite"]
         said = (
             f"tried: with {names} in FP32 the FP16 forward pass still gave inf or NaN in "
-            f"{bad['op']} of {_module(bad['module'], d.activations['modules'])}: nothing short "
-            "of FP32 ran it"
+            f"{bad['op']} of {_module(bad['module'], d.activations['modules'])}: no list the "
+            "search tried kept it finite"
         )
     if fp16 is not None:
         said += f", and {fp16['skipped']} of {len(fp16['losses'])} FP16 steps were skipped"
@@ -440,15 +442,14 @@ def _report(d: Diagnosis) -> str:
             )
     elif choice == "undecided":
         steps = r["decide_with_steps"]
-        lines.append(
-            "  not decided: "
-            + (
-                f"diagnose again with steps={steps}, about twice what FP32's pace says would "
-                "move the loss enough"
-                if steps
-                else "FP32 training did not move the loss at all (is the learning rate zero?)"
-            )
-        )
+        if r.get("fp32_diverged"):
+            why = "FP32 training's own loss went inf or NaN (is the learning rate too high?)"
+        elif steps:
+            why = (f"diagnose again with steps={steps}, about twice what FP32's pace says would "
+                   "move the loss enough")  # fmt: skip
+        else:
+            why = "FP32 training did not move the loss at all (is the learning rate zero?)"
+        lines.append(f"  not decided: {why}")
     else:
         lines.append({"bf16": "  BF16 autocast, no GradScaler", "fp32": "  FP32"}[choice])
     if d.advice["keep_fp32"]:

@@ -131,7 +131,8 @@ RULES: tuple[Rule, ...] = (
         "Under FP16 autocast every op of the forward pass gave finite values (with the modules "
         "listed to keep in FP32, if any, run in FP32).",
         "Under FP16 autocast an op of the forward pass gave inf or NaN, and running the modules "
-        "it ran in in FP32 did not stop it.",
+        "it happened in in FP32, where a module narrower than the model held it, did not stop "
+        "it.",
     ),
     Rule(
         "fp16_loses_unscaled_gradients",
@@ -248,11 +249,16 @@ def _tells(fp32: dict[str, Any]) -> bool:
     return math.isfinite(move) and move > 0 and move >= MOVED_SHARE * abs(fp32["losses"][0])
 
 
+def _finite(run: dict[str, Any]) -> bool:
+    return all(math.isfinite(v) for v in (*run["losses"], run["final_loss"]))
+
+
 def _tracks(run: dict[str, Any] | None, fp32: dict[str, Any]) -> bool | None:
     if run is None:
         return False
-    values = [*run["losses"], run["final_loss"]]
-    if not all(math.isfinite(v) for v in values):
+    if not _finite(fp32):
+        return None  # no FP32 run to compare with
+    if not _finite(run):
         return False
     if not _tells(fp32):
         return None
@@ -260,12 +266,14 @@ def _tracks(run: dict[str, Any] | None, fp32: dict[str, Any]) -> bool | None:
 
 
 def steps_to_decide(fp32: dict[str, Any], steps: int) -> int | None:
-    """The steps FP32 would need to move the loss by MOVED_SHARE, at the rate it moved it.
+    """Twice the steps FP32 would need to move the loss by MOVED_SHARE, at the rate it moved
+    it in ``steps`` (a loss falls more slowly as it goes), and at least ``steps + 1``.
 
-    ``None`` where FP32 did not move it at all (a learning rate of zero, say).
+    ``None`` where FP32 did not move it at all (a learning rate of zero, say), or its loss
+    went inf or NaN.
     """
     move = moved(fp32)
-    if not math.isfinite(move) or move <= 0:
+    if not _finite(fp32) or move <= 0:
         return None
     need = MOVED_SHARE * abs(fp32["losses"][0]) / move
     return max(steps + 1, math.ceil(steps * need * 2))
@@ -354,6 +362,12 @@ def recommend(
     if "fp16" in unavailable:
         notes["fp16_loses_unscaled_gradients"] = notes["forward_fits_fp16"]
         holds["fp16_loses_unscaled_gradients"] = None
+    diverged = not _finite(fp32)
+    if diverged:
+        for key in ("fp16_tracks_fp32", "bf16_tracks_fp32"):
+            if notes[key] is None:
+                notes[key] = ("FP32 training's own loss went inf or NaN in these steps, so there "
+                              "is no FP32 run to compare with")  # fmt: skip
 
     def path(keys: tuple[str, ...]) -> bool | None:
         values = [holds[k] for k in keys]
@@ -378,7 +392,9 @@ def recommend(
     for rule in RULES:
         value = holds[rule.key]
         words = rule.says if value else rule.otherwise
-        if value is None:
+        if value is None and notes[rule.key] and rule.undecided:
+            words = f"Not decided: {notes[rule.key]}."
+        elif value is None:
             words = rule.undecided or f"Not measured: {notes[rule.key]}."
         elif notes[rule.key]:
             words = f"Not measured: {notes[rule.key]}."
@@ -408,5 +424,6 @@ def recommend(
         "keep_fp32": list(advice.get("keep_fp32", [])) if choice == "fp16" else [],
         "because": because,
         "decide_with_steps": decide,
+        "fp32_diverged": diverged,
         "rules": rules,
     }

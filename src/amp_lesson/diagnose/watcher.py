@@ -22,7 +22,11 @@ step by step:
 and reports it by the rules of :mod:`amp_lesson.diagnose.rules` that a
 running loop can decide. Steps are counted where the loop calls
 ``GradScaler.update`` (enabled or not) or, without a scaler, where an
-optimizer steps. While the watch is on, ``torch.amp.GradScaler``'s ``step``
+optimizer holding the model's parameters steps after a backward pass (two
+optimizers stepping after one backward make one step). Forward passes
+without gradients (an evaluation inside the loop) are not watched, and no
+failure of the watch's own work stops the loop: it is recorded in
+:attr:`Watch.errors`. While the watch is on, ``torch.amp.GradScaler``'s ``step``
 and ``update`` are wrapped for every scaler (the watch reads the scale
 before and after), and optimizer step hooks (before and after a step) for every
 optimizer; leaving the block removes every hook and wrapper.
@@ -35,8 +39,9 @@ optimizer; leaving the block removes every hook and wrapper.
 ...     x, y = torch.randn(64, 4), torch.randn(64, 1) / 100
 >>> batches = [(x[i:i + 16], y[i:i + 16]) for i in range(0, 64, 16)]
 >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+>>> loss_fn = torch.nn.functional.mse_loss
 >>> with watch(model, every=2) as w:
-...     _ = train_mixed_precision(model, batches, torch.nn.functional.mse_loss, optimizer)
+...     _ = train_mixed_precision(model, batches, loss_fn, optimizer)
 >>> w.steps, w.skipped_steps, w.first_nonfinite(), len(w.samples)
 (4, [], None, 2)
 """
@@ -110,6 +115,13 @@ class Watch:
     format : str or None
         The autocast format the forward passes ran in: ``"fp16"``,
         ``"bf16"``, ``"fp32"`` (autocast off), or ``None`` before any.
+        Forward passes without gradients (an evaluation) are not watched.
+    nonfinite_steps : dict
+        Per phase, how many steps held inf or NaN there (``events`` keeps the
+        first 1,000 events).
+    errors : list of str
+        Failures of the watch's own work (a sample it could not repeat, say),
+        recorded instead of stopping the loop.
     """
 
     _active: ClassVar[Watch | None] = None
@@ -139,8 +151,10 @@ class Watch:
         self.scales: list[float | None] = []
         self.skipped_steps: list[int] = []
         self.events: list[dict[str, Any]] = []
+        self.nonfinite_steps = {"forward": 0, "backward": 0, "parameter": 0}
         self.samples: list[dict[str, Any]] = []
         self.format: str | None = None
+        self.errors: list[str] = []
         self._handles: list[Any] = []
         self._patched: dict[str, Callable] = {}
         self._forward: list[tuple[str, Any]] = []
@@ -150,6 +164,8 @@ class Watch:
         self._in_scaler_step = 0
         self._sample: StepSample | None = None
         self._repeating = False
+        self._graded = False  # a gradient reached a parameter since the last step counted
+        self._params = {id(p) for p in model.parameters()}
 
     # ---------------------------------------------------------------- on and off
 
@@ -167,10 +183,11 @@ class Watch:
     def _install(self) -> None:
         names = {m: n for n, m in self.model.named_modules()}
         for module, name in names.items():
-            self._handles.append(
-                module.register_forward_hook(partial(self._on_output, name), always_call=False)
-            )
-        self._handles.append(self.model.register_forward_pre_hook(self._on_start, with_kwargs=True))
+            self._handles.append(module.register_forward_hook(partial(self._on_output, name)))
+        # first among the model's pre-hooks: the inputs a sample keeps are the loop's own
+        self._handles.append(
+            self.model.register_forward_pre_hook(self._on_start, with_kwargs=True, prepend=True)
+        )
         for name, p in self.model.named_parameters():
             if p.requires_grad:
                 self._handles.append(p.register_hook(partial(self._on_parameter, name)))
@@ -195,8 +212,7 @@ class Watch:
             before = float(scaler.get_scale()) if enabled else None
             result = original_update(scaler, *args, **kwargs)
             after = float(scaler.get_scale()) if enabled else None
-            skipped = enabled and after < before
-            watch_._end_step(before, skipped)
+            watch_._safely(watch_._end_step, before, enabled and after < before)
             return result
 
         scaler_class.step, scaler_class.update = step, update
@@ -209,25 +225,39 @@ class Watch:
     ) -> None:
         try:
             if self._forward or self._backward or self._parameters:  # after the last step
-                self._check(self.steps + 1)
-            if self._sample is not None:
-                self.samples.append(self._sample.close())
-                self._sample = None
+                self._safely(self._check, self.steps + 1)
         finally:
-            for handle in self._handles:
-                handle.remove()
-            self._handles = []
-            for name, method in self._patched.items():
-                setattr(torch.amp.GradScaler, name, method)
-            self._patched = {}
-            Watch._active = None
+            try:
+                if self._sample is not None:
+                    self.samples.append(self._sample.close())
+            finally:
+                self._sample = None
+                for handle in self._handles:
+                    handle.remove()
+                self._handles = []
+                for name, method in self._patched.items():
+                    setattr(torch.amp.GradScaler, name, method)
+                self._patched = {}
+                Watch._active = None
+
+    def _safely(self, work: Callable, *args: Any) -> Any:
+        """Run the watch's own ``work`` so that no failure of it stops the training loop: it
+        is recorded in :attr:`errors` instead."""
+        try:
+            return work(*args)
+        except Exception as error:  # noqa: BLE001 (the reader's training goes on regardless)
+            if len(self.errors) < 20:
+                self.errors.append(f"{type(error).__name__}: {error}".splitlines()[0])
+            return None
 
     # ---------------------------------------------------------------- hooks
 
     def _on_start(self, module: nn.Module, args: Any, kwargs: Any) -> None:
         """The model's forward begins: note the format; on a sampled step, start sampling."""
-        if self._repeating:
-            return
+        if not self._repeating and torch.is_grad_enabled():  # an evaluation pass is not a step
+            self._safely(self._start, module, args, kwargs)
+
+    def _start(self, module: nn.Module, args: Any, kwargs: Any) -> None:
         device = next((p.device.type for p in module.parameters()), "cpu")
         fmt = "fp32"
         if torch.is_autocast_enabled(device):
@@ -241,8 +271,10 @@ class Watch:
             self._sample = StepSample(self.model, step, fmt, args, kwargs)
 
     def _on_output(self, name: str, module: nn.Module, args: Any, out: Any) -> None:
-        if self._repeating:
-            return
+        if not self._repeating and torch.is_grad_enabled():
+            self._safely(self._output, name, out)
+
+    def _output(self, name: str, out: Any) -> None:
         leaves = (out,) if isinstance(out, torch.Tensor) else floats(out)
         for t in leaves:
             if not t.is_floating_point() or not t.numel() or t in self._seen:
@@ -256,61 +288,83 @@ class Watch:
 
     def _on_gradient(self, name: str, grad: torch.Tensor) -> None:
         if not self._repeating:
-            self._backward.append((name, torch.aminmax(grad.detach())))
+            self._safely(lambda: self._backward.append((name, torch.aminmax(grad.detach()))))
 
     def _on_parameter(self, name: str, grad: torch.Tensor) -> None:
         if not self._repeating:
-            values = grad.coalesce().values() if grad.is_sparse else grad
-            if values.numel():
-                self._parameters.append((name, torch.aminmax(values.detach())))
+            self._graded = True
+            self._safely(self._parameter, name, grad)
+
+    def _parameter(self, name: str, grad: torch.Tensor) -> None:
+        values = grad.coalesce().values() if grad.is_sparse else grad
+        if values.numel():
+            self._parameters.append((name, torch.aminmax(values.detach())))
+
+    def _steps_the_model(self, optimizer: torch.optim.Optimizer) -> bool:
+        return any(id(p) in self._params for g in optimizer.param_groups for p in g["params"])
 
     def _before_optimizer_step(
         self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any
     ) -> None:
         """The gradient is complete and the weights not yet changed: repeat the sample."""
-        if self._sample is not None and not self._sample.done:
+        sample = self._sample
+        if sample is not None and not sample.done and self._steps_the_model(optimizer):
             self._repeating = True
             try:
-                self._sample.measure()
+                self._safely(sample.measure)
             finally:
                 self._repeating = False
 
     def _on_optimizer_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        if not self._in_scaler_step:
-            self._end_step(None, False)
+        # without a scaler, a step is an optimizer of the model's stepping after a backward
+        # (two optimizers stepping after one backward make one step)
+        if not self._in_scaler_step and self._graded and self._steps_the_model(optimizer):
+            self._safely(self._end_step, None, False)
 
     # ---------------------------------------------------------------- steps
 
     def _end_step(self, scale: float | None, skipped: bool) -> None:
         self.steps += 1
+        self._graded = False
         self.scales.append(scale)
         if skipped:
             self.skipped_steps.append(self.steps)
-        self._check(self.steps)
-        if self._sample is not None:
-            sample = self._sample.close()
-            sample["scale"], sample["skipped"] = scale, skipped
-            self.samples.append(sample)
-            self._sample = None
+        try:
+            self._check(self.steps)
+        finally:
+            if self._sample is not None:
+                sample, self._sample = self._sample.close(), None
+                sample["scale"], sample["skipped"] = scale, skipped
+                self.samples.append(sample)
 
     def _check(self, step: int) -> None:
+        """Record the first non-finite module or parameter of each phase of this step: one
+        transfer of the step's ranges from each device the model is on."""
         phases = (("forward", self._forward), ("backward", self._backward),
                   ("parameter", self._parameters))  # fmt: skip
-        for phase, entries in phases:
-            if not entries or len(self.events) >= _MAX_EVENTS:
-                continue
-            stats = torch.stack([torch.stack((mm.min.float(), mm.max.float()))
-                                 for _, mm in entries])  # fmt: skip
-            bad = ~torch.isfinite(stats).all(dim=1)
-            if bool(bad.any()):
-                i = int(bad.nonzero()[0, 0])
-                low, high = stats[i].tolist()
-                self.events.append(
-                    {"step": step, "phase": phase, "module": entries[i][0], "min": low,
-                     "max": high}
-                )  # fmt: skip
         self._forward, self._backward, self._parameters = [], [], []
         self._seen = WeakTensorKeyDictionary()
+        for phase, entries in phases:
+            if not entries:
+                continue
+            by_device: dict[torch.device, list[int]] = {}
+            for i, (_, mm) in enumerate(entries):
+                by_device.setdefault(mm.min.device, []).append(i)
+            bad: set[int] = set()
+            for rows in by_device.values():
+                stats = torch.stack([torch.stack((entries[i][1].min.float(),
+                                                  entries[i][1].max.float())) for i in rows])  # fmt: skip
+                flags = (~torch.isfinite(stats).all(dim=1)).tolist()
+                bad |= {i for i, flag in zip(rows, flags, strict=True) if flag}
+            if not bad:
+                continue
+            self.nonfinite_steps[phase] += 1
+            if len(self.events) < _MAX_EVENTS:
+                name, mm = entries[min(bad)]
+                self.events.append(
+                    {"step": step, "phase": phase, "module": name,
+                     "min": float(mm.min), "max": float(mm.max)}
+                )  # fmt: skip
 
     # ---------------------------------------------------------------- results
 
@@ -352,14 +406,21 @@ class Watch:
         out = []
         forward = self.first_nonfinite("forward")
         if fmt == "fp16":
-            if forward is None:
+            if not self.nonfinite_steps["forward"]:
                 words = (f"In the forward pass every module's output stayed finite under FP16 "
                          f"autocast, in all {self.steps} steps.")  # fmt: skip
             else:
+                where = (
+                    ""
+                    if forward is None
+                    else (
+                        f": first at step {forward['step']}, in {forward['module'] or 'the model'}"
+                    )
+                )
                 words = (f"In the forward pass a module's output went inf or NaN under FP16 "
-                         f"autocast: first at step {forward['step']}, in "
-                         f"{forward['module'] or 'the model'}.")  # fmt: skip
-            out.append({"key": "forward_fits_fp16", "holds": forward is None, "words": words})
+                         f"autocast in {self.nonfinite_steps['forward']} steps{where}.")  # fmt: skip
+            out.append({"key": "forward_fits_fp16", "holds": not self.nonfinite_steps["forward"],
+                        "words": words})  # fmt: skip
         key = {"fp16": "scaler_keeps_fp16_gradients", "bf16": "bf16_keeps_gradients"}.get(fmt)
         if key is not None:
             per = f"one in {1 / _rules.LOST_SHARE:,.0f} of each gradient tensor's non-zero values"
@@ -439,7 +500,7 @@ class Watch:
         lines.append("non-finite values (the first module or parameter, per step and phase)")
         for phase in ("forward", "backward", "parameter"):
             event = self.first_nonfinite(phase)
-            count = sum(e["phase"] == phase for e in self.events)
+            count = self.nonfinite_steps[phase]
             if event is None:
                 lines.append(f"  {phase}: none")
                 continue
@@ -478,6 +539,8 @@ class Watch:
                 else f"  the scale stayed at or above the settled scale diagnose found "
                 f"({power(settled)})"
             )
+        if self.errors:
+            lines.append(f"the watch's own errors (the loop went on): {'; '.join(self.errors)}")
         lines.append("rules")
         for rule in self.rules():
             if rule["holds"] is not None:
