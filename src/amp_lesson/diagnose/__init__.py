@@ -247,9 +247,9 @@ def diagnose(
     ...          torch.nn.functional.mse_loss)
     Traceback (most recent call last):
     ...
-    ValueError: batch's inputs must be finite, got 32 NaN and 0 infinite values of 32
-    in a tensor of shape (8, 4); diagnose measures a batch FP32 can train on: clean or
-    drop those samples
+    ValueError: batch's inputs must be finite, got 32 NaN and 0 infinite values of
+    32 in a tensor of shape (8, 4); diagnose measures a batch FP32 can train on:
+    clean or drop those samples
     """
     started = time.perf_counter()
     if isinstance(batch, tuple | list) and len(batch) == 2 and isinstance(batch[0], Mapping):

@@ -130,7 +130,8 @@ def run_in_fp32(model: nn.Module, names: Iterable[str]) -> Fp32Modules:
     >>> run_in_fp32(model, ["2"])
     Traceback (most recent call last):
     ...
-    ValueError: names must be modules of the model, got '2'; its modules are: '', '0', '1'
+    ValueError: names must be modules of the model, got '2'; its modules are: '',
+    '0', '1'
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
