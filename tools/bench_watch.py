@@ -1,9 +1,10 @@
 """The watch's overhead: step time of the recipe's loop with and without ``diagnose.watch``.
 
 For each model, the recipe's loop (``train_mixed_precision``, FP16 with its GradScaler) runs
-``--steps`` steps on one batch, with the watch at its default sampling (every 100th step
-measured) and without it, alternating, ``--repeats`` times each; it prints the median step
-time of each and their ratio, and the cost of a sampled step alone. Run it on an idle machine:
+``--steps`` steps on one batch, without the watch and with it at its default sampling (every
+100th step measured), in turn, ``--repeats`` pairs; it prints the median step time each way,
+the median of the pairs' ratios (and their range: the machine's drift), and the cost of a
+sampled step alone. Run it on an idle machine:
 
     python tools/bench_watch.py [--steps 200] [--repeats 5] [--threads 1]
 """
@@ -88,7 +89,7 @@ def step_times(model, batch, loss, steps: int, watched: bool) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
     args = parser.parse_args()
@@ -99,20 +100,24 @@ def main() -> None:
         model, batch, loss = MODELS[name]()
         step_times(model, batch, loss, 10, watched=True)  # warm both paths up
         step_times(model, batch, loss, 10, watched=False)
-        plain, watched, sampled = [], [], []
-        for _ in range(args.repeats):
-            plain += step_times(model, batch, loss, args.steps, watched=False)
-            run = step_times(model, batch, loss, args.steps, watched=True)
-            sampled += run[0::100]  # the sampled steps: the first, then every 100th
-            watched += [t for i, t in enumerate(run) if i % 100]
+        ratios, plain, watched, sampled = [], [], [], []
+        for _ in range(args.repeats):  # pairs, each way in turn: drifts in speed cancel
+            p_run = step_times(model, batch, loss, args.steps, watched=False)
+            w_run = step_times(model, batch, loss, args.steps, watched=True)
+            sampled += w_run[0::100]  # the sampled steps: the first, then every 100th
+            w_rest = [t for i, t in enumerate(w_run) if i % 100]
+            ratios.append(statistics.median(w_rest) / statistics.median(p_run))
+            plain += p_run
+            watched += w_rest
         p = statistics.median(plain)
         w = statistics.median(watched)
         s = statistics.median(sampled)
-        mean = (w * 99 + s) / 100
+        r = statistics.median(ratios)
+        mean = (r * 99 + s / p) / 100
         print(
-            f"{name}: step {p * 1e3:.2f} ms plain, {w * 1e3:.2f} ms watched (x{w / p:.2f}); "
-            f"a sampled step {s * 1e3:.1f} ms (x{s / p:.1f}); at every=100 on average "
-            f"x{mean / p:.2f}"
+            f"{name}: step {p * 1e3:.2f} ms plain, {w * 1e3:.2f} ms watched; ratio x{r:.2f} "
+            f"(pairs x{min(ratios):.2f} to x{max(ratios):.2f}); a sampled step "
+            f"{s * 1e3:.1f} ms (x{s / p:.1f}); at every=100 on average x{mean:.2f}"
         )
 
 

@@ -48,6 +48,7 @@ optimizer; leaving the block removes every hook and wrapper.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import partial
 from types import TracebackType
@@ -73,6 +74,23 @@ EVERY = 100
 """By default the watch measures the gradient's losses on every 100th step."""
 
 _MAX_EVENTS = 1000
+
+
+def _first_bad(tensors: list[torch.Tensor]) -> int | None:
+    """The index of the first tensor holding inf or NaN (each a reduction: a minimum, a
+    maximum, a largest ``|value|``), reading back one flag per device and dtype."""
+    groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
+    for i, t in enumerate(tensors):
+        groups.setdefault((t.device, t.dtype), []).append(i)
+    bad = []
+    for rows in groups.values():
+        flags = (~torch.isfinite(torch.stack([tensors[i] for i in rows]))).tolist()
+        bad += [i for i, flag in zip(rows, flags, strict=True) if flag]
+    return min(bad) if bad else None
+
+
+def _raise(error: BaseException) -> None:
+    raise error
 
 
 class Watch:
@@ -159,13 +177,14 @@ class Watch:
         self._patched: dict[str, Callable] = {}
         self._forward: list[tuple[str, Any]] = []
         self._backward: list[tuple[str, Any]] = []
-        self._parameters: list[tuple[str, Any]] = []
+        self._parameters: dict[str, None] = {}  # names, in the order their gradients came
         self._seen = WeakTensorKeyDictionary()
         self._in_scaler_step = 0
         self._sample: StepSample | None = None
         self._repeating = False
         self._graded = False  # a gradient reached a parameter since the last step counted
         self._params = {id(p) for p in model.parameters()}
+        self._named = dict(model.named_parameters())
 
     # ---------------------------------------------------------------- on and off
 
@@ -288,17 +307,16 @@ class Watch:
 
     def _on_gradient(self, name: str, grad: torch.Tensor) -> None:
         if not self._repeating:
-            self._safely(lambda: self._backward.append((name, torch.aminmax(grad.detach()))))
+            try:
+                self._backward.append((name, torch.aminmax(grad.detach())))
+            except Exception as error:  # noqa: BLE001 (the loop goes on: see _safely)
+                self._safely(_raise, error)
 
     def _on_parameter(self, name: str, grad: torch.Tensor) -> None:
+        # only the order: the step's end reads every .grad at once (a fused reduction)
         if not self._repeating:
             self._graded = True
-            self._safely(self._parameter, name, grad)
-
-    def _parameter(self, name: str, grad: torch.Tensor) -> None:
-        values = grad.coalesce().values() if grad.is_sparse else grad
-        if values.numel():
-            self._parameters.append((name, torch.aminmax(values.detach())))
+            self._parameters.setdefault(name, None)
 
     def _steps_the_model(self, optimizer: torch.optim.Optimizer) -> bool:
         return any(id(p) in self._params for g in optimizer.param_groups for p in g["params"])
@@ -340,31 +358,50 @@ class Watch:
     def _check(self, step: int) -> None:
         """Record the first non-finite module or parameter of each phase of this step: one
         transfer of the step's ranges from each device the model is on."""
-        phases = (("forward", self._forward), ("backward", self._backward),
-                  ("parameter", self._parameters))  # fmt: skip
-        self._forward, self._backward, self._parameters = [], [], []
+        grads = []
+        for name in self._parameters:  # each gradient as the parameter holds it now
+            grad = self._named[name].grad
+            if grad is not None:
+                values = grad.coalesce().values() if grad.is_sparse else grad
+                if values.numel():
+                    grads.append((name, values.detach()))
+        phases = (("forward", self._forward), ("backward", self._backward))
+        self._forward, self._backward, self._parameters = [], [], {}
         self._seen = WeakTensorKeyDictionary()
         for phase, entries in phases:
-            if not entries:
-                continue
-            by_device: dict[torch.device, list[int]] = {}
-            for i, (_, mm) in enumerate(entries):
-                by_device.setdefault(mm.min.device, []).append(i)
-            bad: set[int] = set()
-            for rows in by_device.values():
-                stats = torch.stack([torch.stack((entries[i][1].min.float(),
-                                                  entries[i][1].max.float())) for i in rows])  # fmt: skip
-                flags = (~torch.isfinite(stats).all(dim=1)).tolist()
-                bad |= {i for i, flag in zip(rows, flags, strict=True) if flag}
-            if not bad:
-                continue
-            self.nonfinite_steps[phase] += 1
-            if len(self.events) < _MAX_EVENTS:
-                name, mm = entries[min(bad)]
-                self.events.append(
-                    {"step": step, "phase": phase, "module": name,
-                     "min": float(mm.min), "max": float(mm.max)}
-                )  # fmt: skip
+            if entries:
+                mins = [mm.min for _, mm in entries]
+                first = _first_bad(mins + [mm.max for _, mm in entries])
+                if first is not None:
+                    mm = entries[first % len(entries)][1]
+                    self._event(step, phase, entries[first % len(entries)][0],
+                                float(mm.min), float(mm.max))  # fmt: skip
+        if grads:
+            # one fused 2-norm per device and dtype: finite for a finite gradient unless its
+            # squares overflow, so a non-finite norm is checked value by value
+            norms: list[torch.Tensor] = [torch.empty(0)] * len(grads)
+            by: dict[tuple[torch.device, torch.dtype], list[int]] = {}
+            for i, (_, g) in enumerate(grads):
+                by.setdefault((g.device, g.dtype), []).append(i)
+            for rows in by.values():
+                for i, norm in zip(rows, torch._foreach_norm([grads[i][1] for i in rows]),
+                                   strict=True):  # fmt: skip
+                    norms[i] = norm
+            while (first := _first_bad(norms)) is not None:
+                name, grad = grads[first]
+                low, high = torch.aminmax(grad)
+                if math.isfinite(low) and math.isfinite(high):
+                    norms[first] = torch.zeros((), device=grad.device)  # only its squares
+                    continue
+                self._event(step, "parameter", name, float(low), float(high))
+                break
+
+    def _event(self, step: int, phase: str, name: str, low: float, high: float) -> None:
+        self.nonfinite_steps[phase] += 1
+        if len(self.events) < _MAX_EVENTS:
+            self.events.append(
+                {"step": step, "phase": phase, "module": name, "min": low, "max": high}
+            )
 
     # ---------------------------------------------------------------- results
 
