@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -135,3 +136,26 @@ def tensor_row(diagnosis: Any, key: tuple) -> dict[str, Any]:
         return diagnosis.gradients["tensors"][key[1]]
     name = key[0] or "(the model)"
     return diagnosis.gradients["tensors"][name]
+
+
+def copies_alive_at_each_copy(monkeypatch: Any) -> list[int]:
+    """Make every copy diagnose makes (FP32 and float64) count the earlier copies still alive
+    at that moment; returns the list the counts go into."""
+    from amp_lesson.diagnose import _inputs
+
+    alive: list[weakref.ref] = []
+    counts: list[int] = []
+
+    def counted(make: Callable) -> Callable:
+        def copy_and_count(*args: Any) -> Any:
+            made = make(*args)
+            alive[:] = [r for r in alive if r() is not None]
+            counts.append(len(alive))
+            alive.append(weakref.ref(getattr(made, "model", made)))
+            return made
+
+        return copy_and_count
+
+    monkeypatch.setattr(_inputs, "copy_of", counted(_inputs.copy_of))
+    monkeypatch.setattr(_inputs, "wide_copy_of", counted(_inputs.wide_copy_of))
+    return counts

@@ -6,12 +6,16 @@ from __future__ import annotations
 import copy
 import json
 import math
-import weakref
 
 import pytest
 import torch
 import torch.nn.functional as F
-from diagnose_reference import lost_counts, step_gradients, tensor_row
+from diagnose_reference import (
+    copies_alive_at_each_copy,
+    lost_counts,
+    step_gradients,
+    tensor_row,
+)
 from torch import nn
 
 from amp_lesson import autocast as ac
@@ -565,18 +569,7 @@ def test_free_memory_is_read_on_this_machine() -> None:
 
 def test_at_most_one_copy_of_the_model_is_alive_at_a_time(monkeypatch) -> None:
     model, batch = small_conv()
-    alive: list[weakref.ref] = []
-    most = []
-    real = _inputs.copy_of
-
-    def counted(*args):
-        made = real(*args)
-        alive[:] = [r for r in alive if r() is not None]
-        most.append(len(alive))
-        alive.append(weakref.ref(made.model))
-        return made
-
-    monkeypatch.setattr(_inputs, "copy_of", counted)
+    most = copies_alive_at_each_copy(monkeypatch)
     diagnose(model, batch, F.cross_entropy, steps=2)
     assert len(most) > 10
     assert max(most) == 0

@@ -5,18 +5,17 @@ independent computation and the recommendation against 60 real steps of each for
 from __future__ import annotations
 
 import copy
-import weakref
 
 import pytest
 import torch
-from diagnose_reference import labels, lost_counts, references
+from diagnose_reference import copies_alive_at_each_copy, labels, lost_counts, references
 from test_diagnose_watcher import first_nonfinite_by_hooks
 
 pytest.importorskip("transformers", reason="the validate extra (transformers) is not installed")
 
 import validate_models as vm
 
-from amp_lesson.diagnose import FP16_OVERFLOW, _inputs, diagnose, watch
+from amp_lesson.diagnose import FP16_OVERFLOW, diagnose, run_in_fp32, watch
 
 pytestmark = pytest.mark.validate
 
@@ -71,7 +70,7 @@ def test_the_settled_scale_is_confirmed_by_brute_force(name, diagnosed) -> None:
     def finite(k: int) -> bool:
         twin = copy.deepcopy(model)
         scaler = torch.amp.GradScaler("cpu", init_scale=2.0**k)
-        with vm_keep(twin, keep), torch.random.fork_rng(devices=[]):
+        with run_in_fp32(twin, keep), torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             with torch.autocast("cpu", dtype=torch.float16):
                 loss = loss_fn(vm.call(twin, batch[0]), batch[1])
@@ -79,12 +78,6 @@ def test_the_settled_scale_is_confirmed_by_brute_force(name, diagnosed) -> None:
         return all(torch.isfinite(p.grad).all() for p in twin.parameters() if p.grad is not None)
 
     assert [finite(k) for k in range(exponent - 4, exponent + 3)] == [True] * 5 + [False] * 2
-
-
-def vm_keep(model, keep):
-    from amp_lesson.diagnose import run_in_fp32
-
-    return run_in_fp32(model, keep)
 
 
 @pytest.mark.parametrize("name", [*TRANSFORMERS, "t5_hot", "lstm", "gru"])
@@ -151,7 +144,7 @@ def test_t5s_overflowing_block_is_kept_in_fp32_as_tried_and_the_watch_finds_it(d
             opt.zero_grad()
             yield
 
-    with vm_keep(twin, [f"{block}.wo"]), watch(twin, every=2) as w:
+    with run_in_fp32(twin, [f"{block}.wo"]), watch(twin, every=2) as w:
         for _ in steps(twin):
             pass
 
@@ -160,7 +153,7 @@ def test_t5s_overflowing_block_is_kept_in_fp32_as_tried_and_the_watch_finds_it(d
             step[0] += 1
             seen.clear()
 
-    with vm_keep(ref_twin, [f"{block}.wo"]):
+    with run_in_fp32(ref_twin, [f"{block}.wo"]):
         expected = first_nonfinite_by_hooks(ref_twin, run)
     assert expected is not None
     assert {k: w.first_nonfinite()[k] for k in ("step", "phase", "module")} == expected
@@ -196,16 +189,6 @@ def test_the_watch_in_a_real_loop_agrees_with_the_diagnosis(name, diagnosed) -> 
 
 def test_a_library_models_copies_are_freed_one_before_the_next(monkeypatch) -> None:
     model, batch, loss_fn = vm.gpt2()
-    alive, most = [], []
-    real = _inputs.copy_of
-
-    def counted(*args):
-        made = real(*args)
-        alive[:] = [r for r in alive if r() is not None]
-        most.append(len(alive))
-        alive.append(weakref.ref(made.model))
-        return made
-
-    monkeypatch.setattr(_inputs, "copy_of", counted)
+    most = copies_alive_at_each_copy(monkeypatch)
     diagnose(model, batch, loss_fn, steps=2)
     assert max(most) == 0

@@ -292,7 +292,7 @@ def diagnose(
         except (RuntimeError, NotImplementedError) as error:
             if fmt == "fp32":
                 raise
-            unavailable[fmt] = _ops._first_line(error)
+            unavailable[fmt] = _inputs.first_line(error)
             training[fmt] = None
             continue
         training[fmt] = run

@@ -12,7 +12,6 @@ arithmetic.
 from __future__ import annotations
 
 import copy
-import math
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -204,14 +203,7 @@ def copy_of(model: nn.Module, optimizer: torch.optim.Optimizer | None) -> Copy:
 
     The caller's optimizer's state (momentum, Adam's moments) comes with it.
     """
-    try:
-        twin, twin_opt = copy.deepcopy((model, optimizer))
-    except (MemoryError, torch.OutOfMemoryError):
-        raise
-    except Exception as error:
-        raise TypeError(
-            f"model must be copyable with copy.deepcopy (diagnose works on copies): {error}"
-        ) from error
+    twin, twin_opt = _deepcopy((model, optimizer))
     return Copy(twin, twin_opt)
 
 
@@ -225,8 +217,13 @@ def wide_copy_of(model: nn.Module) -> nn.Module:
     for b in model.buffers():
         if id(b) not in memo and b.is_floating_point():
             memo[id(b)] = b.detach().double()
+    return _deepcopy(model, memo)
+
+
+def _deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
+    """``copy.deepcopy``, its failures (but for memory) said as the model's."""
     try:
-        return copy.deepcopy(model, memo)
+        return copy.deepcopy(value, memo)
     except (MemoryError, torch.OutOfMemoryError):
         raise
     except Exception as error:
@@ -326,5 +323,7 @@ class RandomTape(TorchDispatchMode):
         return out
 
 
-def finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message (its type's name if it has none)."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__

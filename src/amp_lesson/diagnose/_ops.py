@@ -240,7 +240,7 @@ def section(
         except (RuntimeError, NotImplementedError) as error:
             if fmt == "fp32":
                 raise
-            unavailable[fmt] = _first_line(error)
+            unavailable[fmt] = _inputs.first_line(error)
         del twin
     rows = paired(runs)
     ops: dict[str, dict[str, Any]] = {}
@@ -272,8 +272,3 @@ def section(
         "fp16_forward_finite": None if "fp16" not in runs else bad is None,
         "first_nonfinite_fp16": bad,
     }, runs["fp32"]
-
-
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__

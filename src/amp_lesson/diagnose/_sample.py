@@ -174,13 +174,13 @@ class StepSample:
         try:
             ref = self._repeat(torch.float32)
         except Exception as error:  # noqa: BLE001 (the reader's training goes on regardless)
-            self.result["error"] = _underflow._first_line(error)
+            self.result["error"] = _inputs.first_line(error)
             return
         try:
             wide = self._repeat(torch.float64)
             noise_error = None
         except Exception as error:  # noqa: BLE001
-            wide, noise_error = {}, _underflow._first_line(error)
+            wide, noise_error = {}, _inputs.first_line(error)
         smallest_normal = float(torch.finfo(self.low).tiny)
         labels = _underflow._labels(list(self.zeros))
         tensors = self.result["tensors"]

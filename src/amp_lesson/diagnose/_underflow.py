@@ -229,7 +229,7 @@ def noise_floor(
             loss.backward()
     except (RuntimeError, NotImplementedError, TypeError) as error:
         signal.clear()
-        info = {"measured": False, "error": _first_line(error)}
+        info = {"measured": False, "error": _inputs.first_line(error)}
     del twin
     if replay.diverged:
         info = {"measured": False, "error": "the float64 run drew other random numbers"}
@@ -407,7 +407,7 @@ def section(
                 for probe in [m for m in c if m.startswith("fp16@")]:
                     del c[probe]
         except (RuntimeError, NotImplementedError) as error:
-            unavailable["fp16"] = _first_line(error)
+            unavailable["fp16"] = _inputs.first_line(error)
             settled, dtypes16 = None, {}
             for c in counts.values():  # a backward cut short leaves some tensors counted
                 for m in [m for m in c if m.startswith("fp16")]:
@@ -416,7 +416,7 @@ def section(
         try:
             real_step(*args, torch.bfloat16, 1.0, [], counter("bf16", 1.0, torch.bfloat16))
         except (RuntimeError, NotImplementedError) as error:
-            unavailable["bf16"] = _first_line(error)
+            unavailable["bf16"] = _inputs.first_line(error)
             for c in counts.values():
                 c.pop("bf16", None)
 
@@ -511,8 +511,3 @@ def activations(ranges: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "overflows_fp16": sorted(name for name, m in modules.items() if m["overflows_fp16"]),
         "overflow_starts": sorted(starts),
     }
-
-
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
