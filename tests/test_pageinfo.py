@@ -7,24 +7,21 @@ from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
-from helpers import DOCS, FRONT_MATTER, build_in_process
+from docutils import nodes
+from helpers import DOCS, build_in_process
 
+from amp_book.deeper import deeper
 from amp_book.pageinfo import (
     CODE_CELL_MINUTES,
     ROUND_TO_MINUTES,
     SELF_CHECK_MINUTES,
     WORDS_PER_MINUTE,
     ReadingTime,
-    reading_minutes,
-    reading_time,
+    ReadingTimes,
+    doctree_reading_time,
 )
 
 CHAPTER = sorted((DOCS / "chapter").glob("*.md"))
-
-
-def _cell(source: str, tags: str = "") -> str:
-    tag_line = f":tags: [{tags}]\n" if tags else ""
-    return f"```{{code-cell}} ipython3\n{tag_line}{source}\n```\n\n"
 
 
 def _words(n: int) -> str:
@@ -35,85 +32,72 @@ def _words(n: int) -> str:
 
 
 def test_prose_is_read_at_the_rate_and_rounded_up_to_whole_steps() -> None:
-    assert reading_minutes("# A\n\n" + _words(WORDS_PER_MINUTE - 1)) == ROUND_TO_MINUTES
+    assert ReadingTime(WORDS_PER_MINUTE - 1, 0, 0).minutes == ROUND_TO_MINUTES
     five_minutes = ROUND_TO_MINUTES * WORDS_PER_MINUTE
-    assert reading_minutes(_words(five_minutes)) == ROUND_TO_MINUTES  # exactly 5: not 10
-    assert reading_minutes(_words(five_minutes + 1)) == 2 * ROUND_TO_MINUTES
-    assert reading_time(_words(123)).words == 123
+    assert ReadingTime(five_minutes, 0, 0).minutes == ROUND_TO_MINUTES  # exactly 5: not 10
+    assert ReadingTime(five_minutes + 1, 0, 0).minutes == 2 * ROUND_TO_MINUTES
 
 
 def test_a_self_check_and_a_visible_code_cell_add_their_allowances() -> None:
-    check = ":::{selfcheck-discuss} Why?\n:hint: Think.\n:::\n\n"
-    page = FRONT_MATTER + "# A\n\n" + check * 2 + _cell("1 + 1") * 3
-    time = reading_time(page)
-    assert (time.self_checks, time.code_cells) == (2, 3)
-    exact = time.words / WORDS_PER_MINUTE + 2 * SELF_CHECK_MINUTES + 3 * CODE_CELL_MINUTES
+    time = ReadingTime(words=40, self_checks=2, code_cells=3)
+    exact = 40 / WORDS_PER_MINUTE + 2 * SELF_CHECK_MINUTES + 3 * CODE_CELL_MINUTES
     assert time.minutes == ROUND_TO_MINUTES * -(-exact // ROUND_TO_MINUTES)
     assert time.minutes == 10  # 7 minutes and a few words, rounded up
 
 
-def test_hidden_cells_count_nothing_and_folded_ones_count() -> None:
-    page = (
-        FRONT_MATTER
-        + "# A\n\n"
-        + _cell("provenance()", "remove-input")
-        + _cell("glue('x', 1)", "remove-cell")
-        + _cell("solution()", "hide-input")
-        + _cell("shown()")
-    )
-    assert reading_time(page).code_cells == 2
+def _cell(*, shown: bool, output: str) -> nodes.container:
+    """A code cell as MyST-NB puts it in the doctree: its input (unless hidden), its output."""
+    cell = nodes.container(classes=["cell"])
+    if shown:
+        code = nodes.literal_block("x = 1 + 1", "x = 1 + 1")
+        cell += nodes.container("", code, classes=["cell_input"])
+    cell += nodes.container("", nodes.paragraph(output, output), classes=["cell_output"])
+    return cell
 
 
-def test_only_prose_is_counted_as_words() -> None:
-    page = (
-        FRONT_MATTER + "# Two words\n\n"
+def test_code_cells_count_when_their_code_shows_and_their_output_is_no_prose() -> None:
+    document = nodes.section()
+    document += nodes.paragraph("Three words here.", "Three words here.")
+    document += _cell(shown=True, output="many words of output that nobody counts")
+    document += _cell(shown=False, output="the provenance line")
+    block = deeper(title="Later")
+    block += _cell(shown=True, output="out")
+    block += nodes.paragraph("Deep words.", "Deep words.")
+    document += block
+    assert doctree_reading_time(document) == ReadingTime(words=3, self_checks=0, code_cells=1)
+
+
+def _reading(tmp_path: Path, body: str) -> ReadingTime:
+    """The reading time the build stores for a page ``p`` of ``body``."""
+    from sphinx.testing.util import SphinxTestApp
+
+    src = _book(tmp_path, {"p": "# P\n\n```{page-info}\n```\n\n" + body})
+    app = SphinxTestApp("html", srcdir=src, builddir=tmp_path / "out", confoverrides={
+        "extensions": [*EXTENSIONS, "amp_book.deeper", "amp_book.selfcheck"],
+        "myst_enable_extensions": ["colon_fence", "dollarmath"],
+        "source_suffix": {".rst": "restructuredtext"}})  # fmt: skip
+    try:
+        app.build()
+        return ReadingTimes.store(app.env)["p"]
+    finally:
+        app.cleanup()
+
+
+def test_only_main_path_prose_is_counted_as_words(tmp_path: Path) -> None:
+    body = (
         "(a-target)=\n"
-        "One {glue:text}`key` and {doc}`Three more words <other>` and `code` and $x^2$.\n\n"
+        "One {doc}`Three more words <index>` and `code` and $x^2$.\n\n"
         "```python\nnot = prose + at * all\n```\n\n"
         "$$\ny = mx + b\n$$\n\n"
         "% a comment, not shown\n\n"
-        "```{literalinclude} ../src/file.py\n:language: python\n```\n\n"
-        "| a | b |\n|---|---|\n| cell | cell |\n\n" + _cell("x = 1 " * 100)
+        "| a | b |\n|---|---|\n| cell | cell |\n\n"
+        ":::{deeper} A derivation\nEvery one of these words is off the main path.\n:::\n\n"
+        ":::{deeper} Opened\n:::\n\nSo are these.\n\n- and these\n\n:::{deeper-end}\n:::\n\n"
+        ":::{selfcheck-discuss} Why is a question not counted?\n:hint: Its allowance.\n:::\n"
     )
-    # 2 + (One, role, and, Three more words, and, code, and, maths) + table (a, b, cell, cell)
-    assert reading_time(page).words == 2 + 10 + 4
-
-
-def test_directive_bodies_are_prose_but_not_their_options() -> None:
-    page = (
-        "# T\n\n"
-        "::::{dropdown} Open me\n"
-        ":open:\n\n"
-        ":::{selfcheck-predict} What now?\n"
-        ":id: predict-one\n"
-        ":answer: A long answer that is not counted as prose words at all.\n\n"
-        "An explanation of five.\n"
-        ":::\n"
-        "::::\n"
-    )
-    time = reading_time(page)
-    # T, Open me, What now, An explanation of five: the nested self-check is found too
-    assert (time.words, time.self_checks) == (1 + 2 + 2 + 4, 1)
-
-
-def test_bad_input_is_refused_with_a_message_that_says_what_to_pass() -> None:
-    with pytest.raises(TypeError, match="source of a page as a str, got bytes"):
-        reading_minutes(b"# A page")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"got \w*Path; read the file first"):
-        reading_minutes(DOCS / "chapter" / "formats.md")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match=re.escape("not its file name: got 'docs/chapter/x.md'")):
-        reading_minutes("docs/chapter/x.md")
-    with pytest.raises(ValueError, match="holds nothing to read"):
-        reading_minutes("")
-    with pytest.raises(ValueError, match="holds nothing to read"):
-        reading_minutes(FRONT_MATTER + _cell("setup()", "remove-cell") + "(target)=\n")
-
-
-def test_a_reading_time_is_a_whole_number_of_rounding_steps() -> None:
-    for words, checks, cells in [(1, 0, 0), (0, 1, 0), (0, 0, 1), (4000, 7, 12)]:
-        minutes = ReadingTime(words, checks, cells).minutes
-        assert minutes > 0
-        assert minutes % ROUND_TO_MINUTES == 0
+    time = _reading(tmp_path, body)
+    # P, One, Three more words, and, code, and, maths, the table's a, b, cell, cell
+    assert (time.words, time.self_checks, time.code_cells) == (1 + 8 + 4, 1, 0)
 
 
 # -- the chapter's pages -------------------------------------------------------------------
@@ -127,7 +111,6 @@ def test_every_chapter_page_states_its_reading_time_right_under_its_provenance(p
     assert after[1].lstrip().startswith("```{page-info}\n:assumes: "), (
         f"{page.name}: the page-info line must follow the provenance cell"
     )
-    assert 0 < reading_minutes(text) <= 90
 
 
 def test_each_chapter_page_assumes_only_pages_that_come_before_it() -> None:
@@ -158,6 +141,7 @@ def _book(tmp_path: Path, pages: dict[str, str]) -> Path:
     toctree = "".join(f"{name}\n" for name in pages)
     (src / "index.md").write_text(f"# Book\n\n```{{toctree}}\n{toctree}```\n", encoding="utf-8")
     for name, body in pages.items():
+        (src / f"{name}.md").parent.mkdir(parents=True, exist_ok=True)
         (src / f"{name}.md").write_text(body, encoding="utf-8")
     return src
 
@@ -175,7 +159,7 @@ def test_the_directive_renders_the_computed_time_and_links_the_assumed_pages(
     html = build_in_process(src, tmp_path / "out", EXTENSIONS).outdir
     soup = BeautifulSoup((html / "later.html").read_text(encoding="utf-8"), "html.parser")
     (line,) = soup.select("p.amp-page-info")
-    expected = reading_minutes(later)
+    expected = ReadingTime(1500 + 5, 0, 0).minutes  # Later, the words, Nothing, Assumes: no
     assert expected == 10  # 1500 words and a few, no self-check
     assert line.select_one(".amp-page-info-time").get_text() == f"About {expected} minutes"
     assumes = line.select_one(".amp-page-info-assumes")
@@ -208,3 +192,27 @@ def test_a_page_that_is_not_in_the_book_fails_the_build_and_says_which(tmp_path:
     assert proc.returncode != 0
     assert "page-info: :assumes: names 'formtas', which is no page of the book" in log
     assert "page-info: :assumes: names this page itself ('b')" in log
+
+
+def test_a_total_is_the_sum_of_the_times_the_pages_state(tmp_path: Path) -> None:
+    pages = {
+        "chapter/a": "# A\n\n```{page-info}\n```\n\n" + _words(1100),
+        "chapter/b": "# B\n\n```{page-info}\n```\n\n" + _words(3000),
+        "other": "# O\n\nThe chapter takes {reading-time}`chapter`.\n",
+    }
+    src = _book(tmp_path, pages)
+    html = build_in_process(src, tmp_path / "out", EXTENSIONS).outdir
+    stated = []
+    for name in ("chapter/a", "chapter/b"):
+        soup = BeautifulSoup((html / f"{name}.html").read_text(encoding="utf-8"), "html.parser")
+        stated.append(int(soup.select_one(".amp-page-info-time").get_text().split()[1]))
+    assert stated == [10, 20]  # 1100 and 3000 words and the title, rounded up
+    other = BeautifulSoup((html / "other.html").read_text(encoding="utf-8"), "html.parser")
+    assert other.select_one(".amp-reading-time").get_text() == "about 30 minutes"
+
+
+def test_a_total_of_an_unknown_scope_fails_the_build_and_names_it(tmp_path: Path) -> None:
+    src = _book(tmp_path, {"p": "# P\n\nTakes {reading-time}`chapters`.\n"})
+    proc = build_in_process(src, tmp_path / "out", EXTENSIONS, check=False)
+    assert proc.returncode != 0
+    assert "reading-time: 'chapters' is no scope; use one of ['chapter']" in proc.stderr

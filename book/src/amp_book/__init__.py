@@ -9,6 +9,7 @@ the tests load them in an in-process Sphinx app:
   and the page that gathers them;
 - :mod:`.selfcheck` -- the interactive self-check directives;
 - :mod:`.playgrounds` -- the bit explorer and the GradScaler playground;
+- :mod:`.deeper` -- "Going deeper" blocks, collapsed, off the main path;
 - :mod:`.pageinfo` -- the line under a chapter page's title: its reading
   time, computed from its source, and the pages it assumes;
 - :mod:`.variants` -- the authors' page that lists every wording of every
@@ -25,7 +26,8 @@ the tests load them in an in-process Sphinx app:
 - :mod:`.apilinks` -- code spans that name another project's documented object link
   to it (the inventories of :mod:`.inventories`);
 - :mod:`.citations` -- citations as author and year in round brackets;
-- :mod:`.sitemap` -- every page in the sitemap, an incremental build's too.
+- :mod:`.sitemap` -- every page in the sitemap, an incremental build's too;
+- :mod:`.searchweights` -- how often each page says each word, for the search's ranking.
 
 Executing the pages:
 
@@ -78,6 +80,7 @@ PARTS = (
     "corrections",
     "selfcheck",
     "playgrounds",
+    "deeper",
     "pageinfo",
     "prose",
     "theme",
@@ -87,6 +90,7 @@ PARTS = (
     "apilinks",
     "citations",
     "sitemap",
+    "searchweights",
 )
 """The extensions the book loads, in this order."""
 

@@ -285,6 +285,8 @@ def _role(name: str, content: str, ctx: _Context) -> str:
         return content
     if name in ("math", "eq"):
         return f"${content}$"
+    if name == "reading-time":  # the build sums the pages' times; a notebook has one page
+        return f"[a few hours]({ctx.docs_url}/index.html)" if ctx.docs_url else "a few hours"
     if name in ("abbr",):
         return re.sub(r"\s*\(.*\)$", "", content)
     return f"`{content}`"  # an unknown role: show its text as code rather than lose it
@@ -400,6 +402,10 @@ def _quote(title: str, body: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+DEEPER = "Going deeper"
+"""The words before a Going deeper block's title (:mod:`amp_book.deeper` shows the same)."""
+
+
 def _details(summary: str, body: str) -> str:
     return f"<details>\n<summary>{summary}</summary>\n\n{body.strip()}\n\n</details>\n"
 
@@ -415,6 +421,13 @@ def _directive(name: str, arg: str, options: dict[str, str], body: list[str], ct
         return "\n" + _quote(title, inner) + "\n"
     if name == "dropdown":
         return "\n" + _details(_inline(arg, ctx) or "Show", inner) + "\n"
+    if name == "deeper":  # a block of prose collapses; one that holds code cells is marked
+        title = f"{DEEPER}: {_inline(arg, ctx)}"
+        if inner.strip():
+            return "\n" + _details(title, inner) + "\n"
+        return f"\n**{title}** (to the line below; it can wait for a second reading)\n"
+    if name == "deeper-end":
+        return "\n---\n"
     if name in KICKERS:
         return "\n" + _selfcheck(name, _inline(arg, ctx), options, body, ctx) + "\n"
     if name in ("glue", "glue:any", "glue:figure"):

@@ -13,33 +13,39 @@ MyST inline content, so it takes ``{doc}`` roles and plain words alike (the
 first page assumes no page, only PyTorch's training loop); a ``{doc}`` that
 names no page of the book fails the build with a message that says which.
 
-The reading time is not typed: :func:`reading_time` computes it from the
-page's own source each time the page is read, so it follows every edit. It
-reads the page as the build does (:mod:`amp_book.pages`, then
-MyST's own Markdown parser for each Markdown cell) and adds
+The reading time is not typed: the build computes it from what a reader of
+the page reads on its main path (:func:`doctree_reading_time`, on the page as
+read, its glued values in place) and adds
 
 - the words of prose at :data:`WORDS_PER_MINUTE`,
-- :data:`SELF_CHECK_MINUTES` for each self-check directive,
+- :data:`SELF_CHECK_MINUTES` for each self-check,
 - :data:`CODE_CELL_MINUTES` for each code cell whose code the reader sees,
 
-and rounds the sum up to a multiple of :data:`ROUND_TO_MINUTES`.
+and rounds the sum up to a multiple of :data:`ROUND_TO_MINUTES`. The main path
+leaves out Going deeper blocks (:mod:`.deeper`) and everything in them, code and
+cell outputs, displayed maths, and the self-checks' own text (their allowance
+covers reading them). ``{reading-time}`chapter``` states the sum of the
+chapter's pages' times ("about 3 hours 10 minutes"), so the landing page and
+Start never type one; it is written again after any page is read.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx import addnodes
 from sphinx.application import Sphinx
+from sphinx.environment import BuildEnvironment
+from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import docname_join
 from sphinx.util.docutils import SphinxDirective
+
+from amp_book.corrections import PageStore
 
 WORDS_PER_MINUTE = 200
 """Reading speed for the prose of a technical page: slower than for a novel."""
@@ -54,42 +60,34 @@ CODE_CELL_MINUTES = 1
 ROUND_TO_MINUTES = 5
 """The reading time is rounded up to a multiple of this: it is an estimate, not a timing."""
 
-HIDDEN_CELL_TAGS = frozenset({"remove-cell", "remove-input"})
-"""Tags of a code cell whose code the reader does not see (``hide-input`` folds it: it counts)."""
-
-NOT_READ = frozenset(
-    {
-        "code-cell",
-        "code-block",
-        "code",
-        "sourcecode",
-        "literalinclude",
-        "math",
-        "raw",
-        "toctree",
-        "glue",
-        "glue:any",
-        "glue:math",
-        "glue:md",
-        "lesson-corrections",
-        "nb-exec-table",
-        "bit-explorer",
-        "scaler-playground",
-        "page-info",
-    }
+NOT_READ_CLASSES = frozenset(
+    {"cell_output", "sc", "amp-page-info", "amp-provenance", "amp-playground"}
 )
-"""Directives whose body is not prose a reader reads: code, maths, navigation, generated
-content, and the playgrounds (whose body shows only without JavaScript)."""
+"""Classes of what a reader does not read as prose: a cell's output, a self-check (its
+allowance covers it), the lines under the title, a playground."""
+
+NOT_READ_NODES: tuple[type[nodes.Node], ...] = (
+    nodes.literal_block,
+    nodes.math_block,
+    nodes.raw,
+    nodes.comment,
+    nodes.target,
+    nodes.system_message,
+    nodes.substitution_definition,
+    addnodes.toctree,
+)
+"""Nodes that hold no prose: code, displayed maths, raw HTML (tables of outputs,
+playgrounds), comments, targets and navigation."""
+
+ONE_WORD_NODES: tuple[type[nodes.Node], ...] = (nodes.literal, nodes.math)
+"""Inline code and inline maths: read as one word each."""
 
 _WORD = re.compile(r"[^\W_]+(?:['\u2019-][^\W_]+)*")
-_DIRECTIVE = re.compile(r"^\{(?P<name>[^}\s]+)\}\s*(?P<arg>.*)$", re.DOTALL)
-_OPTION = re.compile(r"^:[\w-]+:")
-_ROLE_TITLE = re.compile(r"^(?P<title>.*?)\s*<[^<>]+>$", re.DOTALL)
 
 
 @dataclass(frozen=True)
 class ReadingTime:
-    """What a page holds to read, and the minutes it takes (see :func:`reading_time`)."""
+    """What a page holds to read on its main path, and the minutes it takes."""
 
     words: int
     self_checks: int
@@ -97,7 +95,13 @@ class ReadingTime:
 
     @property
     def minutes(self) -> int:
-        """The reading time, rounded up to a multiple of :data:`ROUND_TO_MINUTES`."""
+        """The reading time, rounded up to a multiple of :data:`ROUND_TO_MINUTES`.
+
+        >>> ReadingTime(words=1001, self_checks=0, code_cells=0).minutes
+        10
+        >>> ReadingTime(words=400, self_checks=2, code_cells=3).minutes
+        10
+        """
         exact = (
             self.words / WORDS_PER_MINUTE
             + self.self_checks * SELF_CHECK_MINUTES
@@ -106,152 +110,146 @@ class ReadingTime:
         return math.ceil(exact / ROUND_TO_MINUTES) * ROUND_TO_MINUTES
 
 
-def reading_time(text: str) -> ReadingTime:
-    """The words, self-checks and visible code cells of the MyST page whose source is ``text``.
+def count_words(text: str) -> int:
+    """The words of ``text``: runs of letters and digits, with inner apostrophes and hyphens.
 
-    Prose is the Markdown a reader sees: paragraphs, headings, lists, tables,
-    and the bodies and arguments of directives that hold Markdown (notes,
-    dropdowns, self-checks, correction boxes). Code, maths blocks, directive
-    options, targets, comments and front matter are not prose; an inline role,
-    literal or formula counts as one word (a role with a title, as its title).
-
-    >>> page = '''---
-    ... file_format: mystnb
-    ... kernelspec: {name: python3, display_name: Python 3}
-    ... ---
-    ... # A page
-    ...
-    ... ```{code-cell} ipython3
-    ... :tags: [remove-input]
-    ... print("provenance")
-    ... ```
-    ...
-    ... FP16 has {glue:text}`fp16_exponent_bits` exponent bits.
-    ...
-    ... ```{code-cell} ipython3
-    ... 1 + 1
-    ... ```
-    ...
-    ... :::{selfcheck-discuss} Why five?
-    ... :hint: Count them.
-    ... :::
-    ... '''
-    >>> reading_time(page)
-    ReadingTime(words=9, self_checks=1, code_cells=1)
-    >>> reading_time(page).minutes
-    5
-
-    Raises
-    ------
-    TypeError
-        If ``text`` is not a ``str``.
-    ValueError
-        If ``text`` looks like a file name rather than a page's source, or holds
-        nothing to read: no prose, no self-check and no visible code cell.
+    >>> count_words("FP16's range isn't BF16's: 65504 vs 3.4e38.")
+    8
     """
-    if not isinstance(text, str):
-        raise TypeError(
-            "reading_time takes the source of a page as a str, "
-            f"got {type(text).__name__}; read the file first (Path.read_text)"
-        )
-    stripped = text.strip()
-    if "\n" not in stripped and re.search(r"\.(md|ipynb)$", stripped):
-        raise ValueError(
-            f"reading_time takes the source of a page, not its file name: got {stripped!r}; "
-            "pass Path(...).read_text(encoding='utf-8')"
-        )
-    from amp_book.pages import read_text
-
-    return page_reading_time(read_text(text))
+    return len(_WORD.findall(text))
 
 
-def page_reading_time(page: Any) -> ReadingTime:
-    """:func:`reading_time` of a page already read (a :class:`.pages.Page`: a MyST page
-    or a notebook, as a stored edition's pages are)."""
-    words = self_checks = 0
-    for cell in page.cells:
-        if cell.kind == "markdown":
-            cell_words, cell_checks = _count_markdown(cell.source)
-            words += cell_words
-            self_checks += cell_checks
-    code_cells = sum(1 for c in page.code_cells if HIDDEN_CELL_TAGS.isdisjoint(c.tags))
-    if not (words or self_checks or code_cells):
-        raise ValueError(
-            "the page holds nothing to read (no prose, no self-check, no visible code cell), "
-            "so it has no reading time"
-        )
-    return ReadingTime(words, self_checks, code_cells)
+def doctree_reading_time(doctree: nodes.Node) -> ReadingTime:
+    """The words, self-checks and visible code cells on the main path of ``doctree``.
 
+    Prose is the text a reader reads: paragraphs, headings, lists, tables typed
+    in the page, notes and correction boxes, glued words in place. An inline
+    code span or formula is one word. Left out: Going deeper blocks (all of
+    their content), :data:`NOT_READ_NODES`, and nodes with a class of
+    :data:`NOT_READ_CLASSES`; each self-check counts once, each code cell
+    that shows its code once.
 
-def reading_minutes(text: str) -> int:
-    """The reading time of the MyST page whose source is ``text``, in whole minutes.
-
-    The words of prose at :data:`WORDS_PER_MINUTE`, plus
-    :data:`SELF_CHECK_MINUTES` per self-check and :data:`CODE_CELL_MINUTES`
-    per visible code cell, rounded up to a multiple of :data:`ROUND_TO_MINUTES`
-    (see :func:`reading_time` for what counts, and for the errors).
-
-    >>> reading_minutes("# Title\\n\\n" + "word " * 1001)
-    10
+    >>> from docutils.core import publish_doctree
+    >>> source = "Three ``words`` here.\\n\\n::\\n\\n  not = prose\\n"
+    >>> doctree_reading_time(publish_doctree(source))
+    ReadingTime(words=3, self_checks=0, code_cells=0)
     """
-    return reading_time(text).minutes
+    from amp_book.deeper import deeper
+
+    words = checks = cells = 0
+    stack: list[nodes.Node] = [doctree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, nodes.Text):
+            words += count_words(node.astext())
+            continue
+        if isinstance(node, (deeper, *NOT_READ_NODES)):
+            continue
+        if isinstance(node, ONE_WORD_NODES):
+            words += 1
+            continue
+        classes = set(node.get("classes", ())) if isinstance(node, nodes.Element) else set()
+        if "sc" in classes:
+            checks += 1
+            continue
+        if "cell" in classes and isinstance(node, nodes.container):
+            cells += any("cell_input" in c.get("classes", ()) for c in node.children
+                         if isinstance(c, nodes.Element))  # fmt: skip
+        if classes & NOT_READ_CLASSES:
+            continue
+        stack.extend(reversed(node.children))
+    return ReadingTime(words, checks, cells)
 
 
-@functools.cache
-def _self_check_names() -> frozenset[str]:
-    from amp_book.selfcheck import DIRECTIVES
+def about(minutes: int) -> str:
+    """``minutes`` as a reader says it: "about 45 minutes", "about 3 hours 10 minutes".
 
-    return frozenset(DIRECTIVES)
-
-
-def _count_markdown(source: str) -> tuple[int, int]:
-    """(words of prose, self-check directives) in the Markdown ``source``."""
-    from amp_book.pages import markdown_parser
-
-    words = checks = 0
-    for token in markdown_parser().parse(source):
-        if token.type == "inline":
-            words += _inline_words(token.children or [])
-        elif token.type in ("fence", "colon_fence"):
-            directive = _DIRECTIVE.match(token.info.strip())
-            if directive is None:  # a literal code block
-                continue
-            name = directive["name"]
-            if name in NOT_READ:
-                continue
-            checks += name in _self_check_names()
-            words += _count_markdown(directive["arg"])[0]
-            inner_words, inner_checks = _count_markdown(_directive_body(token.content))
-            words += inner_words
-            checks += inner_checks
-    return words, checks
+    >>> about(45), about(60), about(190)
+    ('about 45 minutes', 'about 1 hour', 'about 3 hours 10 minutes')
+    """
+    hours, rest = divmod(minutes, 60)
+    parts = []
+    if hours:
+        parts.append(f"{hours} hour{'s' if hours > 1 else ''}")
+    if rest or not hours:
+        parts.append(f"{rest} minutes")
+    return "about " + " ".join(parts)
 
 
-def _inline_words(children: list[Any]) -> int:
-    count = 0
-    for child in children:
-        if child.type == "text":
-            count += len(_WORD.findall(child.content))
-        elif child.type in ("code_inline", "math_inline"):
-            count += 1
-        elif child.type == "myst_role":
-            title = _ROLE_TITLE.match(child.content)
-            count += len(_WORD.findall(title["title"])) if title else 1
-        elif child.children:  # links, emphasis: their text
-            count += _inline_words(child.children)
-    return count
+# -- where the build keeps each page's time ----------------------------------------------
+
+SCOPES = {"chapter": "chapter/"}
+"""What ``{reading-time}`` sums: the pages whose names start with the prefix."""
 
 
-def _directive_body(content: str) -> str:
-    """A directive's content without its options (``:key: value`` lines or a YAML block)."""
-    lines = content.splitlines()
-    if lines and lines[0].strip() == "---":
-        end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), len(lines))
-        return "\n".join(lines[end + 1 :])
-    start = 0
-    while start < len(lines) and _OPTION.match(lines[start].strip()):
-        start += 1
-    return "\n".join(lines[start:])
+class ReadingTimes(PageStore):
+    """Each page's main-path :class:`ReadingTime`, kept across parallel reads."""
+
+    attribute = "amp_lesson_reading_times"
+
+    def collect(self, app: Sphinx, doctree: nodes.document) -> ReadingTime | None:
+        if not any(True for _ in doctree.findall(page_time)):
+            return None  # only pages that state their time
+        return doctree_reading_time(doctree)
+
+
+class page_time(nodes.inline):
+    """Where the time of this page (``scope`` empty) or of a scope's pages goes."""
+
+
+def _total(env: BuildEnvironment, scope: str) -> int:
+    prefix = SCOPES[scope]
+    times = ReadingTimes.store(env)
+    return sum(t.minutes for d, t in times.items() if d.startswith(prefix))
+
+
+class FillTimes(SphinxPostTransform):
+    """Put each page's time, and each scope's total, in place."""
+
+    default_priority = 5
+
+    def run(self, **kwargs: Any) -> None:
+        here = self.env.current_document.docname
+        for node in list(self.document.findall(page_time)):
+            scope = node.get("scope", "")
+            if scope:
+                text = about(_total(self.env, scope))
+            else:
+                time = ReadingTimes.store(self.env)[here]
+                text = f"About {time.minutes} minutes"
+                if time.self_checks:
+                    text += " with the exercises"
+            node.replace_self(nodes.inline(text, text, classes=node["classes"]))
+
+
+def reading_time_role(
+    name: str, rawtext: str, text: str, lineno: int, inliner: Any,
+    options: Any = None, content: Any = None,
+) -> tuple[list[nodes.Node], list[nodes.system_message]]:  # fmt: skip
+    """``{reading-time}`chapter```: the time the chapter's pages state, summed."""
+    scope = text.strip()
+    if scope not in SCOPES:
+        message = inliner.reporter.error(
+            f"reading-time: {scope!r} is no scope; use one of {sorted(SCOPES)}", line=lineno
+        )
+        return [inliner.problematic(rawtext, rawtext, message)], [message]
+    env = inliner.document.settings.env
+    env.metadata[env.current_document.docname][TOTALS_FIELD] = True
+    return [page_time("", "", scope=scope, classes=["amp-reading-time"])], []
+
+
+TOTALS_FIELD = "amp_lesson_states_totals"
+"""Set in the metadata of a page that states a total: it is written after every read."""
+
+
+def _totals_to_rewrite(app: Sphinx, env: BuildEnvironment) -> list[str]:
+    if not getattr(app, "_amp_lesson_read_times", False):
+        return []
+    return sorted(d for d, meta in env.metadata.items() if meta.get(TOTALS_FIELD))
+
+
+def _note_reading(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:
+    app._amp_lesson_read_times = bool(docnames)  # type: ignore[attr-defined]
 
 
 # -- the directive -----------------------------------------------------------------------
@@ -260,26 +258,16 @@ def _directive_body(content: str) -> str:
 class PageInfo(SphinxDirective):
     """``{page-info}``: the page's reading time, and what it assumes (``:assumes:``, MyST).
 
-    The reading time is :func:`reading_minutes` of this page's source file.
+    The reading time is :func:`doctree_reading_time` of this page, filled in at writing.
     """
 
     has_content = False
     option_spec: ClassVar[dict[str, Any]] = {"assumes": directives.unchanged_required}
 
     def run(self) -> list[nodes.Node]:
-        from amp_book.pages import read_page
-
-        source = Path(self.env.doc2path(self.env.docname))
-        try:
-            time = page_reading_time(read_page(source))
-        except ValueError as error:
-            raise self.error(f"page-info: {error}") from error
         line = nodes.paragraph("", "", classes=["amp-page-info"])
         self.set_source_info(line)
-        when = f"About {time.minutes} minutes"
-        if time.self_checks:
-            when += " with the exercises"
-        line += nodes.inline(when, when, classes=["amp-page-info-time"])
+        line += page_time("", "", scope="", classes=["amp-page-info-time"])
         messages: list[nodes.system_message] = []
         if "assumes" in self.options:
             assumed, messages = self._assumes(self.options["assumes"])
@@ -312,8 +300,14 @@ class PageInfo(SphinxDirective):
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
-    """Register ``{page-info}``."""
+    """Register ``{page-info}``, ``{reading-time}``, the times' store and their filling in."""
+    app.add_node(page_time)
     app.add_directive("page-info", PageInfo)
+    app.add_role("reading-time", reading_time_role)
+    app.add_env_collector(ReadingTimes)
+    app.add_post_transform(FillTimes)
+    app.connect("env-before-read-docs", _note_reading)
+    app.connect("env-get-updated", _totals_to_rewrite)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
@@ -323,7 +317,8 @@ __all__ = [
     "SELF_CHECK_MINUTES",
     "WORDS_PER_MINUTE",
     "ReadingTime",
-    "reading_minutes",
-    "reading_time",
+    "about",
+    "count_words",
+    "doctree_reading_time",
     "setup",
 ]

@@ -100,6 +100,13 @@ def titles_and_labels(
                     after = tokens[i + 1 : i + 3]
                     heading = [t.type for t in after[:1]] == ["heading_open"]
                     title = _smart(after[1].content) if heading else ""
+                    block = (
+                        _DIRECTIVE_INFO.match(after[0].info)
+                        if after and "fence" in after[0].type
+                        else None
+                    )
+                    if block and block["name"] == "deeper":  # a Going deeper block's title
+                        title = f"Going deeper: {_smart(block['arg'].strip())}"
                     labels[token.content] = (doc, token.content, title)
     return titles, labels
 
