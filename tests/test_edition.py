@@ -454,7 +454,7 @@ def test_a_page_a_gpu_has_run_opens_on_the_gpus_run_and_this_build_is_one_click_
         fresh.wait_for_timeout(300)
         assert fresh.url == f"{url}/other.html"  # changed since the GPU ran it: this build
         fresh.goto(f"{url}/editions/{slug}/page.html")
-        fresh.get_by_text("this page as this build ran it").click()
+        fresh.get_by_text("this page as it runs now").click()
         fresh.wait_for_url(f"{url}/page.html")
         fresh.wait_for_timeout(300)
         assert fresh.url == f"{url}/page.html"  # the banner's link is a choice too

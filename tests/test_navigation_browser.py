@@ -233,6 +233,26 @@ def test_search_puts_a_page_whose_title_holds_the_query_first(
     assert pg.console_errors == []
 
 
+@pytest.mark.parametrize(
+    ("query", "expected_first"),
+    [
+        # no title holds every word: the page that teaches them together comes first, by
+        # how often it says each (amp_book.searchweights), not by its name in the alphabet
+        ("gradscaler gradient accumulation", "chapter/recipe.html"),
+        ("pytorch amp gradscaler gradient accumulation", "chapter/recipe.html"),
+        ("gradscaler", "chapter/gradscaler.html"),
+    ],
+)
+def test_search_ranks_the_page_that_teaches_the_query_first(
+    make_page: Any, site_url: str, query: str, expected_first: str
+) -> None:
+    pg = make_page(viewport=DESKTOP)
+    hrefs = [href.split("#")[0] for href, _ in _search(pg, site_url, query)]
+    assert hrefs[0] == expected_first, hrefs[:8]
+    assert not [h for h in hrefs if h.startswith("guide/")], hrefs  # no authors' page
+    assert pg.console_errors == []
+
+
 @pytest.mark.parametrize("where", ["page", "dialog"])
 def test_the_search_boxs_magnifier_sits_beside_the_query(
     make_page: Any, site_url: str, where: str

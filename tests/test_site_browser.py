@@ -625,6 +625,47 @@ def test_on_a_phone_wide_code_and_tables_show_that_they_scroll(
         pg.context.close()
 
 
+TABLES_JS = """() => [...document.querySelectorAll('article.bd-article table')]
+  .filter((t) => !t.closest('details:not([open])') && t.offsetParent !== null)
+  .map((t) => {
+    const row = t.tHead ? t.tHead.rows[0] : t.rows[0];
+    const last = row.cells[row.cells.length - 1].getBoundingClientRect();
+    const box = t.parentElement.closest('.amp-scrolls');
+    const cue = box && box.previousElementSibling;
+    const cueShown = !!(cue && cue.classList.contains('amp-scroll-cue')
+      && cue.getBoundingClientRect().height > 0 && getComputedStyle(cue).visibility === 'visible');
+    return {header: row.cells[0].textContent.trim().slice(0, 30),
+            fits: last.right <= window.innerWidth + 0.5,
+            scrolls: !!box && box.scrollWidth > box.clientWidth, cueShown};
+  })"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_on_a_phone_every_tables_last_column_is_in_view_or_a_cue_says_it_scrolls(
+    browser, site_url, built_book, scheme
+):
+    """At 390 px, on every chapter page and the diagnose page: each table's last column is on
+    screen, or the table scrolls and a visible line above it says so."""
+    from helpers import recording_page
+
+    pg = recording_page(
+        browser, site_url, viewport={"width": 390, "height": 844}, color_scheme=scheme
+    )
+    pages = [p for p in built_pages(built_book) if p.startswith("chapter/")]
+    counted = hidden = 0
+    try:
+        for rel in [*pages, "beyond/check-your-own-model.html"]:
+            pg.goto(f"{site_url}/{rel}", wait_until="load")
+            for table in pg.evaluate(TABLES_JS):
+                counted += 1
+                hidden += not table["fits"]
+                assert table["fits"] or (table["scrolls"] and table["cueShown"]), (rel, table)
+    finally:
+        pg.context.close()
+    assert counted > 30
+    assert hidden > 0  # the cue is tested, not only tables that fit
+
+
 # -- page weight -----------------------------------------------------------------------------
 
 FIRST_LOAD_BUDGET_KB = 350

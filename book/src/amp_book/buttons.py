@@ -119,7 +119,15 @@ def _write_notebooks_zip(app: Sphinx, exception: Exception | None) -> None:
     if exception is not None or app.builder.format != "html" or edition.in_edition(app):
         return
     sources = Path(app.outdir) / "_sources"
-    notebooks = sorted(sources.rglob("*.ipynb")) if sources.is_dir() else []
+    from amp_book.theme import section_of
+
+    # The lesson's pages only: the API reference and the authors' guide are no lesson.
+    reference = app.config.amp_lesson_reference_pages
+    notebooks = [
+        path
+        for path in (sorted(sources.rglob("*.ipynb")) if sources.is_dir() else [])
+        if section_of(path.relative_to(sources).with_suffix("").as_posix(), reference) is None
+    ]
     if not notebooks:
         return
     target = Path(app.outdir) / NOTEBOOKS_ZIP

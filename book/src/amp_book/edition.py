@@ -113,9 +113,9 @@ class Choice:
 def switch_html(choices: list[Choice]) -> str:
     """The edition switch: one link per edition of this page, the one shown marked current.
 
-    >>> print(switch_html([Choice("This build", "CPU", "#", True, "live"),
+    >>> print(switch_html([Choice("CPU", "", "#", True, "live"),
     ...                    Choice("NVIDIA H200", "recorded 2026-11-30", "e/x.html", False, "h200")]))
-    <nav class="amp-edition-switch" aria-label="Editions of this page"><span class="amp-edition-switch-label">As run by</span> <a class="amp-edition-choice" href="#" aria-current="page" data-edition="live"><span class="amp-edition-device">This build</span> <span class="amp-edition-detail">CPU</span></a> <a class="amp-edition-choice" href="e/x.html" data-edition="h200"><span class="amp-edition-device">NVIDIA H200</span> <span class="amp-edition-detail">recorded 2026-11-30</span></a></nav>
+    <nav class="amp-edition-switch" aria-label="Runs of this page"><span class="amp-edition-switch-label">Run on</span> <a class="amp-edition-choice" href="#" aria-current="page" data-edition="live"><span class="amp-edition-device">CPU</span></a> · <a class="amp-edition-choice" href="e/x.html" data-edition="h200"><span class="amp-edition-device">NVIDIA H200</span> <span class="amp-edition-detail">recorded 2026-11-30</span></a></nav>
     """
     links = []
     for c in choices:
@@ -124,13 +124,38 @@ def switch_html(choices: list[Choice]) -> str:
         links.append(
             f'<a class="amp-edition-choice" href="{html.escape(c.href)}"{current} '
             f'data-edition="{html.escape(c.key)}">'
-            f'<span class="amp-edition-device">{html.escape(c.label)}</span> '
-            f'<span class="amp-edition-detail">{html.escape(c.detail)}</span></a>'
+            f'<span class="amp-edition-device">{html.escape(c.label)}</span>'
+            + (
+                f' <span class="amp-edition-detail">{html.escape(c.detail)}</span>'
+                if c.detail
+                else ""
+            )
+            + "</a>"
         )
     return (
-        '<nav class="amp-edition-switch" aria-label="Editions of this page">'
-        '<span class="amp-edition-switch-label">As run by</span> ' + " ".join(links) + "</nav>"
+        '<nav class="amp-edition-switch" aria-label="Runs of this page">'
+        '<span class="amp-edition-switch-label">Run on</span> ' + " · ".join(links) + "</nav>"
     )
+
+
+_PROVENANCE_END = re.compile(r'<p class="amp-provenance"[^>]*>.*?</p>', re.DOTALL)
+_TITLE_END = re.compile(r"</h1>")
+
+
+def under_title(body: str, line: str) -> str:
+    """``body`` with ``line`` right under the page's provenance line (or, without one, its
+    title): where a page ran is read there, not above the title.
+
+    >>> under_title('<h1>T</h1><p class="amp-provenance">Ran on CPU</p><p>Text</p>', "<nav/>")
+    '<h1>T</h1><p class="amp-provenance">Ran on CPU</p><nav/><p>Text</p>'
+    >>> under_title("<h1>T</h1><p>Text</p>", "<nav/>")
+    '<h1>T</h1><nav/><p>Text</p>'
+    """
+    for pattern in (_PROVENANCE_END, _TITLE_END):
+        found = pattern.search(body)
+        if found:
+            return body[: found.end()] + line + body[found.end() :]
+    return line + body
 
 
 def choice_detail(state: PageState, edition_date: str) -> str:
@@ -151,14 +176,12 @@ def banner_html(state: PageState, edition: Mapping[str, Any], live_href: str) ->
     build ran it.
     """
     device, date = html.escape(edition["device"]), html.escape(edition["date"])
-    live = (
-        f'<a href="{html.escape(live_href)}" data-edition="live">this page as this build ran it</a>'
-    )
+    live = f'<a href="{html.escape(live_href)}" data-edition="live">this page as it runs now</a>'
     kind = "note"
     if state.state == CURRENT:
         text = (
             f"Every output here, and every sentence that reports one, is from a run on "
-            f"{device}, recorded {date}: this build ran none of it. Read {live}."
+            f"{device}, recorded {date}. Read {live}."
         )
     elif state.state == NO_CODE:
         text = f"This page runs no code: it reads the same in every edition. Read {live}."
@@ -233,7 +256,7 @@ def forward_page(title: str, live: str) -> str:
     <BLANKLINE>
     ```{raw} html
     <meta http-equiv="refresh" content="0; url=../../../api/index.html">
-    <p>This part of the book reads the same in every edition: <a href="../../../api/index.html">API reference</a>, in this build.</p>
+    <p>This part of the book reads the same in every edition: <a href="../../../api/index.html">API reference</a>, as the book runs now.</p>
     ```
     <BLANKLINE>
     """
@@ -242,7 +265,7 @@ def forward_page(title: str, live: str) -> str:
         f"# {title}\n\n```{{raw}} html\n"
         f'<meta http-equiv="refresh" content="0; url={href}">\n'
         f"<p>This part of the book reads the same in every edition: "
-        f'<a href="{href}">{name}</a>, in this build.</p>\n```\n'
+        f'<a href="{href}">{name}</a>, as the book runs now.</p>\n```\n'
     )
 
 
@@ -281,9 +304,7 @@ def switch_entries(
     Each holds its ``label``, ``detail``, ``key`` and ``to``, the page's path
     from the site's root; ``states`` gives the page's state in each edition (by slug).
     """
-    entries = [
-        {"label": "This build", "detail": live_device, "key": "live", "to": f"{pagename}.html"}
-    ]
+    entries = [{"label": live_device, "detail": "", "key": "live", "to": f"{pagename}.html"}]
     for edition in editions:
         state = states[edition.slug]
         entries.append(
@@ -483,7 +504,7 @@ def _add_switch(
     entries = switch_entries(editions, pagename, states, _live_device())
     face = face_of(editions, states) if app.config.amp_lesson_editions_open else None
     choices = choices_for(entries, pagename, "", "live", face)
-    context["body"] = switch_html(choices) + context.get("body", "")
+    context["body"] = under_title(context.get("body", ""), switch_html(choices))
     opens = next((c for c in choices if c.opens), None)
     if opens is not None:
         context["metatags"] = opening_script(opens.href) + context.get("metatags", "")
@@ -506,7 +527,7 @@ def _edition_page(app: Sphinx, pagename: str, context: dict[str, Any], doctree: 
     choices = choices_for(state["switch"][pagename], pagename, LIVE_ROOT, state["slug"])
     live_href = live_url(app, pagename, f"{pagename}.html")
     banner = banner_html(PageState(pagename, page["state"], page["note"]), state, live_href)
-    context["body"] = switch_html(choices) + banner + context.get("body", "")
+    context["body"] = under_title(context.get("body", ""), switch_html(choices) + banner)
 
 
 def _stale_references_as_text(app: Sphinx, env: Any, node: Any, contnode: Any) -> Any:

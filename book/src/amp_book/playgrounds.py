@@ -114,7 +114,7 @@ def _static_table(rows: list[dict[str, str]], label: str) -> str:
         + "</tbody>"
         for value, group in groups.items()
     )
-    caption = "What each format stores, computed by amp_lesson.formats when this page was built"
+    caption = "What each format stores, computed by amp_lesson.formats"
     return (
         f'<div class="amp-bx-table-wrap" tabindex="0" role="region" aria-label="{html.escape(label)}">'
         f'<table class="amp-bx-table"><caption>{caption}</caption>'
@@ -360,7 +360,7 @@ def _worked_example(settings: dict[str, Any], schedule: list[bool]) -> str:
         'aria-label="Trace, step by step">'
         '<table class="amp-sp-table amp-sp-table-static">'
         "<caption>The trace: what update() did after each step, computed by "
-        "amp_lesson.playground when this page was built</caption>"
+        "amp_lesson.playground</caption>"
         f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div></div>"
     )
 

@@ -265,8 +265,8 @@
         "p",
         { id: this.uid + "-help", class: "amp-bx-help" },
         "A decimal (0.1, -2.5e-8, -0), inf, nan, or a bit pattern: 0x3f800000 is an FP32 " +
-          "pattern, fp16:0x3c00 another format's. It is read as Python's float(text) reads it " +
-          "and stored as torch stores a float64 tensor, through FP32."
+          "pattern, fp16:0x3c00 another format's. A decimal is read as a Python float and " +
+          "rounded to each format as torch rounds a float64 tensor: first to FP32, then to the format."
       )
     );
     this.error = live.appendChild(make("p", { id: this.uid + "-error", class: "amp-bx-error" }));

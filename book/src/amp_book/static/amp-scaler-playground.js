@@ -238,9 +238,12 @@
     this.patternError = steps.appendChild(make("p", { id: patternId + "-error", class: "amp-sp-error" }));
     this.patternError.hidden = true;
 
+    // The fields describe a new pattern to fill in, not the run shown: its length starts at
+    // the shown run's, so that filling keeps the run as long as the one on the page.
     var filler = steps.appendChild(make("div", { class: "amp-sp-filler" }));
+    filler.appendChild(make("span", { class: "amp-sp-filler-lead" }, "Or write a new pattern:"));
     this.every = this.field(filler, "every", "Overflow every", "numeric", "10", "steps");
-    this.count = this.field(filler, "count", "Run length", "numeric", "200", "steps");
+    this.count = this.field(filler, "count", "Run length", "numeric", String(data.steps.length), "steps");
     var fill = filler.appendChild(make("button", { type: "button", class: "amp-sp-fill" }, "Fill the pattern"));
     fill.addEventListener("click", function () {
       self.fill();

@@ -116,11 +116,28 @@
     };
   }
 
+  /** What the page's body adds: for each word of the query, log2(1 + the times the page
+   * says it) times the word's inverse page frequency (amp_book.searchweights counts them).
+   * It stays under the smallest title bonus, so it orders pages within a tier. */
+  function bodyWeight(docname) {
+    var counts = window.AMP_SEARCH_COUNTS;
+    if (!counts || !counts[docname]) return 0;
+    var pages = Object.keys(counts);
+    var weight = 0;
+    queryWords.forEach(function (word) {
+      var n = counts[docname][word] || 0;
+      if (!n) return;
+      var saying = pages.filter(function (page) { return counts[page][word]; }).length;
+      weight += Math.log2(1 + n) * Math.log2(1 + pages.length / saying);
+    });
+    return Math.min(weight, SECTION_TITLE_WORDS_BONUS - 100);
+  }
+
   // `Scorer` is searchtools.js's global too; Sphinx applies its score() to every result.
   if (typeof Scorer !== "undefined") {
     Scorer.score = function (result) {
       var docname = result[0];
-      var score = result[4] + titleBonus(result);
+      var score = result[4] + titleBonus(result) + bodyWeight(docname);
       var reference = REFERENCE.some(function (pattern) {
         return pattern.test(docname);
       });
@@ -155,6 +172,44 @@
         window.localStorage.setItem(EDITION_KEY, chosen.getAttribute("data-edition"));
       } catch (e) { /* storage off: the choice holds for this click only */ }
     }
+  });
+
+  /* A table wider than its column scrolls sideways; on a phone its last columns (often
+   * the deciding ones) start off-screen. Each such table gets a visible cue above it,
+   * "Scroll the table sideways", and its first column stays in place while it scrolls
+   * (the stylesheet's .amp-scrolls rules). Checked again whenever the window resizes. */
+  var SCROLLERS = "div.cell_output .output.text_html, .bd-article div.output.text_html, " +
+    ".bd-article .pst-scrollable-table-container, .amp-bx-table-wrap, .amp-sp-table-wrap";
+  var CUE = "Scroll the table sideways \u2192";
+
+  function markScrollers() {
+    document.querySelectorAll(SCROLLERS).forEach(function (box) {
+      if (!box.querySelector("table")) return;
+      var scrolls = box.scrollWidth > box.clientWidth + 1;
+      box.classList.toggle("amp-scrolls", scrolls);
+      var cue = box.previousElementSibling;
+      var hasCue = cue && cue.classList.contains("amp-scroll-cue");
+      if (scrolls && !hasCue) {
+        cue = document.createElement("p");
+        cue.className = "amp-scroll-cue";
+        cue.textContent = CUE;
+        box.parentNode.insertBefore(cue, box);
+        if (!box.hasAttribute("tabindex")) box.setAttribute("tabindex", "0");
+      } else if (!scrolls && hasCue) {
+        cue.remove();
+      }
+    });
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", markScrollers);
+  } else {
+    markScrollers();
+  }
+  window.addEventListener("load", markScrollers);
+  var resizing = null;
+  window.addEventListener("resize", function () {
+    clearTimeout(resizing);
+    resizing = setTimeout(markScrollers, 150);
   });
 
 })();
