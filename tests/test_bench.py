@@ -413,8 +413,7 @@ def test_a_recording_round_trips_through_a_file(tmp_path: Path) -> None:
     assert loaded.sizes == bench.CUDA_SIZES
     assert [r.as_dict() for r in loaded.rows] == data["rows"]
     assert loaded.describe() == (
-        "NVIDIA H200 — driver 580.159.03, CUDA 13.0, torch 2.11.0+cu130, recorded 2026-11-20 "
-        "(h200.json)"
+        "NVIDIA H200 — driver 580.159.03, CUDA 13.0, torch 2.11.0+cu130, recorded 2026-11-20"
     )
 
 
@@ -822,4 +821,7 @@ def test_speed_beside_measures_three_dtypes_live_relative_to_fp32() -> None:
     assert set(view.live) == {"fp32", "fp16", "bf16"}
     assert view.live["fp32"] == 1.0
     assert all(x > 0 for x in view.live.values())
-    assert view.live_label == "one 16×16 product, on the CPU that built this page"
+    from amp_lesson.device import device_name
+
+    assert view.live_label == f"one 16×16 product on {device_name('cpu')}"
+    assert view.live_label.startswith("one 16×16 product on CPU (")

@@ -122,7 +122,7 @@ def test_the_per_sample_gradient_fp16_holds_is_judged_not_the_summed_one() -> No
     assert logits["lost"]["fp16_unscaled"] == logits["signal"] == 16384
     assert d.gradients["tensors"]["weight"]["lost"]["fp16_unscaled"] == 128
     assert d.gradients["worst"]["fp16_unscaled"]["share"] == 1.0
-    assert holds(d)["fp16_loses_unscaled_gradients"] is True
+    assert holds(d)["fp16_keeps_unscaled_gradients"] is False
     assert "100% (output gradient of (the model))" in str(d)
     assert "Even without a loss scale" not in str(d)
 

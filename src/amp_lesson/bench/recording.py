@@ -106,15 +106,14 @@ class Recording:
         ...      "cuda_version": "13.0", "torch_version": "2.11.0",
         ...      "date": "2026-11-20"}
         >>> print(Recording(Path("h200.json"), p, BenchSizes()).describe())
-        NVIDIA H200 — driver 580.1, CUDA 13.0, torch 2.11.0,
-        recorded 2026-11-20 (h200.json)
+        NVIDIA H200 — driver 580.1, CUDA 13.0, torch 2.11.0, recorded 2026-11-20
         """
         p = self.provenance
         driver = p.get("driver_version") or "unknown"
         cuda = p.get("cuda_version") or "unknown"
         return (
             f"{p['gpu_name']} — driver {driver}, CUDA {cuda}, torch {p['torch_version']}, "
-            f"recorded {p['date']} ({self.path.name})"
+            f"recorded {p['date']}"
         )
 
 

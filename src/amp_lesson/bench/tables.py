@@ -362,7 +362,7 @@ class SpeedBeside:
     ----------
     live : mapping of str to float
         Time relative to FP32 per regime of
-        :data:`~amp_lesson.bench.measure.REGIMES` that this build measured
+        :data:`~amp_lesson.bench.measure.REGIMES` that this run measured
         (``"fp32"`` must be 1).
     live_label : str
         What the live column measured, on which device.
@@ -439,8 +439,9 @@ class SpeedBeside:
         times = matmul_times(n, tuple(dtypes.values()), device, repeats=repeats)
         fastest = {fmt: times[dt].min for fmt, dt in dtypes.items()}
         live = {fmt: t / fastest["fp32"] for fmt, t in fastest.items()}
-        where = "CPU" if device.type == "cpu" else "GPU"
-        return cls(live, f"one {n}×{n} product, on the {where} that built this page", recordings)
+        from amp_lesson.device import device_name
+
+        return cls(live, f"one {n}×{n} product on {device_name(device)}", recordings)
 
     def claim_sentences(self, key: str, device_name: str) -> tuple[str, str]:
         """Bind the two sentences a page says about these times, as ``key_live`` and ``key_recorded``.
@@ -466,10 +467,9 @@ class SpeedBeside:
         --------
         >>> view = SpeedBeside({"fp32": 1.0, "fp16": 34.0}, "live", [])
         >>> print(*view.claim_sentences("speed", "CPU (x86_64, 2 cores)"), sep="\\n")
-        On CPU (x86_64, 2 cores), the machine that built this page, an FP16
-        matrix product took 34 times as long as an FP32 one. How fast a processor
-        multiplies in FP16 depends on its arithmetic units, so this time says nothing
-        about another machine's.
+        On CPU (x86_64, 2 cores), an FP16 matrix product took 34 times as long as
+        an FP32 one. How fast a processor multiplies in FP16 depends on its
+        arithmetic units, so this time says nothing about another machine's.
         No GPU recording is stored with the book's sources, so this page cannot
         show what a GPU with tensor cores does with the same switch.
         """
@@ -479,9 +479,9 @@ class SpeedBeside:
         live = claim(
             f"{key}_live",
             live16 < 1,
-            f"On {device_name}, the machine that built this page, an FP16 matrix product "
+            f"On {device_name}, an FP16 matrix product "
             f"ran {fmt_times(1 / live16)} times as fast as an FP32 one.",
-            f"On {device_name}, the machine that built this page, an FP16 matrix product "
+            f"On {device_name}, an FP16 matrix product "
             f"took {fmt_times(live16)} times as long as an FP32 one. How fast a processor "
             "multiplies in FP16 depends on its arithmetic units, so this time says nothing "
             "about another machine's.",

@@ -19,11 +19,13 @@ takes the first choice whose rules all hold:
 4. **FP32** otherwise: the measurements showed that neither half format
    trains this model as FP32 does here.
 
-``fp16_loses_unscaled_gradients`` says whether the loss scale matters for
-this model; it does not enter the choice (FP16 always runs with a scaler).
+``fp16_keeps_unscaled_gradients`` says whether this model would do without
+the loss scale (when it fails, the scale matters); it does not enter the
+choice (FP16 always runs with a scaler). Every rule reads "holds" as the good
+outcome.
 
 >>> [rule.key for rule in RULES][:2]
-['forward_fits_fp16', 'fp16_loses_unscaled_gradients']
+['forward_fits_fp16', 'fp16_keeps_unscaled_gradients']
 >>> f"one in {1 / LOST_SHARE:,.0f}"
 'one in 1,000'
 """
@@ -135,11 +137,11 @@ RULES: tuple[Rule, ...] = (
         "it.",
     ),
     Rule(
-        "fp16_loses_unscaled_gradients",
-        "at scale 1, the FP16 step loses more than LOST_SHARE of some gradient tensor's "
+        "fp16_keeps_unscaled_gradients",
+        "at scale 1, the FP16 step loses at most LOST_SHARE of each gradient tensor's "
         "non-zero values",
-        f"Without a loss scale, an FP16 step would lose more than {_PER.replace('each', 'some')}.",
         f"Even without a loss scale, an FP16 step loses at most {_PER}.",
+        f"Without a loss scale, an FP16 step would lose more than {_PER.replace('each', 'some')}.",
     ),
     Rule(
         "scaler_keeps_fp16_gradients",
@@ -339,7 +341,7 @@ def recommend(
     bf16 = _worst_share(gradients, "bf16")
     holds: dict[str, bool | None] = {
         "forward_fits_fp16": "fp16" not in unavailable and bool(advice.get("forward_finite")),
-        "fp16_loses_unscaled_gradients": None if unscaled is None else unscaled > LOST_SHARE,
+        "fp16_keeps_unscaled_gradients": None if unscaled is None else unscaled <= LOST_SHARE,
         "scaler_keeps_fp16_gradients": "fp16" not in unavailable
         and settled is not None
         and at_init is not None
@@ -351,8 +353,8 @@ def recommend(
         "bf16_tracks_fp32": _tracks(training.get("bf16"), fp32),
         "bf16_supported": bool(bf16_supported),
     }
-    if holds["fp16_loses_unscaled_gradients"] is None and "fp16" not in unavailable:
-        holds["fp16_loses_unscaled_gradients"] = False
+    if holds["fp16_keeps_unscaled_gradients"] is None and "fp16" not in unavailable:
+        holds["fp16_keeps_unscaled_gradients"] = True
     notes = {key: None for key in holds}
     for fmt, keys in (("fp16", (*_FP16[:2], "fp16_tracks_fp32")), ("bf16", _BF16[1:])):
         if fmt in unavailable:
@@ -360,8 +362,8 @@ def recommend(
                 notes[key] = f"{fmt.upper()} could not run this model here"
                 holds[key] = False
     if "fp16" in unavailable:
-        notes["fp16_loses_unscaled_gradients"] = notes["forward_fits_fp16"]
-        holds["fp16_loses_unscaled_gradients"] = None
+        notes["fp16_keeps_unscaled_gradients"] = notes["forward_fits_fp16"]
+        holds["fp16_keeps_unscaled_gradients"] = None
     diverged = not _finite(fp32)
     if diverged:
         for key in ("fp16_tracks_fp32", "bf16_tracks_fp32"):
