@@ -116,28 +116,40 @@
     };
   }
 
-  /** What the page's body adds: for each word of the query, log2(1 + the times the page
-   * says it) times the word's inverse page frequency (amp_book.searchweights counts them).
-   * It stays under the smallest title bonus, so it orders pages within a tier. */
-  function bodyWeight(docname) {
-    var counts = window.AMP_SEARCH_COUNTS;
-    if (!counts || !counts[docname]) return 0;
+  /** Within a tier, what orders pages: each word of the query the page's title holds
+   * (TITLE_WORD), each its section titles hold (HEADING_WORD), and for each word the body
+   * says, log2(1 + the times it says it) times the word's inverse page frequency
+   * (amp_book.searchweights counts them). It stays under the smallest title bonus. */
+  var TITLE_WORD = 30;
+  var HEADING_WORD = 10;
+  function withinTier(result) {
+    var docname = result[0];
+    var pageTitle = String(result[1] || "").split(" > ")[0];
+    if (!titleWords[pageTitle]) titleWords[pageTitle] = stems(pageTitle);
+    var headings = [];
+    (sections()[docname] || []).forEach(function (title) {
+      if (!titleWords[title]) titleWords[title] = stems(title);
+      headings = headings.concat(titleWords[title]);
+    });
+    var counts = window.AMP_SEARCH_COUNTS || {};
     var pages = Object.keys(counts);
     var weight = 0;
     queryWords.forEach(function (word) {
-      var n = counts[docname][word] || 0;
+      if (titleWords[pageTitle].indexOf(word) !== -1) weight += TITLE_WORD;
+      if (headings.indexOf(word) !== -1) weight += HEADING_WORD;
+      var n = (counts[docname] || {})[word] || 0;
       if (!n) return;
       var saying = pages.filter(function (page) { return counts[page][word]; }).length;
       weight += Math.log2(1 + n) * Math.log2(1 + pages.length / saying);
     });
-    return Math.min(weight, SECTION_TITLE_WORDS_BONUS - 100);
+    return Math.min(weight, SECTION_TITLE_WORDS_BONUS - 10);
   }
 
   // `Scorer` is searchtools.js's global too; Sphinx applies its score() to every result.
   if (typeof Scorer !== "undefined") {
     Scorer.score = function (result) {
       var docname = result[0];
-      var score = result[4] + titleBonus(result) + bodyWeight(docname);
+      var score = result[4] + titleBonus(result) + withinTier(result);
       var reference = REFERENCE.some(function (pattern) {
         return pattern.test(docname);
       });
