@@ -89,3 +89,15 @@ def test_in_a_notebook_a_block_of_prose_is_a_details_section_and_markers_are_mar
 def test_a_label_before_a_block_is_titled_as_the_block_for_the_notebooks_links() -> None:
     _, labels = titles_and_labels({"p": "# P\n\n(why)=\n:::{deeper} Why it holds\nText.\n:::\n"})
     assert labels["why"] == ("p", "why", "Going deeper: Why it holds")
+
+
+def test_a_title_takes_inline_markup_and_a_reference_to_it_reads_as_plain_text(
+    tmp_path: Path,
+) -> None:
+    body = "(t)=\n:::{deeper} Why `scaler.update()` follows\n:::\n\nBody.\n\n:::{deeper-end}\n:::\n\n{ref}`t`\n"
+    soup, _ = _build(tmp_path, body)
+    assert soup is not None
+    summary = soup.select_one("details.amp-deeper > summary")
+    assert summary.select_one("code").get_text() == "scaler.update()"
+    assert "`" not in summary.get_text()
+    assert soup.find("a", href="#t").get_text() == "Going deeper: Why scaler.update() follows"

@@ -304,8 +304,12 @@ def test_refill_puts_each_true_value_behind_its_own_details(widgets_html: Beauti
         "FP32, exponent bits",
     ]
     assert [_text(slot.select_one("details .sc-truth")) for slot in slots] == ["5", "8"]
-    # The other columns stay plain cells.
+    # The other columns stay plain cells, each number marked to keep to one line.
     assert [_text(tr.find_all("td")[2]) for tr in widget.select("tbody tr")] == ["10", "23"]
+    assert all("sc-number" in tr.find_all("td")[2]["class"] for tr in widget.select("tbody tr"))
+    assert all(
+        "sc-number" not in tr.find_all("td")[0].get("class", []) for tr in widget.select("tbody tr")
+    )
     assert _in_details(widget, "FP32 spends its extra bits mostly on the mantissa.")
 
 

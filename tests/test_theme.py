@@ -157,7 +157,13 @@ def test_no_previous_or_next_link_crosses_between_the_reading_path_and_the_refer
     }
     assert crossing == {}
     assert links["chapter/start.html"]  # the reading path itself is intact
-    assert "selfchecks.html" in links["guide/execution.html"]  # author pages link each other
+    # the authors' guide is off the reading path: no previous or next link leads into it or
+    # out of it, and its front page lists its pages
+    assert links["guide/execution.html"] == []
+    guide = _soup(built_book, "guide/index.html")
+    assert {"execution.html", "selfchecks.html", "claims.html"} <= {
+        a["href"].split("#")[0] for a in guide.select("article a.reference.internal")
+    }
     assert not _soup(built_book, "references.html").select_one("a.right-next")  # the end
 
 

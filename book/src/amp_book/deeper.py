@@ -56,8 +56,13 @@ class deeper(nodes.General, nodes.Element):
     """A Going deeper block: ``title``, then its content."""
 
 
+class deeper_title(nodes.General, nodes.TextElement):
+    """A block's title, inline markup and all: the ``<summary>`` of its ``<details>``."""
+
+
 class deeper_marker(nodes.General, nodes.Element):
-    """Where a block that holds code cells opens (``title`` set) or closes (``title`` None)."""
+    """Where a block that holds code cells opens (``title`` set, its title nodes as children)
+    or closes (``title`` None)."""
 
 
 class Deeper(SphinxDirective):
@@ -69,17 +74,19 @@ class Deeper(SphinxDirective):
     option_spec: ClassVar[dict[str, Any]] = {}
 
     def run(self) -> list[nodes.Node]:
-        title = self.arguments[0].strip()
+        parsed, messages = self.parse_inline(self.arguments[0].strip(), lineno=self.lineno)
+        heading = deeper_title("", "", *parsed)
+        title = heading.astext()
         if not self.content:
-            marker = deeper_marker(title=title)
+            marker = deeper_marker("", heading, title=title)
             self.set_source_info(marker)
-            return [marker]
-        node = deeper(title=title)
+            return [marker, *messages]
+        node = deeper("", heading, title=title)
         self.set_source_info(node)
         self.state.nested_parse(self.content, self.content_offset, node)
         if any(True for _ in node.findall(nodes.section)):
             raise self.error(f"deeper: the block {title!r} holds a heading; a block has none")
-        return [node]
+        return [node, *messages]
 
 
 class DeeperEnd(SphinxDirective):
@@ -139,7 +146,10 @@ class GatherDeeper(SphinxTransform):
                 "section, with no heading between them and neither inside another directive",
             )
         first, last = parent.index(start), parent.index(end)
-        block = deeper(title=start["title"], ids=list(start["ids"]), names=list(start["names"]))
+        block = deeper(
+            "", *start.children, title=start["title"], ids=list(start["ids"]),
+            names=list(start["names"]),
+        )  # fmt: skip
         block.source, block.line = start.source, start.line
         for node_id in block["ids"]:
             self.document.ids[node_id] = block
@@ -147,6 +157,8 @@ class GatherDeeper(SphinxTransform):
         for node in inner:
             node.parent = None
         block.extend(inner)
+        for node in block.children:
+            node.parent = block
         parent.children[first : last + 1] = [block]
         block.parent = parent
 
@@ -163,22 +175,31 @@ def _title(node: deeper) -> str:
 def visit_deeper_html(self: HTML5Translator, node: deeper) -> None:
     ids = [i for i in node["ids"] if not i.startswith("id")] or node["ids"]
     id_attr = f' id="{ids[0]}"' if ids else ""
-    anchors = "".join(f'<span id="{i}"></span>' for i in node["ids"] if i not in ids[:1])
-    self.body.append(
-        f'<details class="{CLASS}"{id_attr}><summary><span class="amp-deeper-label">'
-        f"{SUMMARY}</span> {self.encode(node['title'])}</summary>"
-        f'<div class="amp-deeper-body">{anchors}\n'
-    )
+    self.body.append(f'<details class="{CLASS}"{id_attr}>')
 
 
 def depart_deeper_html(self: HTML5Translator, node: deeper) -> None:
     self.body.append("</div></details>\n")
 
 
-def visit_deeper_text(self: Any, node: deeper) -> None:
+def visit_title_html(self: HTML5Translator, node: deeper_title) -> None:
+    self.body.append(f'<summary><span class="amp-deeper-label">{SUMMARY}</span> ')
+
+
+def depart_title_html(self: HTML5Translator, node: deeper_title) -> None:
+    block = node.parent
+    ids = [i for i in block["ids"] if not i.startswith("id")] or block["ids"]
+    anchors = "".join(f'<span id="{i}"></span>' for i in block["ids"] if i not in ids[:1])
+    self.body.append(f'</summary><div class="amp-deeper-body">{anchors}\n')
+
+
+def visit_title_text(self: Any, node: deeper_title) -> None:
     """The text builder: the title on a line of its own, then the content."""
     self.new_state(0)
-    self.add_text(_title(node))
+    self.add_text(f"{SUMMARY}: ")
+
+
+def depart_title_text(self: Any, node: deeper_title) -> None:
     self.end_state()
 
 
@@ -193,7 +214,12 @@ def setup(app: Sphinx) -> dict[str, Any]:
         "deeper",
         lambda node: _title(node),
         html=(visit_deeper_html, depart_deeper_html),
-        text=(visit_deeper_text, _pass),
+        text=(_pass, _pass),
+    )
+    app.add_node(
+        deeper_title,
+        html=(visit_title_html, depart_title_html),
+        text=(visit_title_text, depart_title_text),
     )
     app.add_node(deeper_marker)
     app.add_directive("deeper", Deeper)

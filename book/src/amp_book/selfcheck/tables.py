@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 from docutils import nodes
@@ -11,6 +12,9 @@ from amp_book.kickers import kicker as kicker_of
 from amp_book.selfcheck.body import _bucket_list, split_at_first
 from amp_book.selfcheck.directives import SelfCheckDirective, SelfCheckError
 from amp_book.selfcheck.html import element
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+"""A cell that holds one number, which must not break across lines at its exponent's sign."""
 
 
 class StepThroughDirective(SelfCheckDirective):
@@ -148,6 +152,9 @@ class RefillDirective(SelfCheckDirective):
             header[0][index]["classes"].append("sc-refill-header")
         for row in body_rows:
             row_label = row[0].astext().strip() if len(row) else ""
+            for entry in row:
+                if _NUMBER.fullmatch(entry.astext().strip()):
+                    entry["classes"].append("sc-number")  # kept on one line: 9.766e-04 whole
             for index in columns:
                 if index >= len(row):
                     continue
