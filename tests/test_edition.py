@@ -552,11 +552,33 @@ def test_the_whole_book_is_recorded_and_its_stored_edition_rendered(
         assert f'href="editions/{stored.name}/{docname}.html"'.replace(
             "editions/", "../" * docname.count("/") + "editions/"
         ) in _read(built_book / f"{docname}.html"), docname
-    for section in ("api", "guide"):  # left to the live book: the sidebar's entry opens it
-        forward = [p.relative_to(site).as_posix() for p in (site / section).rglob("*.html")]
-        assert forward == [f"{section}/index.html"], forward
-        live = f"../../../{section}/index.html"
-        assert f'http-equiv="refresh" content="0; url={live}"' in _read(site / forward[0])
-        assert (built_book / section / "index.html").is_file()
+    # The API reference is left to the live book: the sidebar's entry opens it. The authors'
+    # guide is in no reader's navigation, so an edition has no page of it, not even a forward.
+    forward = [p.relative_to(site).as_posix() for p in (site / "api").rglob("*.html")]
+    assert forward == ["api/index.html"], forward
+    live = "../../../api/index.html"
+    assert f'http-equiv="refresh" content="0; url={live}"' in _read(site / forward[0])
+    assert (built_book / "api" / "index.html").is_file()
+    assert not (site / "guide").exists()
+    assert (built_book / "guide" / "index.html").is_file()
     sidebar = _read(site / "chapter" / "recipe.html").split('id="pst-primary-sidebar"')[1]
     assert 'href="../../../api/index.html"' in sidebar.split("</nav>")[0]  # the live one
+
+
+def test_a_page_an_edition_no_longer_has_leaves_no_output_behind(tmp_path: Path) -> None:
+    """Sphinx keeps a removed page's HTML; the edition's site would still serve it."""
+    from amp_book.edition import _forget_output
+
+    work = tmp_path / "work"
+    stale = [
+        work / "html" / "guide" / "index.html",
+        work / "html" / "_sources" / "guide" / "index.md.txt",
+        work / "doctrees" / "guide" / "index.doctree",
+    ]
+    kept = [work / "html" / "chapter" / "start.html", work / "html" / "search.html"]
+    for path in stale + kept:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x", encoding="utf-8")
+    _forget_output(work, "guide/index")
+    assert [p for p in stale if p.exists()] == []
+    assert all(p.exists() for p in kept)

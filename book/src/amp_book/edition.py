@@ -610,6 +610,21 @@ def _render_editions(app: Sphinx, exception: Exception | None) -> None:
             site.rmdir()
 
 
+def _forget_output(work: Path, doc: str) -> None:
+    """Delete what the edition's last build wrote for ``doc``, a page it no longer has.
+
+    Sphinx leaves a removed page's HTML, source copy and doctree where they were; the site
+    copied from that folder would still serve the page (a forward to the authors' guide, say,
+    after the guide left the book's navigation).
+    """
+    for stale in (
+        work / "html" / f"{doc}.html",
+        work / "doctrees" / f"{doc}.doctree",
+        *(work / "html" / "_sources").glob(f"{doc}.*"),
+    ):
+        stale.unlink(missing_ok=True)
+
+
 def prepare_edition(app: Sphinx, edition: Edition) -> dict[str, Any]:
     """Write ``edition``'s sources and state; return how the build tool builds and copies it.
 
@@ -659,8 +674,15 @@ def prepare_edition(app: Sphinx, edition: Edition) -> dict[str, Any]:
         for path in sorted(src.rglob("*"), reverse=True):
             if path.is_file() and path.relative_to(src) not in wanted:
                 path.unlink()
+                _forget_output(work, path.relative_to(src).with_suffix("").as_posix())
             elif path.is_dir() and not any(path.iterdir()):
                 path.rmdir()
+    # And a page pruned by an earlier build whose output is still there.
+    sources = {rel.with_suffix("").as_posix() for rel in wanted}
+    for doctree in sorted((work / "doctrees").rglob("*.doctree")):
+        doc = doctree.relative_to(work / "doctrees").with_suffix("").as_posix()
+        if doc not in sources:
+            _forget_output(work, doc)
     # The pages' relative includes (``../../src/...``) find what lies beside the sources.
     for entry in sorted(srcdir.parent.iterdir()):
         link = tree / entry.name
