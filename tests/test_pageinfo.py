@@ -216,3 +216,22 @@ def test_a_total_of_an_unknown_scope_fails_the_build_and_names_it(tmp_path: Path
     proc = build_in_process(src, tmp_path / "out", EXTENSIONS, check=False)
     assert proc.returncode != 0
     assert "reading-time: 'chapters' is no scope; use one of ['chapter']" in proc.stderr
+
+
+def test_a_page_that_states_the_total_is_written_again_when_another_page_changes(
+    tmp_path: Path,
+) -> None:
+    pages = {
+        "chapter/a": "# A\n\n```{page-info}\n```\n\n" + _words(100),
+        "other": "# O\n\nThe chapter takes {reading-time}`chapter`.\n",
+    }
+    src = _book(tmp_path, pages)
+
+    def total() -> str:
+        html = build_in_process(src, tmp_path / "out", EXTENSIONS).outdir
+        soup = BeautifulSoup((html / "other.html").read_text(encoding="utf-8"), "html.parser")
+        return soup.select_one(".amp-reading-time").get_text()
+
+    assert total() == "about 5 minutes"
+    (src / "chapter" / "a.md").write_text(pages["chapter/a"] + _words(2000), encoding="utf-8")
+    assert total() == "about 15 minutes"  # other.md itself did not change

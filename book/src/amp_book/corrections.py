@@ -141,6 +141,23 @@ class PageStore(EnvironmentCollector):
             self.store(app.env)[docname] = found
 
 
+def write_again_after_reads(app: Sphinx, field: str) -> None:
+    """Write again, after any build that read a page, each page whose metadata sets ``field``:
+    a page that states what other pages hold (every claim, the chapter's total time) goes
+    stale when they change, though its own source did not."""
+
+    def note_reading(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:
+        app._amp_lesson_read_any = bool(docnames)  # type: ignore[attr-defined]
+
+    def pages_to_write(app: Sphinx, env: BuildEnvironment) -> list[str]:
+        if not getattr(app, "_amp_lesson_read_any", False):
+            return []
+        return sorted(d for d, meta in env.metadata.items() if meta.get(field))
+
+    app.connect("env-before-read-docs", note_reading)
+    app.connect("env-get-updated", pages_to_write)
+
+
 def page_link(env: BuildEnvironment, docname: str, here: str) -> addnodes.pending_xref:
     """A link from ``here`` to ``docname``, titled with the page's title."""
     ref = addnodes.pending_xref(
@@ -236,4 +253,12 @@ def setup(app: Sphinx) -> dict[str, Any]:
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
-__all__ = ["BOX_CLASS", "TITLE", "PageStore", "page_link", "reading_order", "setup"]
+__all__ = [
+    "BOX_CLASS",
+    "TITLE",
+    "PageStore",
+    "page_link",
+    "reading_order",
+    "setup",
+    "write_again_after_reads",
+]

@@ -674,10 +674,9 @@ def prepare_edition(app: Sphinx, edition: Edition) -> dict[str, Any]:
         for path in sorted(src.rglob("*"), reverse=True):
             if path.is_file() and path.relative_to(src) not in wanted:
                 path.unlink()
-                _forget_output(work, path.relative_to(src).with_suffix("").as_posix())
             elif path.is_dir() and not any(path.iterdir()):
                 path.rmdir()
-    # And a page pruned by an earlier build whose output is still there.
+    # A page the edition no longer has, pruned now or by an earlier build, leaves no output.
     sources = {rel.with_suffix("").as_posix() for rel in wanted}
     for doctree in sorted((work / "doctrees").rglob("*.doctree")):
         doc = doctree.relative_to(work / "doctrees").with_suffix("").as_posix()

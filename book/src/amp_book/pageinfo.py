@@ -45,7 +45,7 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import docname_join
 from sphinx.util.docutils import SphinxDirective
 
-from amp_book.corrections import PageStore
+from amp_book.corrections import PageStore, write_again_after_reads
 
 WORDS_PER_MINUTE = 200
 """Reading speed for the prose of a technical page: slower than for a novel."""
@@ -242,16 +242,6 @@ TOTALS_FIELD = "amp_lesson_states_totals"
 """Set in the metadata of a page that states a total: it is written after every read."""
 
 
-def _totals_to_rewrite(app: Sphinx, env: BuildEnvironment) -> list[str]:
-    if not getattr(app, "_amp_lesson_read_times", False):
-        return []
-    return sorted(d for d, meta in env.metadata.items() if meta.get(TOTALS_FIELD))
-
-
-def _note_reading(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:
-    app._amp_lesson_read_times = bool(docnames)  # type: ignore[attr-defined]
-
-
 # -- the directive -----------------------------------------------------------------------
 
 
@@ -306,8 +296,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_role("reading-time", reading_time_role)
     app.add_env_collector(ReadingTimes)
     app.add_post_transform(FillTimes)
-    app.connect("env-before-read-docs", _note_reading)
-    app.connect("env-get-updated", _totals_to_rewrite)
+    write_again_after_reads(app, TOTALS_FIELD)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 

@@ -32,7 +32,7 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective
 
 from amp_book import pages
-from amp_book.corrections import PageStore, page_link
+from amp_book.corrections import PageStore, page_link, write_again_after_reads
 from amp_lesson.claims import CLAIM_RECORD_PREFIX, sentences
 
 VARIANT_CLASS = "amp-claim-variant"
@@ -280,25 +280,13 @@ class ExpandClaimLists(SphinxPostTransform):
             )
 
 
-def _lists_to_rewrite(app: Sphinx, env: BuildEnvironment) -> list[str]:
-    """After any page was read, the pages that list the claims are written again."""
-    if not getattr(app, "_amp_lesson_read_any", False):
-        return []
-    return sorted(d for d, meta in env.metadata.items() if meta.get(LISTS_FIELD))
-
-
-def _note_reading(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:
-    app._amp_lesson_read_any = bool(docnames)  # type: ignore[attr-defined]
-
-
 def setup(app: Sphinx) -> dict[str, Any]:
     """Register the directive, the collector, the list's expansion and its rewriting."""
     app.add_node(claim_list)
     app.add_directive("claim-variants", ClaimVariants)
     app.add_env_collector(ClaimCollector)
     app.add_post_transform(ExpandClaimLists)
-    app.connect("env-before-read-docs", _note_reading)
-    app.connect("env-get-updated", _lists_to_rewrite)
+    write_again_after_reads(app, LISTS_FIELD)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
