@@ -10,9 +10,12 @@ from one pass while the recipe trains on another.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections import UserDict
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -74,15 +77,99 @@ def count_tokens(y: torch.Tensor) -> int:
     return int((y != PAD).sum())
 
 
+def fresh_model(dtype: torch.dtype = torch.float32) -> torch.nn.Linear:
+    """The lesson's model: Linear(2, 1) without bias, weights 0."""
+    model = torch.nn.Linear(2, 1, bias=False).to(dtype)
+    torch.nn.init.zeros_(model.weight)
+    return model
+
+
+class OwnLoss(torch.nn.Module):
+    """A model that computes its own loss from the labels it is given, as a Hugging Face
+    model does: the lesson's ``Linear(2, 1)`` and :func:`masked_bce`. It returns a dict, or,
+    with ``as_attribute``, an object with ``.loss`` and ``.logits``; ``lengths``, if given,
+    must arrive as the plain list of ints the batch holds (not moved, not made a tensor)."""
+
+    def __init__(self, dtype: torch.dtype = torch.float32, as_attribute: bool = False) -> None:
+        super().__init__()
+        self.linear = fresh_model(dtype)
+        self.as_attribute = as_attribute
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.linear.weight
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None,
+                lengths: list[int] | None = None) -> Any:  # fmt: skip
+        if lengths is not None and not all(type(n) is int for n in lengths):
+            raise TypeError(f"lengths must reach the model as ints, got {lengths!r}")
+        logits = self.linear(x)
+        loss = None if labels is None else masked_bce(logits, labels)
+        if self.as_attribute:
+            return SimpleNamespace(loss=loss, logits=logits)
+        return {"loss": loss, "logits": logits}
+
+
+def as_dict(samples: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """A collator in the manner of Hugging Face's: the samples as a dict of stacked tensors."""
+    return {
+        "x": torch.stack([x for x, _ in samples]),
+        "labels": torch.stack([y for _, y in samples]),
+    }
+
+
+class Encoding(UserDict):
+    """A mapping that is not a dict, as a tokenizer's ``BatchEncoding`` is (a ``UserDict``)."""
+
+
+def as_encodings(batches: list[tuple[torch.Tensor, torch.Tensor]]) -> list[Encoding]:
+    return [Encoding(x=x, labels=y) for x, y in batches]
+
+
+def padded_dicts(lengths: tuple[int, ...], per_batch: int, seed: int) -> list[dict[str, Any]]:
+    """:func:`padded_sequences` as dicts, with the sequences' lengths as a plain list."""
+    batches = padded_sequences(lengths, per_batch, seed)
+    return [
+        {"x": x, "labels": y, "lengths": [int(n) for n in (y != PAD).sum(dim=(1, 2)).tolist()]}
+        for x, y in batches
+    ]
+
+
+def count_label_tokens(batch: dict[str, Any]) -> int:
+    """The tokens the model's own loss averages over: its labels that are not padding."""
+    return int((batch["labels"] != PAD).sum())
+
+
+def dict_logits_bce(output: dict[str, torch.Tensor], batch: dict[str, Any]) -> torch.Tensor:
+    """A loss of the reader's own on a dict batch: ``loss_fn(output, batch)``."""
+    return F.binary_cross_entropy_with_logits(output["logits"], batch["labels"])
+
+
+def as_pair(batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """A micro-batch as ``(x, y)``, for the reference: a dict's ``x`` and ``labels``."""
+    if isinstance(batch, Mapping):
+        return batch["x"], batch["labels"]
+    return batch
+
+
+BCE = torch.nn.BCEWithLogitsLoss()
+
+
 @dataclass(frozen=True)
 class Case:
-    """A loader, how the recipe is run on it, and what makes it hard."""
+    """A loader, how the recipe is run on it, and what makes it hard.
+
+    ``model(dtype)`` builds the model; ``loss_fn`` is the recipe's (``None``: the model's
+    own loss); ``count`` its count (``None``: the recipe's default).
+    """
 
     make: Callable[[], Any]
     accum_steps: int
     epochs: int = 2
-    tokens: bool = False
     what: str = ""
+    model: Callable[[torch.dtype], torch.nn.Module] = fresh_model
+    loss_fn: Callable | None = BCE
+    count: Callable | None = None
 
 
 CASES: dict[str, Case] = {
@@ -115,17 +202,40 @@ CASES: dict[str, Case] = {
     "per-token loss, padded sequences": Case(
         lambda: padded_sequences((2, 3, 16, 14, 5, 4, 12, 9, 1, 7), 2, 6),
         accum_steps=2,
-        tokens=True,
+        loss_fn=masked_bce,
+        count=count_tokens,
         what="10 sequences of 1 to 16 tokens, 2 a micro-batch, padded to its longest",
     ),
+    "dict batches from a collator, the model's own loss": Case(
+        lambda: DataLoader(TensorDataset(*toy_problem(250, 7)), batch_size=32, collate_fn=as_dict),
+        accum_steps=3,
+        model=OwnLoss,
+        loss_fn=None,
+        what="a collator's dicts of 32, ..., 26 samples; the model returns {'loss': ...}",
+    ),
+    "a tokenizer-style mapping, output.loss": Case(
+        lambda: as_encodings(uneven_batches((5, 17, 32, 9, 40, 3, 11), 4)),
+        accum_steps=3,
+        model=partial(OwnLoss, as_attribute=True),
+        loss_fn=None,
+        what="UserDict batches of unequal sizes; the model's output has .loss",
+    ),
+    "dict batches, the reader's loss_fn(output, batch)": Case(
+        lambda: DataLoader(TensorDataset(*toy_problem(150, 9)), batch_size=20, collate_fn=as_dict),
+        accum_steps=3,
+        model=OwnLoss,
+        loss_fn=dict_logits_bce,
+        what="a collator's dicts; the loss reads output['logits'] and batch['labels']",
+    ),
+    "the model's own per-token loss, counted by tokens": Case(
+        lambda: padded_dicts((2, 3, 16, 14, 5, 4, 12, 9, 1, 7), 2, 10),
+        accum_steps=2,
+        model=OwnLoss,
+        loss_fn=None,
+        count=count_label_tokens,
+        what="padded sequences as dicts with a list of lengths; count= counts the label tokens",
+    ),
 }
-
-
-def fresh_model(dtype: torch.dtype = torch.float32) -> torch.nn.Linear:
-    """The lesson's model: Linear(2, 1) without bias, weights 0."""
-    model = torch.nn.Linear(2, 1, bias=False).to(dtype)
-    torch.nn.init.zeros_(model.weight)
-    return model
 
 
 def run_case(
@@ -136,18 +246,28 @@ def run_case(
     **kwargs: Any,
 ) -> tuple[torch.Tensor, float]:
     """Train ``fresh_model`` with ``train`` (the recipe) on the case; return weight and scale."""
-    model = fresh_model(param_dtype)
+    model = case.model(param_dtype)
     loader = case.make()
     if param_dtype != torch.float32:  # the data in the model's dtype: no autocast casts it
-        loader = [(x.to(param_dtype), y.to(param_dtype)) for x, y in loader]
-    if case.tokens:
-        kwargs = {"count": count_tokens, **kwargs}
+        loader = [cast(batch, param_dtype) for batch in loader]
+    if case.count is not None:
+        kwargs = {"count": case.count, **kwargs}
     scaler = train(
-        model, loader, masked_bce if case.tokens else torch.nn.BCEWithLogitsLoss(),
-        torch.optim.SGD(model.parameters(), lr=LR), accum_steps=case.accum_steps,
-        epochs=case.epochs, dtype=dtype, **kwargs,
+        model, loader, case.loss_fn, torch.optim.SGD(model.parameters(), lr=LR),
+        accum_steps=case.accum_steps, epochs=case.epochs, dtype=dtype, **kwargs,
     )  # fmt: skip
     return model.weight.detach().clone(), float(scaler.get_scale())
+
+
+def cast(batch: Any, dtype: torch.dtype) -> Any:
+    """``batch`` with its floating-point tensors in ``dtype``, its structure kept."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(dtype) if batch.is_floating_point() else batch
+    if isinstance(batch, Mapping):
+        return type(batch)({key: cast(value, dtype) for key, value in batch.items()})
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(cast(value, dtype) for value in batch)
+    return batch
 
 
 def results_as_json(train: Callable[..., torch.amp.GradScaler]) -> str:

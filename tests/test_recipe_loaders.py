@@ -14,10 +14,20 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+from collections.abc import Mapping
 
 import pytest
 import torch
-from recipe_loaders import CASES, DDP_ACCUM, DDP_SIZES, LR, ddp_batches, ddp_worker, run_case
+from recipe_loaders import (
+    CASES,
+    DDP_ACCUM,
+    DDP_SIZES,
+    LR,
+    as_pair,
+    ddp_batches,
+    ddp_worker,
+    run_case,
+)
 
 from amp_lesson.distributed import free_port, start_ranks
 from amp_lesson.recipe import train_mixed_precision
@@ -27,7 +37,7 @@ DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 
 
 def reference_and_bound(case, dtype, param_dtype=torch.float32):
-    windows = split_windows(case.make(), case.accum_steps)
+    windows = split_windows([as_pair(batch) for batch in case.make()], case.accum_steps)
     steps = reference_steps(torch.zeros(1, 2), windows, LR, epochs=case.epochs)
     return steps, recipe_bound(windows, steps, LR, dtype, param_dtype)
 
@@ -65,9 +75,18 @@ def divided_by_accum_steps(model, loader, loss_fn, optimizer, *, accum_steps, ep
     for _ in range(epochs):
         batches = iter(loader)
         while window := list(itertools.islice(batches, accum_steps)):
-            for x, y in window:
+            for batch in window:
                 with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
-                    loss = loss_fn(model(x), y) / accum_steps
+                    if isinstance(batch, Mapping):  # model(**batch), as Hugging Face's loops
+                        out = model(**batch)
+                        own = (
+                            out["loss"] if isinstance(out, Mapping) else getattr(out, "loss", None)
+                        )
+                        loss = own if loss_fn is None else loss_fn(out, batch)
+                    else:
+                        x, y = batch
+                        loss = loss_fn(model(x), y)
+                    loss = loss / accum_steps
                 scaler.scale(loss).backward()
             scaler.step(optimizer)
             scaler.update()

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -147,6 +147,9 @@ class StepLog:
         the steps with ``found_inf``).
     grad_norm : float
         The 2-norm of the unscaled gradient before any clipping.
+    clipped_norm : float, optional
+        The norm ``clip_grad_norm_`` measured (and clipped to ``clip_norm``),
+        after unscaling; ``None`` when the loop did not clip.
 
     Examples
     --------
@@ -163,6 +166,7 @@ class StepLog:
     found_inf: bool
     skipped: bool
     grad_norm: float
+    clipped_norm: float | None = None
 
 
 @dataclass(frozen=True)
@@ -470,9 +474,12 @@ def _record(
     found_inf = not all(bool(torch.isfinite(g).all()) for g in grads)
     norm = math.sqrt(sum(float(g.double().square().sum()) for g in grads))
     micro_losses = tuple(float(v) for v in torch.stack([m.float() for m in micro]).tolist())
+    total: Any = 0.0
+    for m in micro:  # in float32, in order, as the recipe adds its window's losses
+        total = total + m.detach().float()
     return StepLog(
         step=step,
-        loss=sum(micro_losses) / loss_divisor,
+        loss=float(total) / loss_divisor,
         micro_losses=micro_losses,
         scale=scale,
         found_inf=found_inf,
@@ -814,7 +821,8 @@ def train_amp_accumulated(
         log.append(_record(step, micro, model, scaler))  # bookkeeping for the book
         if clip_norm is not None:
             scaler.unscale_(optimizer)  # once, at the boundary, before clipping
-            clip_grad_norm_(model.parameters(), clip_norm)
+            norm = clip_grad_norm_(model.parameters(), clip_norm)
+            log[-1] = replace(log[-1], clipped_norm=float(norm))  # the norm it measured
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad()

@@ -1,19 +1,22 @@
 """The loop the book builds toward: mixed precision with gradient accumulation.
 
 :func:`train_mixed_precision` is written to be read and copied. It needs nothing
-but ``torch`` and the standard library, keeps no records, and the chapter shows it
-exactly as it stands here, from ``import contextlib`` to the end of
+but ``torch`` and the standard library, and the chapter shows it exactly as it
+stands here, from ``import contextlib`` to the end of
 :func:`check_recipe_arguments`: that part of the file is what the page's copy
-button copies, and it runs alone. It takes any iterable of ``(x, y)``
-micro-batches (a ``DataLoader`` with or without ``drop_last``, an
-``IterableDataset``, a list, a generator), steps once per window of
-``accum_steps`` of them or of what is left at the end of an epoch, and weights
-each micro-batch by its share of the window's samples, so that every step
-follows the gradient of the mean loss over the samples of its window. The
-tables on the book's pages come from its instrumented twin,
-:func:`amp_lesson.accumulation.train_amp_accumulated`, which logs every step;
-the test suite compares the two bit for bit, weights and scales, and the loop
-against a float64 reference on real loaders.
+button copies, and it runs alone. It takes any iterable of micro-batches (a
+``DataLoader`` with or without ``drop_last``, an ``IterableDataset``, a list, a
+generator) whose batches are ``(x, y)`` pairs, tuples, tensors or dicts (a
+collator's, a tokenizer's ``BatchEncoding``), with a loss function or the loss
+the model computes itself. It steps once per window of ``accum_steps``
+micro-batches or of what is left at the end of an epoch, and weights each
+micro-batch by its share of the window's samples (or tokens), so that every step
+follows the gradient of the mean loss over its window. An optional scheduler
+moves once per step taken, and an optional ``on_step`` receives a record of
+each step. The tables on the book's pages come from its instrumented twin,
+:func:`amp_lesson.accumulation.train_amp_accumulated`; the test suite compares
+the two bit for bit, weights, scales and records, and the loop against a
+float64 reference on real loaders and on a Hugging Face GPT-2.
 
 >>> import torch
 >>> X = torch.randn(125, 2, generator=torch.Generator().manual_seed(0))
@@ -31,12 +34,20 @@ against a float64 reference on real loaders.
 
 from __future__ import annotations
 
-__all__ = ["check_recipe_arguments", "train_mixed_precision"]
+__all__ = [
+    "check_recipe_arguments",
+    "count_samples",
+    "own_loss",
+    "split_batch",
+    "to_device",
+    "train_mixed_precision",
+]
 
 # The recipe, as the chapter shows it and its copy button copies it.
 import contextlib
 import itertools
-from collections.abc import Callable, Iterable, Iterator
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import torch
 
@@ -44,61 +55,145 @@ import torch
 def train_mixed_precision(
     model: torch.nn.Module,
     loader: Iterable,
-    loss_fn: Callable,
+    loss_fn: Callable | None,
     optimizer: torch.optim.Optimizer,
     *,
     accum_steps: int = 1,
     max_norm: float | None = None,
     dtype: torch.dtype = torch.float16,
     epochs: int = 1,
-    count: Callable = len,
+    count: Callable | None = None,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    on_step: Callable[[dict], object] | None = None,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> torch.amp.GradScaler:
     """Mixed-precision training, accum_steps micro-batches per step."""
-    check_recipe_arguments(model, loader, optimizer, accum_steps, dtype, epochs)
-    device = next(model.parameters()).device
+    check_recipe_arguments(**locals())  # every argument above, by name
+    device = next(p.device for p in model.parameters() if p.requires_grad)
     half = dtype != torch.float32  # float32: the FP32 loop, to compare with
-    # FP16 needs loss scaling; BF16 has FP32's exponent range and needs none
-    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+    if scaler is None:  # FP16 needs loss scaling; BF16 has FP32's exponent range
+        scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+    count = count_samples if count is None else count  # what a mean loss averages over
     no_sync = getattr(model, "no_sync", contextlib.nullcontext)  # DDP's, if any
     model.train()
     optimizer.zero_grad()
+    step = 0
     for epoch in range(1, epochs + 1):
         batches = iter(loader)
         window = list(itertools.islice(batches, accum_steps))
         if not window:  # an empty loader, or an iterator used up before
             raise ValueError(f"loader gave no batch in epoch {epoch}")
         while window:  # accum_steps micro-batches, or what is left of the epoch
-            total = sum(count(y) for _, y in window)  # samples in the window
+            counts = [count(split_batch(batch)[2]) for batch in window]
+            total = sum(counts)  # samples (or tokens) in the window
             if not total > 0:
                 raise ValueError(f"count gave 0 for a window of epoch {epoch}")
-            for i, (x, y) in enumerate(window):
-                share = count(y) / total  # its share of the window
-                x, y = x.to(device), y.to(device)
+            window_loss = 0.0
+            for i, batch in enumerate(window):
+                share = counts[i] / total  # its share of the window
+                args, kwargs, target = split_batch(to_device(batch, device))
                 # under DDP, all-reduce once per window: on its last micro-batch
                 last = i == len(window) - 1
                 with contextlib.nullcontext() if last else no_sync():
                     # autocast: the forward pass and the loss only
                     with torch.autocast(device.type, dtype=dtype, enabled=half):
-                        loss = loss_fn(model(x), y) * share
+                        output = model(*args, **kwargs)
+                        loss = own_loss(output) if loss_fn is None else loss_fn(output, target)
+                        loss = loss * share
                     scaler.scale(loss).backward()  # scaled gradients add up
+                window_loss = window_loss + loss.detach().float()  # for the log
+            grad_norm = None
             if max_norm is not None:
                 # clip the true gradient, not the scaled one
                 scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scale, lr = scaler.get_scale(), optimizer.param_groups[0]["lr"]
             scaler.step(optimizer)  # skipped if the gradient holds inf or NaN
             scaler.update()  # back off after an overflow, grow after a streak
+            skipped = scaler.get_scale() < scale  # it backed off: no step was taken
+            if scheduler is not None and not skipped:
+                scheduler.step()  # once per step taken
             optimizer.zero_grad()
+            step += 1
+            if on_step is not None:  # a log: one record per optimizer step
+                on_step(
+                    {
+                        "step": step,
+                        "epoch": epoch,
+                        "loss": float(window_loss),
+                        "count": total,
+                        "scale": scale,
+                        "skipped": skipped,
+                        "grad_norm": None if grad_norm is None else grad_norm.item(),
+                        "lr": float(lr),
+                    }
+                )
             window = list(itertools.islice(batches, accum_steps))
     return scaler
+
+
+def split_batch(batch: object) -> tuple[tuple, dict, object]:
+    """(args, kwargs, target): how the model is called on a batch, what the loss is given."""
+    if isinstance(batch, Mapping):  # a collator's dict, a tokenizer's BatchEncoding
+        return (), dict(batch), batch  # model(**batch), loss_fn(output, batch)
+    if isinstance(batch, (tuple, list)) and len(batch) > 1:  # (x, y) or (x1, x2, ..., y)
+        return tuple(batch[:-1]), {}, batch[-1]  # model(*inputs), loss_fn(output, y)
+    if isinstance(batch, (tuple, list)):  # (x,), as a one-tensor TensorDataset yields
+        batch = batch[0]
+    return (batch,), {}, batch  # model(x), loss_fn(output, x)
+
+
+def to_device(batch: object, device: torch.device) -> object:
+    """batch with every tensor in it moved to device; anything else left as it is."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, Mapping):
+        return {key: to_device(value, device) for key, value in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        moved = [to_device(value, device) for value in batch]
+        return type(batch)(*moved) if hasattr(batch, "_fields") else type(batch)(moved)
+    return batch
+
+
+def count_samples(target: object) -> int:
+    """The samples in a target: the length of the first tensor in it, depth first."""
+    found = [target]
+    while found:
+        item = found.pop(0)
+        if isinstance(item, torch.Tensor) and item.dim() > 0:
+            return len(item)
+        if isinstance(item, Mapping):
+            item = list(item.values())
+        if isinstance(item, (tuple, list)):
+            found[:0] = item  # its items before the rest: depth first
+    kind = type(target).__name__
+    raise ValueError(f"count found no tensor to count samples in ({kind}): pass count=")
+
+
+def own_loss(output: object) -> torch.Tensor:
+    """The loss a model computed itself: output.loss, or output["loss"]."""
+    loss = output.get("loss") if isinstance(output, Mapping) else getattr(output, "loss", None)
+    if loss is None:
+        raise ValueError(
+            "loss_fn is None but the model returned no loss (output.loss or "
+            "output['loss']): give the batch its labels, or pass a loss_fn"
+        )
+    return loss
 
 
 def check_recipe_arguments(
     model: torch.nn.Module,
     loader: Iterable,
+    loss_fn: Callable | None,
     optimizer: torch.optim.Optimizer,
     accum_steps: int,
+    max_norm: float | None,
     dtype: torch.dtype,
     epochs: int,
+    count: Callable | None,
+    scheduler: object,
+    on_step: Callable | None,
+    scaler: torch.amp.GradScaler | None,
 ) -> None:
     """Refuse the arguments the loop would misuse without a word."""
     for name, value in (("accum_steps", accum_steps), ("epochs", epochs)):
@@ -108,15 +203,39 @@ def check_recipe_arguments(
         # A generator is used up after one pass: a second would find nothing.
         used_up = "loader is an iterator, used up after one epoch"
         raise ValueError(f"{used_up}: pass epochs=1")
+    if max_norm is not None and not (
+        isinstance(max_norm, (int, float))
+        and not isinstance(max_norm, bool)
+        and math.isfinite(max_norm)
+        and max_norm > 0
+    ):  # -1 would train by gradient ascent, NaN make the weights NaN, 0 train nothing
+        raise ValueError(f"max_norm must be a finite number > 0 or None, got {max_norm!r}")
     # float32 turns autocast off; with any other dtype CPU autocast would switch
     # itself off with only a warning, and CUDA's would not check it
     if dtype not in (torch.float16, torch.bfloat16, torch.float32):
         allowed = "torch.float16, torch.bfloat16 or torch.float32"
         raise ValueError(f"dtype must be {allowed}, got {dtype}")
+    for name, value in (("loss_fn", loss_fn), ("count", count), ("on_step", on_step)):
+        if value is not None and not callable(value):
+            raise TypeError(f"{name} must be callable or None, got {type(value).__name__}")
+    if not any(p.requires_grad for p in model.parameters()):
+        raise ValueError("model has no trainable parameter: nothing to train")
     held = {id(p) for g in optimizer.param_groups for p in g["params"]}
     if any(id(p) not in held for p in model.parameters() if p.requires_grad):
         # One built over another model's parameters would train nothing.
         raise ValueError("optimizer must hold every trainable parameter")
+    if scheduler is not None and (
+        getattr(scheduler, "optimizer", None) is not optimizer
+        or isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
+    ):  # ReduceLROnPlateau steps on a validation loss, which the loop does not compute
+        raise ValueError(
+            "scheduler must be an LRScheduler built on optimizer "
+            "(step ReduceLROnPlateau yourself, after validating)"
+        )
+    if scaler is not None and not isinstance(scaler, torch.amp.GradScaler):
+        raise TypeError(
+            f"scaler must be a torch.amp.GradScaler or None, got {type(scaler).__name__}"
+        )
 
 
 # End of the recipe. The reference below is what the API reference shows; the page
@@ -127,14 +246,29 @@ train_mixed_precision.__doc__ = """Train with autocast, a GradScaler and ``accum
     An optimizer step covers a *window*: ``accum_steps`` consecutive
     micro-batches of ``loader``, or what is left at the end of an epoch, so
     the last, shorter window of an epoch steps too. Each micro-batch's mean
-    loss is multiplied by ``count(y) / total``, its share of the window's
-    samples (``total`` is counted over the whole window before its first
-    backward), so the step's gradient is that of the mean loss over the
+    loss is multiplied by ``count(target) / total``, its share of the
+    window's samples (``total`` is counted over the whole window before its
+    first backward), so the step's gradient is that of the mean loss over the
     samples of its window whatever the micro-batch sizes: a default
     ``DataLoader``'s short last batch weighs as many samples as it holds.
     For a per-token loss, ``count`` counts the tokens the loss averages over.
     Counting first means holding the window's micro-batches, as the loader
     yields them, until its step: ``accum_steps`` of them at once.
+
+    How a batch is used (:func:`split_batch`):
+
+    - a mapping (a dict from a collator, a tokenizer's ``BatchEncoding``):
+      ``model(**batch)``, and the loss is ``loss_fn(output, batch)``;
+    - a tuple or list ``(x, y)``, or ``(x1, ..., xk, y)``: ``model(x)`` (or
+      ``model(x1, ..., xk)``), and ``loss_fn(output, y)``;
+    - a tensor ``x``, or ``(x,)``: ``model(x)``, and ``loss_fn(output, x)``.
+
+    Every tensor in the batch, nested in tuples, lists and mappings, is moved
+    to the model's device first (:func:`to_device`; a mapping arrives as a
+    ``dict``); anything else is passed as it is. With ``loss_fn=None`` the
+    loss is the one the model computed itself, ``output.loss`` or
+    ``output["loss"]`` (:func:`own_loss`), as a Hugging Face model returns it
+    when the batch holds ``labels``.
 
     Parameters
     ----------
@@ -142,13 +276,13 @@ train_mixed_precision.__doc__ = """Train with autocast, a GradScaler and ``accum
         The model, FP32 parameters, on the device to train on. A model
         wrapped in ``DistributedDataParallel`` (anything with ``no_sync()``)
         all-reduces once per window, on its last micro-batch.
-    loader : iterable of (x, y)
+    loader : iterable
         The micro-batches: a ``DataLoader`` (with or without ``drop_last``),
         an ``IterableDataset``, a list, or, with ``epochs=1``, a generator.
-        ``x`` and ``y`` are moved to the model's device.
-    loss_fn : callable
-        ``loss_fn(model(x), y)``, the mean loss over the ``count(y)`` samples
-        (or tokens) of ``y``.
+    loss_fn : callable or None
+        ``loss_fn(output, target)``, the mean loss over the ``count(target)``
+        samples (or tokens) of the micro-batch; ``target`` is ``y``, or the
+        whole batch for a mapping or a tensor. ``None``: the model's own loss.
     optimizer : torch.optim.Optimizer
         The model's optimizer; it must hold every trainable parameter of
         ``model`` (freeze one with ``requires_grad_(False)``, not by leaving
@@ -156,7 +290,8 @@ train_mixed_precision.__doc__ = """Train with autocast, a GradScaler and ``accum
     accum_steps : int, default 1
         Micro-batches per optimizer step; any int >= 1.
     max_norm : float, optional
-        Clip the gradient's 2-norm to it, after unscaling.
+        Clip the gradient's 2-norm to it, after unscaling; a finite number
+        > 0.
     dtype : torch.dtype, default torch.float16
         The autocast dtype: ``torch.float16`` (with loss scaling) or
         ``torch.bfloat16`` (no scaling: the scaler is disabled, as BF16 has
@@ -165,12 +300,36 @@ train_mixed_precision.__doc__ = """Train with autocast, a GradScaler and ``accum
         with.
     epochs : int, default 1
         Passes over ``loader``.
-    count : callable, default len
-        ``count(y)``, the number of samples the mean loss of a micro-batch
-        averages over; ``len`` counts rows. For a token loss that ignores
-        padding labels (``ignore_index=-100``), pass
-        ``count=lambda y: int((y != -100).sum())``. It is called on ``y`` as
-        the loader yields it, before the move to the device.
+    count : callable, optional
+        ``count(target)``, the number of samples (or tokens) the mean loss
+        of a micro-batch averages over, called on the target as the loader
+        yields it, before the move to the device. The default,
+        :func:`count_samples`, takes the length of the first tensor in the
+        target (depth first: for a dict batch, its first tensor's batch
+        dimension). For a token loss that ignores padding labels
+        (``ignore_index=-100``), pass
+        ``count=lambda y: int((y != -100).sum())``; for a causal language
+        model's own loss, which predicts each token from those before it,
+        ``count=lambda batch: int((batch["labels"][:, 1:] != -100).sum())``.
+    scheduler : torch.optim.lr_scheduler.LRScheduler, optional
+        Stepped once after each optimizer step that was taken: a step the
+        scaler skipped (its gradient held inf or NaN) does not move it. It
+        must be built on ``optimizer``. ``ReduceLROnPlateau``, which steps on
+        a validation loss, is refused: step it after the call.
+    on_step : callable, optional
+        Called after every optimizer step, skipped ones included, with a dict:
+        ``step`` (from 1, over all epochs), ``epoch`` (from 1), ``loss`` (the
+        window's mean loss, as a float: the weighted micro-batch losses added
+        in float32, before loss scaling), ``count`` (the window's ``total``),
+        ``scale`` (the loss scale its backward passes used; 1.0 without
+        scaling), ``skipped`` (the scaler skipped the step), ``grad_norm``
+        (the unscaled gradient's norm that clipping measured, ``None``
+        without ``max_norm``) and ``lr`` (the first parameter group's
+        learning rate during the step). ``history.append`` keeps them all.
+    scaler : torch.amp.GradScaler, optional
+        The scaler to use, with its state: the one a previous call returned,
+        or one loaded from a checkpoint, so that the scale is not learnt
+        again from the start. By default a new one, enabled for FP16 only.
 
     Returns
     -------
@@ -181,23 +340,55 @@ train_mixed_precision.__doc__ = """Train with autocast, a GradScaler and ``accum
     Raises
     ------
     ValueError
-        If ``accum_steps`` or ``epochs`` is not an int >= 1, ``loader`` is an
-        iterator and ``epochs`` > 1 (it would be used up after one epoch) or
-        gives no batch in an epoch, ``count`` finds no sample in a whole
-        window, ``dtype`` is not one of the three above (CPU autocast would
-        switch itself off with only a warning, and CUDA's would not check
-        it), or ``optimizer`` misses a trainable parameter of ``model`` (one
-        built over another model's parameters would train nothing, without a
-        word); see
-        :func:`check_recipe_arguments`.
+        If ``accum_steps`` or ``epochs`` is not an int >= 1, ``max_norm`` is
+        not a finite number > 0 (-1 would train by gradient ascent, NaN make
+        the weights NaN, 0 train nothing), ``loader`` is an iterator and
+        ``epochs`` > 1 (it would be used up after one epoch) or gives no
+        batch in an epoch, ``count`` finds no sample in a whole window,
+        ``dtype`` is not one of the three above (CPU autocast would switch
+        itself off with only a warning, and CUDA's would not check it),
+        ``model`` has no trainable parameter, ``optimizer`` misses a
+        trainable parameter of ``model`` (one built over another model's
+        parameters would train nothing, without a word), ``scheduler`` is not
+        built on ``optimizer``, or ``loss_fn`` is ``None`` and the model
+        returned no loss; see :func:`check_recipe_arguments`.
+    TypeError
+        If ``loss_fn``, ``count`` or ``on_step`` is not callable, or
+        ``scaler`` is not a ``GradScaler``.
 
     Examples
     --------
+    A model that computes its own loss, on a collator's dict batches, with a
+    warm-up schedule and a log:
+
+    >>> import torch
+    >>> class Regression(torch.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.linear = torch.nn.Linear(4, 1)
+    ...     def forward(self, features, labels=None):
+    ...         prediction = self.linear(features)
+    ...         loss = torch.nn.functional.mse_loss(prediction, labels)
+    ...         return {"loss": loss, "prediction": prediction}
+    >>> g = torch.Generator().manual_seed(0)
+    >>> batches = [{"features": torch.randn(8, 4, generator=g),
+    ...             "labels": torch.randn(8, 1, generator=g)} for _ in range(6)]
+    >>> _ = torch.manual_seed(0)
+    >>> model = Regression()
+    >>> optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    >>> warmup = torch.optim.lr_scheduler.LinearLR(optimizer, 0.5, total_iters=2)
+    >>> history = []
+    >>> scaler = train_mixed_precision(model, batches, None, optimizer, accum_steps=2,
+    ...                                scheduler=warmup, on_step=history.append)
+    >>> [(r["step"], r["scale"], r["skipped"], r["lr"]) for r in history]
+    [(1, 65536.0, False, 0.0005), (2, 65536.0, True, 0.00075), (3, 32768.0, False, 0.00075)]
+
+    The second step's gradient overflowed FP16 at the scale of 2**16: the
+    scaler skipped it and halved the scale, and the warm-up did not move.
+
     Sequences of different lengths, padded with the label ``-100``: each
     window's step averages over its real tokens.
 
-    >>> import torch
-    >>> g = torch.Generator().manual_seed(0)
     >>> model = torch.nn.Sequential(torch.nn.Embedding(16, 8), torch.nn.Linear(8, 16))
     >>> def sequences(n):
     ...     for length in torch.randint(2, 12, (n,), generator=g).tolist():
@@ -215,7 +406,114 @@ train_mixed_precision.__doc__ = """Train with autocast, a GradScaler and ``accum
     >>> scaler.is_enabled()  # BF16: no loss scaling
     False
     """
+split_batch.__doc__ = """Split a micro-batch into the model's arguments and the loss's target.
+
+    Parameters
+    ----------
+    batch : object
+        A mapping, a tuple or list, or a tensor, as the loader yields it.
+
+    Returns
+    -------
+    args : tuple
+        Positional arguments of ``model``.
+    kwargs : dict
+        Keyword arguments of ``model``: a mapping's items.
+    target : object
+        What ``loss_fn`` and ``count`` are given: a pair's ``y`` (a tuple's
+        last item), a mapping itself, or a tensor itself.
+
+    Examples
+    --------
+    >>> import torch
+    >>> x, y = torch.ones(2, 3), torch.zeros(2)
+    >>> split_batch((x, y))[2] is y
+    True
+    >>> args, kwargs, target = split_batch({"input_ids": x, "labels": y})
+    >>> args, list(kwargs), list(target)
+    ((), ['input_ids', 'labels'], ['input_ids', 'labels'])
+    """
+to_device.__doc__ = """Move every tensor in a batch to a device; anything else is left as it is.
+
+    Parameters
+    ----------
+    batch : object
+        A tensor, or tuples, lists (named tuples kept) and mappings holding
+        them, nested to any depth. A mapping comes back as a ``dict``.
+    device : torch.device
+        Where the tensors go.
+
+    Returns
+    -------
+    object
+        The batch with its tensors on ``device``; the batch given is not
+        changed.
+
+    Examples
+    --------
+    >>> import torch
+    >>> batch = {"ids": torch.ones(2), "lengths": [2, 1], "source": "train.txt"}
+    >>> moved = to_device(batch, torch.device("meta"))
+    >>> moved["ids"].device, moved["lengths"], moved["source"]
+    (device(type='meta'), [2, 1], 'train.txt')
+    """
+count_samples.__doc__ = """Count the samples in a target: the length of the first tensor in it.
+
+    The default ``count`` of :func:`train_mixed_precision`. The target is
+    searched depth first, through mappings (their values in order), tuples
+    and lists; a tensor with no dimension is passed over.
+
+    Parameters
+    ----------
+    target : object
+        A tensor, or a mapping, tuple or list holding one.
+
+    Returns
+    -------
+    int
+        The first dimension of the first tensor found.
+
+    Raises
+    ------
+    ValueError
+        If the target holds no tensor with a dimension (pass ``count=``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> count_samples({"input_ids": torch.zeros(8, 128), "labels": torch.zeros(8, 128)})
+    8
+    >>> count_samples([torch.zeros(5), torch.zeros(3)])
+    5
+    """
+own_loss.__doc__ = """The loss a model computed itself: ``output["loss"]`` or ``output.loss``.
+
+    Parameters
+    ----------
+    output : object
+        The model's output: a mapping (a Hugging Face ``ModelOutput`` is
+        one) or an object with a ``loss`` attribute.
+
+    Returns
+    -------
+    torch.Tensor
+        The loss.
+
+    Raises
+    ------
+    ValueError
+        If the output holds no loss tensor (a Hugging Face model returns
+        none without ``labels``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> float(own_loss({"loss": torch.tensor(0.5), "logits": torch.zeros(2)}))
+    0.5
+    """
 check_recipe_arguments.__doc__ = """Refuse the arguments :func:`train_mixed_precision` would misuse without a word.
+
+    Its parameters are :func:`train_mixed_precision`'s, in its order.
 
     Parameters
     ----------
@@ -223,22 +521,39 @@ check_recipe_arguments.__doc__ = """Refuse the arguments :func:`train_mixed_prec
         The model to train.
     loader : iterable
         The micro-batches; it is not iterated here.
+    loss_fn : callable or None
+        The loss function, or ``None`` for the model's own loss.
     optimizer : torch.optim.Optimizer
         The model's optimizer.
     accum_steps : int
         Micro-batches per optimizer step.
+    max_norm : float or None
+        The clipping threshold.
     dtype : torch.dtype
         The autocast dtype.
     epochs : int
         Passes over ``loader``.
+    count : callable or None
+        The count of a target's samples.
+    scheduler : object
+        The learning-rate scheduler, or ``None``.
+    on_step : callable or None
+        What receives each step's record.
+    scaler : torch.amp.GradScaler or None
+        The scaler to use.
 
     Raises
     ------
     ValueError
         If ``accum_steps`` or ``epochs`` is not an int >= 1, ``loader`` is an
-        iterator (a generator, say) while ``epochs`` > 1, ``dtype`` is not
-        ``torch.float16``, ``torch.bfloat16`` or ``torch.float32``, or
-        ``optimizer`` misses a trainable parameter of ``model``.
+        iterator (a generator, say) while ``epochs`` > 1, ``max_norm`` is not
+        ``None`` or a finite number > 0, ``dtype`` is not ``torch.float16``,
+        ``torch.bfloat16`` or ``torch.float32``, ``model`` has no trainable
+        parameter, ``optimizer`` misses a trainable parameter of ``model``,
+        or ``scheduler`` is not an ``LRScheduler`` built on ``optimizer``.
+    TypeError
+        If ``loss_fn``, ``count`` or ``on_step`` is neither callable nor
+        ``None``, or ``scaler`` is not a ``GradScaler``.
 
     Examples
     --------
@@ -246,8 +561,9 @@ check_recipe_arguments.__doc__ = """Refuse the arguments :func:`train_mixed_prec
     >>> model = torch.nn.Linear(2, 1)
     >>> optimizer = torch.optim.SGD(model.parameters())
     >>> batches = ((torch.ones(4, 2), torch.ones(4, 1)) for _ in range(8))
-    >>> check_recipe_arguments(model, batches, optimizer, 3, torch.float16, 2)
+    >>> check_recipe_arguments(model, batches, None, optimizer, 3, -1.0, torch.float16, 1,
+    ...                        None, None, None, None)
     Traceback (most recent call last):
     ...
-    ValueError: loader is an iterator, used up after one epoch: pass epochs=1
+    ValueError: max_norm must be a finite number > 0 or None, got -1.0
     """
