@@ -131,7 +131,13 @@ TEACHES = {
     "memory": [r"torch\.autocast\(", r"element_size\(\)", r"exp_avg_sq"],
     "why-accumulate": [r"\.backward\(", r"\.grad\b"],
     "accumulation-equals-full-batch": [r"loss\w*\s*/\s*\w+", r"\.backward\(", r"\.step\("],
-    "recipe": [r"train_mixed_precision\(", r"torch\.optim\."],
+    "recipe": [
+        r"train_mixed_precision\(",
+        r"torch\.optim\.",
+        r"scheduler=",
+        r"on_step=",
+        r"with watch\(",
+    ],
     "your-turn": [r"torch\.autocast\(", r"scaler\.scale\("],
     "review": [r"torch\.autocast\(", r"\.backward\("],
 }

@@ -218,6 +218,8 @@ def check_against_the_package(toy: dict, loaders: dict) -> None:
     # test_recipe_loaders holds to the float64 reference.
     package = json.loads(recipe_loaders.results_as_json(train_mixed_precision))
     assert len(loaders) == 2 * len(recipe_loaders.CASES)
+    # among them a collator's dicts and a tokenizer-style mapping, with the model's own loss
+    assert sum(name.startswith(("dict batches", "a tokenizer-style")) for name in loaders) == 6
     assert loaders == package
 
 
