@@ -116,18 +116,10 @@ def train_mixed_precision(
             optimizer.zero_grad()
             step += 1
             if on_step is not None:  # a log: one record per optimizer step
-                on_step(
-                    {
-                        "step": step,
-                        "epoch": epoch,
-                        "loss": float(window_loss),
-                        "count": total,
-                        "scale": scale,
-                        "skipped": skipped,
-                        "grad_norm": None if grad_norm is None else grad_norm.item(),
-                        "lr": float(lr),
-                    }
-                )
+                norm = None if grad_norm is None else grad_norm.item()
+                on_step({"step": step, "epoch": epoch, "loss": float(window_loss),
+                         "count": total, "scale": scale, "skipped": skipped,
+                         "grad_norm": norm, "lr": float(lr)})
             window = list(itertools.islice(batches, accum_steps))
     return scaler
 
