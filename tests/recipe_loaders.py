@@ -293,11 +293,24 @@ def ddp_batches(rank: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return uneven_batches(DDP_SIZES, seed=10 + rank)
 
 
-def ddp_worker(rank: int, world_size: int, port: int, out: str, source: str | None) -> None:
+# Per rank: 6 padded sequences a rank, 2 a micro-batch, windows of 2 micro-batches; the
+# ranks' windows hold different numbers of tokens.
+DDP_TOKEN_LENGTHS = ((2, 3, 16, 14, 5, 4), (12, 9, 1, 7, 15, 16))
+
+
+def ddp_token_batches(rank: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Rank ``rank``'s micro-batches of padded sequences, for a per-token loss."""
+    return padded_sequences(DDP_TOKEN_LENGTHS[rank], 2, seed=20 + rank)
+
+
+def ddp_worker(
+    rank: int, world_size: int, port: int, out: str, source: str | None, tokens: bool = False
+) -> None:
     """Train the recipe under DDP on two gloo processes; write weights and all-reduce calls.
 
     ``source`` is the recipe's code to run (what the page's copy button copies), or
-    ``None`` for the book's package.
+    ``None`` for the book's package. With ``tokens``, the ranks train in FP32 on padded
+    sequences with a per-token loss, whose counts differ between the ranks.
     """
     import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
@@ -322,9 +335,15 @@ def ddp_worker(rank: int, world_size: int, port: int, out: str, source: str | No
     try:
         model = DistributedDataParallel(fresh_model())
         model.register_comm_hook(None, counting_hook)
+        if tokens:
+            kwargs = {"count": count_tokens, "dtype": torch.float32, "accum_steps": 2}
+            batches, loss_fn = ddp_token_batches(rank), masked_bce
+        else:
+            kwargs = {"accum_steps": DDP_ACCUM}
+            batches, loss_fn = ddp_batches(rank), torch.nn.BCEWithLogitsLoss()
         scaler = train_mixed_precision(
-            model, ddp_batches(rank), torch.nn.BCEWithLogitsLoss(),
-            torch.optim.SGD(model.parameters(), lr=LR), accum_steps=DDP_ACCUM, epochs=2,
+            model, batches, loss_fn, torch.optim.SGD(model.parameters(), lr=LR), epochs=2,
+            **kwargs,
         )  # fmt: skip
         weight = model.module.weight.detach().flatten().tolist()
         result = {"weight": weight, "calls": len(calls), "scale": scaler.get_scale()}

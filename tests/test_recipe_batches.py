@@ -400,3 +400,99 @@ def test_a_hugging_face_gpt2_trains_on_its_own_token_loss_as_the_float64_referen
                 scaler.update()
                 optimizer.zero_grad()
         assert gpt2_distance(usual, reference) / travel > 1 / 3, dtype
+
+
+# --------------------------------------------------------------------------- edges of batches
+
+
+def test_a_model_that_returns_its_loss_trains_as_one_that_returns_it_in_a_dict():
+    from recipe_loaders import OwnLoss, as_dict, toy_problem
+
+    class LossOnly(OwnLoss):
+        def forward(self, x, labels=None, lengths=None):
+            return super().forward(x, labels, lengths)["loss"]
+
+    weights = []
+    for model in (OwnLoss(), LossOnly()):
+        loader = DataLoader(TensorDataset(*toy_problem(100, 3)), batch_size=16, collate_fn=as_dict)
+        train_mixed_precision(model, loader, None, torch.optim.SGD(model.parameters(), lr=0.1),
+                              accum_steps=3, epochs=2)  # fmt: skip
+        weights.append(model.weight.detach())
+    assert torch.equal(*weights)
+    assert weights[0].abs().sum() > 0
+
+
+def test_a_micro_batch_with_nothing_to_count_weighs_nothing_and_leaves_no_nan():
+    """A micro-batch all padding: its masked mean is NaN, and it must not reach the weights."""
+    from recipe_loaders import LR, count_tokens, masked_bce, padded_sequences
+
+    from amp_lesson.windows import recipe_bound, reference_steps, split_windows
+
+    batches = padded_sequences((3, 5, 0, 0, 7, 2), 2, seed=30)  # the middle one: no token
+    assert count_tokens(batches[1][1]) == 0
+    windows = split_windows(batches, 3)
+    steps = reference_steps(torch.zeros(1, 2), windows, LR, epochs=2)
+    for dtype in (torch.float16, torch.float32):
+        model = nn.Linear(2, 1, bias=False)
+        nn.init.zeros_(model.weight)
+        history = []
+        scaler = train_mixed_precision(
+            model, batches, masked_bce, torch.optim.SGD(model.parameters(), lr=LR),
+            accum_steps=3, epochs=2, dtype=dtype, count=count_tokens, on_step=history.append,
+        )  # fmt: skip
+        assert math.isnan(masked_bce(torch.zeros(2, 0, 1), batches[1][1]).item())
+        assert not any(r["skipped"] for r in history)
+        assert all(math.isfinite(r["loss"]) for r in history)
+        assert scaler.get_scale() == (65536.0 if dtype == torch.float16 else 1.0)
+        gap = model.weight.detach().double() - steps[-1]
+        assert float(torch.linalg.vector_norm(gap)) <= recipe_bound(windows, steps, LR, dtype)
+
+
+def test_a_distributed_sampler_shuffles_each_epoch_anew_from_the_epoch_it_was_set_to():
+    dataset = TensorDataset(torch.arange(16.0).unsqueeze(1), torch.zeros(16, 1))
+
+    def sampler():
+        return torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=0, seed=3)
+
+    train_sampler = sampler()
+    train_sampler.set_epoch(5)  # as a training script resumed at epoch 5 sets it
+    loader = DataLoader(dataset, batch_size=4, sampler=train_sampler)
+    model = nn.Linear(1, 1)
+    seen = []
+    model.register_forward_pre_hook(lambda module, args: seen.extend(args[0].flatten().tolist()))
+    train_mixed_precision(model, loader, nn.functional.mse_loss,
+                          torch.optim.SGD(model.parameters(), lr=0.0), accum_steps=2, epochs=3)  # fmt: skip
+    orders = []
+    for epoch in (5, 6, 7):
+        reference = sampler()
+        reference.set_epoch(epoch)
+        orders.append([float(i) for i in reference])
+    assert seen == orders[0] + orders[1] + orders[2]
+    assert orders[0] != orders[1] != orders[2]
+
+
+def test_a_scaler_handed_in_must_be_enabled_for_fp16_and_may_be_for_bf16():
+    _, _, loader = toy()
+    model = make_toy_model(device=CPU)
+    optimizer = make_toy_optimizer(model)
+    off = torch.amp.GradScaler("cpu", enabled=False)
+    with pytest.raises(ValueError, match=r"^scaler must be enabled for dtype=torch.float16$"):
+        train_mixed_precision(model, loader, nn.BCEWithLogitsLoss(), optimizer, scaler=off)
+    assert torch.equal(model.weight, torch.zeros(1, 2))
+    on = torch.amp.GradScaler("cpu")
+    train_mixed_precision(model, loader, nn.BCEWithLogitsLoss(), optimizer, scaler=on,
+                          dtype=torch.bfloat16)  # fmt: skip
+    assert on.get_scale() == 65536.0
+
+
+def test_an_empty_batch_is_named_and_a_packed_sequence_moves_whole():
+    with pytest.raises(ValueError, match=r"^loader gave an empty batch$"):
+        split_batch(())
+    model = make_toy_model(device=CPU)
+    with pytest.raises(ValueError, match=r"^loader gave an empty batch$"):
+        train_mixed_precision(model, [[]], nn.BCEWithLogitsLoss(), make_toy_optimizer(model))
+    packed = nn.utils.rnn.pack_sequence([torch.ones(3, 2), torch.ones(1, 2)])
+    moved, _y = to_device((packed, torch.ones(2)), torch.device("meta"))
+    assert type(moved) is type(packed)
+    assert moved.data.device.type == "meta"
+    assert moved.batch_sizes.device.type == "cpu"  # where pack_padded_sequence wants them

@@ -23,8 +23,11 @@ from recipe_loaders import (
     DDP_ACCUM,
     DDP_SIZES,
     LR,
+    PAD,
     as_pair,
+    count_tokens,
     ddp_batches,
+    ddp_token_batches,
     ddp_worker,
     run_case,
 )
@@ -134,9 +137,9 @@ def test_a_plain_model_is_not_asked_to_skip_a_sync():
     assert not hasattr(plain, "no_sync")
 
 
-def ddp_results(tmp_path, source=None):
+def ddp_results(tmp_path, source=None, tokens=False):
     tmp_path.mkdir(parents=True, exist_ok=True)
-    start_ranks(ddp_worker, (2, free_port(), str(tmp_path), source), 2, "forkserver")
+    start_ranks(ddp_worker, (2, free_port(), str(tmp_path), source, tokens), 2, "forkserver")
     return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
 
 
@@ -156,3 +159,34 @@ def test_under_ddp_the_recipe_all_reduces_once_per_window_and_matches_the_refere
     assert [r["scale"] for r in ranks] == [65536.0] * 2
     steps, bound = ddp_reference()
     assert distance(torch.tensor([ranks[0]["weight"]]), steps[-1]) <= bound
+
+
+def test_under_ddp_a_token_count_weighs_every_token_of_every_rank_alike(tmp_path):
+    """The ranks' windows hold different numbers of tokens; DDP averages the ranks alike, so
+    the recipe divides by the mean over the ranks of their windows' counts. In FP32 its
+    weights land within FP32's bound of the float64 reference that steps on both ranks'
+    windows as one batch; weighting each rank by its own count would land far outside it."""
+    ranks = ddp_results(tmp_path, tokens=True)
+    assert ranks[0]["weight"] == ranks[1]["weight"]
+    per_rank = [split_windows(ddp_token_batches(rank), 2) for rank in range(2)]
+    counts = [[sum(count_tokens(y) for _, y in w) for w in windows] for windows in per_rank]
+    assert all(a != b for a, b in zip(*counts, strict=True))  # the ranks' counts differ
+    windows = [a + b for a, b in zip(*per_rank, strict=True)]
+    steps = reference_steps(torch.zeros(1, 2), windows, LR, epochs=2)
+    bound = recipe_bound(windows, steps, LR, torch.float32)
+    assert distance(torch.tensor([ranks[0]["weight"]]), steps[-1]) <= bound
+    # each rank's window weighted by its own count: the mean of the ranks' window means
+    w = torch.zeros(1, 2, dtype=torch.float64)
+    for _ in range(2):
+        for pair in zip(*per_rank, strict=True):
+            grads = []
+            for window in pair:
+                X, y = [], []
+                for x, t in window:
+                    real = (t != PAD).squeeze(-1)
+                    X.append(x[real].double())
+                    y.append(t[real].double())
+                X, y = torch.cat(X), torch.cat(y)
+                grads.append(X.T @ (torch.sigmoid(X @ w.T) - y) / len(y))
+            w = w - LR * torch.stack(grads).mean(0).T
+    assert distance(w, steps[-1]) > 100 * bound

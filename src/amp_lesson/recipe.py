@@ -50,6 +50,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import torch
+import torch.distributed as dist
 
 
 def train_mixed_precision(
@@ -75,10 +76,15 @@ def train_mixed_precision(
         scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
     count = count_samples if count is None else count  # what a mean loss averages over
     no_sync = getattr(model, "no_sync", contextlib.nullcontext)  # DDP's, if any
+    # DDP averages the ranks' gradients alike: weigh by the samples of all ranks
+    ranks = hasattr(model, "no_sync") and dist.is_available() and dist.is_initialized()
     model.train()
     optimizer.zero_grad()
     step = 0
     for epoch in range(1, epochs + 1):
+        sampler = getattr(loader, "sampler", None)
+        if epoch > 1 and hasattr(sampler, "set_epoch"):  # DistributedSampler: a new shuffle
+            sampler.set_epoch(getattr(sampler, "epoch", 0) + 1)
         batches = iter(loader)
         window = list(itertools.islice(batches, accum_steps))
         if not window:  # an empty loader, or an iterator used up before
@@ -86,6 +92,10 @@ def train_mixed_precision(
         while window:  # accum_steps micro-batches, or what is left of the epoch
             counts = [count(split_batch(batch)[2]) for batch in window]
             total = sum(counts)  # samples (or tokens) in the window
+            if ranks:  # the mean over every rank's samples, as DDP averages the ranks
+                summed = torch.tensor(float(total), dtype=torch.float64, device=device)
+                dist.all_reduce(summed)
+                total = summed.item() / dist.get_world_size()
             if not total > 0:
                 raise ValueError(f"count gave 0 for a window of epoch {epoch}")
             window_loss = 0.0
@@ -99,6 +109,8 @@ def train_mixed_precision(
                     with torch.autocast(device.type, dtype=dtype, enabled=half):
                         output = model(*args, **kwargs)
                         loss = own_loss(output) if loss_fn is None else loss_fn(output, target)
+                        if not counts[i]:  # a mean over nothing is NaN: it weighs 0
+                            loss = torch.nan_to_num(loss)
                         loss = loss * share
                     scaler.scale(loss).backward()  # scaled gradients add up
                 window_loss = window_loss + loss.detach().float()  # for the log
@@ -128,16 +140,18 @@ def split_batch(batch: object) -> tuple[tuple, dict, object]:
     """(args, kwargs, target): how the model is called on a batch, what the loss is given."""
     if isinstance(batch, Mapping):  # a collator's dict, a tokenizer's BatchEncoding
         return (), dict(batch), batch  # model(**batch), loss_fn(output, batch)
-    if isinstance(batch, (tuple, list)) and len(batch) > 1:  # (x, y) or (x1, x2, ..., y)
-        return tuple(batch[:-1]), {}, batch[-1]  # model(*inputs), loss_fn(output, y)
-    if isinstance(batch, (tuple, list)):  # (x,), as a one-tensor TensorDataset yields
-        batch = batch[0]
+    if isinstance(batch, (tuple, list)):
+        if len(batch) > 1:  # (x, y) or (x1, x2, ..., y): model(*inputs), loss_fn(output, y)
+            return tuple(batch[:-1]), {}, batch[-1]
+        if not batch:
+            raise ValueError("loader gave an empty batch")
+        batch = batch[0]  # (x,), as TensorDataset(X) yields
     return (batch,), {}, batch  # model(x), loss_fn(output, x)
 
 
 def to_device(batch: object, device: torch.device) -> object:
     """batch with every tensor in it moved to device; anything else left as it is."""
-    if isinstance(batch, torch.Tensor):
+    if isinstance(batch, (torch.Tensor, torch.nn.utils.rnn.PackedSequence)):
         return batch.to(device)
     if isinstance(batch, Mapping):
         return {key: to_device(value, device) for key, value in batch.items()}
@@ -163,13 +177,14 @@ def count_samples(target: object) -> int:
 
 
 def own_loss(output: object) -> torch.Tensor:
-    """The loss a model computed itself: output.loss, or output["loss"]."""
+    """The loss a model computed itself: output.loss, output["loss"], or the output itself."""
+    if isinstance(output, torch.Tensor) and output.dim() == 0:
+        return output  # the model returned its loss
     loss = output.get("loss") if isinstance(output, Mapping) else getattr(output, "loss", None)
     if loss is None:
-        raise ValueError(
-            "loss_fn is None but the model returned no loss (output.loss or "
-            "output['loss']): give the batch its labels, or pass a loss_fn"
-        )
+        raise ValueError("loss_fn is None but the model returned no loss (output.loss, "
+                         "output['loss'] or a 0-d tensor): give the batch its labels, or pass "
+                         "a loss_fn that picks the loss from the output")
     return loss
 
 
@@ -196,10 +211,8 @@ def check_recipe_arguments(
         used_up = "loader is an iterator, used up after one epoch"
         raise ValueError(f"{used_up}: pass epochs=1")
     if max_norm is not None and not (
-        isinstance(max_norm, (int, float))
-        and not isinstance(max_norm, bool)
-        and math.isfinite(max_norm)
-        and max_norm > 0
+        isinstance(max_norm, (int, float)) and not isinstance(max_norm, bool)
+        and math.isfinite(max_norm) and max_norm > 0
     ):  # -1 would train by gradient ascent, NaN make the weights NaN, 0 train nothing
         raise ValueError(f"max_norm must be a finite number > 0 or None, got {max_norm!r}")
     # float32 turns autocast off; with any other dtype CPU autocast would switch
@@ -220,14 +233,14 @@ def check_recipe_arguments(
         getattr(scheduler, "optimizer", None) is not optimizer
         or isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
     ):  # ReduceLROnPlateau steps on a validation loss, which the loop does not compute
-        raise ValueError(
-            "scheduler must be an LRScheduler built on optimizer "
-            "(step ReduceLROnPlateau yourself, after validating)"
-        )
+        raise ValueError("scheduler must be an LRScheduler built on optimizer "
+                         "(step ReduceLROnPlateau yourself, after validating)")
     if scaler is not None and not isinstance(scaler, torch.amp.GradScaler):
-        raise TypeError(
-            f"scaler must be a torch.amp.GradScaler or None, got {type(scaler).__name__}"
-        )
+        raise TypeError(f"scaler must be a torch.amp.GradScaler or None, "
+                        f"got {type(scaler).__name__}")
+    if scaler is not None and dtype == torch.float16 and not scaler.is_enabled():
+        # FP16 without loss scaling loses small gradients, and steps on inf and NaN
+        raise ValueError("scaler must be enabled for dtype=torch.float16")
 
 
 # End of the recipe. The reference below is what the API reference shows; the page
@@ -245,7 +258,18 @@ train_mixed_precision.__doc__ = """Train with autocast, a GradScaler and ``accum
     ``DataLoader``'s short last batch weighs as many samples as it holds.
     For a per-token loss, ``count`` counts the tokens the loss averages over.
     Counting first means holding the window's micro-batches, as the loader
-    yields them, until its step: ``accum_steps`` of them at once.
+    yields them, until its step: ``accum_steps`` of them at once. A
+    micro-batch whose count is 0 (all its labels padding) weighs nothing: its
+    loss, a mean over nothing and so ``NaN``, is taken as 0.
+
+    Under ``DistributedDataParallel`` (a model with ``no_sync()`` while
+    ``torch.distributed`` is initialized), DDP averages the ranks' gradients
+    alike, so ``total`` is the mean over the ranks of their windows' counts
+    (one all-reduce of a number per window): each sample, or token, of every
+    rank then weighs the same, even where the ranks' counts differ. For
+    epochs after the first, a sampler with ``set_epoch`` (a
+    ``DistributedSampler``) is moved to its next epoch, so that each epoch
+    shuffles anew; set its first epoch yourself, as usual.
 
     How a batch is used (:func:`split_batch`):
 
@@ -260,14 +284,15 @@ train_mixed_precision.__doc__ = """Train with autocast, a GradScaler and ``accum
     ``dict``); anything else is passed as it is. With ``loss_fn=None`` the
     loss is the one the model computed itself, ``output.loss`` or
     ``output["loss"]`` (:func:`own_loss`), as a Hugging Face model returns it
-    when the batch holds ``labels``.
+    when the batch holds ``labels``, or the output itself where the model
+    returns its loss as a 0-d tensor.
 
     Parameters
     ----------
     model : torch.nn.Module
         The model, FP32 parameters, on the device to train on. A model
         wrapped in ``DistributedDataParallel`` (anything with ``no_sync()``)
-        all-reduces once per window, on its last micro-batch.
+        all-reduces its gradient once per window, on its last micro-batch.
     loader : iterable
         The micro-batches: a ``DataLoader`` (with or without ``drop_last``),
         an ``IterableDataset``, a list, or, with ``epochs=1``, a generator.
@@ -286,10 +311,10 @@ train_mixed_precision.__doc__ = """Train with autocast, a GradScaler and ``accum
         > 0.
     dtype : torch.dtype, default torch.float16
         The autocast dtype: ``torch.float16`` (with loss scaling) or
-        ``torch.bfloat16`` (no scaling: the scaler is disabled, as BF16 has
-        FP32's exponent range). ``torch.float32`` turns autocast and the
-        scaler off: the same loop in the model's own precision, to compare
-        with.
+        ``torch.bfloat16`` (without ``scaler``, no scaling: the scaler made
+        is disabled, as BF16 has FP32's exponent range). ``torch.float32``
+        turns autocast off, and, without ``scaler``, loss scaling too: the same
+        loop in the model's own precision, to compare with.
     epochs : int, default 1
         Passes over ``loader``.
     count : callable, optional
@@ -321,7 +346,8 @@ train_mixed_precision.__doc__ = """Train with autocast, a GradScaler and ``accum
     scaler : torch.amp.GradScaler, optional
         The scaler to use, with its state: the one a previous call returned,
         or one loaded from a checkpoint, so that the scale is not learnt
-        again from the start. By default a new one, enabled for FP16 only.
+        again from the start; enabled, for FP16. By default a new one,
+        enabled for FP16 only.
 
     Returns
     -------
@@ -342,8 +368,10 @@ train_mixed_precision.__doc__ = """Train with autocast, a GradScaler and ``accum
         ``model`` has no trainable parameter, ``optimizer`` misses a
         trainable parameter of ``model`` (one built over another model's
         parameters would train nothing, without a word), ``scheduler`` is not
-        built on ``optimizer``, or ``loss_fn`` is ``None`` and the model
-        returned no loss; see :func:`check_recipe_arguments`.
+        built on ``optimizer``, ``scaler`` is disabled while ``dtype`` is
+        ``torch.float16``, the loader gives an empty batch, or ``loss_fn``
+        is ``None`` and the model returned no loss; see
+        :func:`check_recipe_arguments`.
     TypeError
         If ``loss_fn``, ``count`` or ``on_step`` is not callable, or
         ``scaler`` is not a ``GradScaler``.
@@ -415,6 +443,11 @@ split_batch.__doc__ = """Split a micro-batch into the model's arguments and the 
         What ``loss_fn`` and ``count`` are given: a pair's ``y`` (a tuple's
         last item), a mapping itself, or a tensor itself.
 
+    Raises
+    ------
+    ValueError
+        If the batch is an empty tuple or list.
+
     Examples
     --------
     >>> import torch
@@ -430,8 +463,9 @@ to_device.__doc__ = """Move every tensor in a batch to a device; anything else i
     Parameters
     ----------
     batch : object
-        A tensor, or tuples, lists (named tuples kept) and mappings holding
-        them, nested to any depth. A mapping comes back as a ``dict``.
+        A tensor or a ``PackedSequence``, or tuples, lists (named tuples
+        kept) and mappings holding them, nested to any depth. A mapping comes
+        back as a ``dict``.
     device : torch.device
         Where the tensors go.
 
@@ -478,13 +512,15 @@ count_samples.__doc__ = """Count the samples in a target: the length of the firs
     >>> count_samples([torch.zeros(5), torch.zeros(3)])
     5
     """
-own_loss.__doc__ = """The loss a model computed itself: ``output["loss"]`` or ``output.loss``.
+own_loss.__doc__ = """The loss a model computed itself: ``output["loss"]``, ``output.loss`` or the output.
 
     Parameters
     ----------
     output : object
         The model's output: a mapping (a Hugging Face ``ModelOutput`` is
-        one) or an object with a ``loss`` attribute.
+        one), an object with a ``loss`` attribute, or the loss itself, a 0-d
+        tensor. A tuple is not read (its loss could be anywhere in it): pass
+        a ``loss_fn`` that picks it.
 
     Returns
     -------
@@ -542,7 +578,8 @@ check_recipe_arguments.__doc__ = """Refuse the arguments :func:`train_mixed_prec
         ``None`` or a finite number > 0, ``dtype`` is not ``torch.float16``,
         ``torch.bfloat16`` or ``torch.float32``, ``model`` has no trainable
         parameter, ``optimizer`` misses a trainable parameter of ``model``,
-        or ``scheduler`` is not an ``LRScheduler`` built on ``optimizer``.
+        ``scheduler`` is not an ``LRScheduler`` built on ``optimizer``, or
+        ``scaler`` is disabled while ``dtype`` is ``torch.float16``.
     TypeError
         If ``loss_fn``, ``count`` or ``on_step`` is neither callable nor
         ``None``, or ``scaler`` is not a ``GradScaler``.
