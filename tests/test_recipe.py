@@ -286,3 +286,21 @@ def test_the_landing_pages_copy_buttons_copy_only_code_that_runs(make_page, site
     buttons = pg.locator("article button.copybtn")
     assert buttons.count() == 1, "every other block on the landing page is an excerpt"
     assert pg.console_errors == []
+
+
+def test_every_built_copy_of_the_recipe_is_the_source_as_it_is_now(built_book):
+    """The live page, the landing page's dropdown and every edition's page show the recipe's
+    code as recipe.py holds it: an edition's pages include the lesson's source too, so an edit
+    of the source must reach them (an edition built before the edit would show the old loop)."""
+    from bs4 import BeautifulSoup
+
+    source = Path(recipe_module.__file__).read_text()
+    expected = source[source.index(START) + len(START) : source.index(END)].strip()
+    pages = [built_book / "chapter" / "recipe.html", built_book / "index.html"]
+    pages += sorted((built_book / "editions").glob("*/chapter/recipe.html"))
+    assert len(pages) > 2, "the book holds an edition"
+    for page in pages:
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        shown = [pre.get_text().strip() for pre in soup.select("div.highlight pre")]
+        whole = [text for text in shown if text.startswith("import contextlib")]
+        assert whole == [expected], page.relative_to(built_book)

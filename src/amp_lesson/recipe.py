@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import torch
 import torch.distributed as dist
+from torch.nn.utils import clip_grad_norm_
 
 
 def train_mixed_precision(
@@ -74,17 +75,18 @@ def train_mixed_precision(
     half = dtype != torch.float32  # float32: the FP32 loop, to compare with
     if scaler is None:  # FP16 needs loss scaling; BF16 has FP32's exponent range
         scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
-    count = count_samples if count is None else count  # what a mean loss averages over
+    count = count_samples if count is None else count  # what a mean averages over
+    loss_fn = own_loss if loss_fn is None else loss_fn  # None: the model's loss
     no_sync = getattr(model, "no_sync", contextlib.nullcontext)  # DDP's, if any
-    # DDP averages the ranks' gradients alike: weigh by the samples of all ranks
-    ranks = hasattr(model, "no_sync") and dist.is_available() and dist.is_initialized()
+    ddp = (hasattr(model, "no_sync")  # DDP: weigh by the samples of all ranks
+           and dist.is_available() and dist.is_initialized())
     model.train()
     optimizer.zero_grad()
     step = 0
     for epoch in range(1, epochs + 1):
         sampler = getattr(loader, "sampler", None)
-        if epoch > 1 and hasattr(sampler, "set_epoch"):  # DistributedSampler: a new shuffle
-            sampler.set_epoch(getattr(sampler, "epoch", 0) + 1)
+        if epoch > 1 and hasattr(sampler, "set_epoch"):  # a DistributedSampler's
+            sampler.set_epoch(getattr(sampler, "epoch", 0) + 1)  # next shuffle
         batches = iter(loader)
         window = list(itertools.islice(batches, accum_steps))
         if not window:  # an empty loader, or an iterator used up before
@@ -92,8 +94,8 @@ def train_mixed_precision(
         while window:  # accum_steps micro-batches, or what is left of the epoch
             counts = [count(split_batch(batch)[2]) for batch in window]
             total = sum(counts)  # samples (or tokens) in the window
-            if ranks:  # the mean over every rank's samples, as DDP averages the ranks
-                summed = torch.tensor(float(total), dtype=torch.float64, device=device)
+            if ddp:  # the mean of the ranks' counts
+                summed = torch.tensor(total, dtype=torch.float64, device=device)
                 dist.all_reduce(summed)
                 total = summed.item() / dist.get_world_size()
             if not total > 0:
@@ -108,8 +110,8 @@ def train_mixed_precision(
                     # autocast: the forward pass and the loss only
                     with torch.autocast(device.type, dtype=dtype, enabled=half):
                         output = model(*args, **kwargs)
-                        loss = own_loss(output) if loss_fn is None else loss_fn(output, target)
-                        if not counts[i]:  # a mean over nothing is NaN: it weighs 0
+                        loss = loss_fn(output, target)
+                        if not counts[i]:  # a mean over nothing, NaN, weighs 0
                             loss = torch.nan_to_num(loss)
                         loss = loss * share
                     scaler.scale(loss).backward()  # scaled gradients add up
@@ -118,11 +120,11 @@ def train_mixed_precision(
             if max_norm is not None:
                 # clip the true gradient, not the scaled one
                 scaler.unscale_(optimizer)
-                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                grad_norm = clip_grad_norm_(model.parameters(), max_norm)
             scale, lr = scaler.get_scale(), optimizer.param_groups[0]["lr"]
             scaler.step(optimizer)  # skipped if the gradient holds inf or NaN
             scaler.update()  # back off after an overflow, grow after a streak
-            skipped = scaler.get_scale() < scale  # it backed off: no step was taken
+            skipped = scaler.get_scale() < scale  # it backed off: no step taken
             if scheduler is not None and not skipped:
                 scheduler.step()  # once per step taken
             optimizer.zero_grad()
@@ -137,11 +139,11 @@ def train_mixed_precision(
 
 
 def split_batch(batch: object) -> tuple[tuple, dict, object]:
-    """(args, kwargs, target): how the model is called on a batch, what the loss is given."""
-    if isinstance(batch, Mapping):  # a collator's dict, a tokenizer's BatchEncoding
+    """(args, kwargs, target): the model's arguments and the loss's target."""
+    if isinstance(batch, Mapping):  # a collator's dict, a BatchEncoding
         return (), dict(batch), batch  # model(**batch), loss_fn(output, batch)
     if isinstance(batch, (tuple, list)):
-        if len(batch) > 1:  # (x, y) or (x1, x2, ..., y): model(*inputs), loss_fn(output, y)
+        if len(batch) > 1:  # (x, y), or (x1, ..., xk, y): the target last
             return tuple(batch[:-1]), {}, batch[-1]
         if not batch:
             raise ValueError("loader gave an empty batch")
@@ -150,19 +152,21 @@ def split_batch(batch: object) -> tuple[tuple, dict, object]:
 
 
 def to_device(batch: object, device: torch.device) -> object:
-    """batch with every tensor in it moved to device; anything else left as it is."""
+    """batch, every tensor in it moved to device, anything else as it is."""
     if isinstance(batch, (torch.Tensor, torch.nn.utils.rnn.PackedSequence)):
         return batch.to(device)
     if isinstance(batch, Mapping):
         return {key: to_device(value, device) for key, value in batch.items()}
     if isinstance(batch, (tuple, list)):
         moved = [to_device(value, device) for value in batch]
-        return type(batch)(*moved) if hasattr(batch, "_fields") else type(batch)(moved)
+        if hasattr(batch, "_fields"):  # a named tuple
+            return type(batch)(*moved)
+        return type(batch)(moved)
     return batch
 
 
 def count_samples(target: object) -> int:
-    """The samples in a target: the length of the first tensor in it, depth first."""
+    """The samples in a target: the length of its first tensor, depth first."""
     found = [target]
     while found:
         item = found.pop(0)
@@ -173,18 +177,22 @@ def count_samples(target: object) -> int:
         if isinstance(item, (tuple, list)):
             found[:0] = item  # its items before the rest: depth first
     kind = type(target).__name__
-    raise ValueError(f"count found no tensor to count samples in ({kind}): pass count=")
+    raise ValueError(f"count found no tensor to count samples in ({kind}): "
+                     "pass count=")
 
 
-def own_loss(output: object) -> torch.Tensor:
-    """The loss a model computed itself: output.loss, output["loss"], or the output itself."""
-    if isinstance(output, torch.Tensor) and output.dim() == 0:
-        return output  # the model returned its loss
-    loss = output.get("loss") if isinstance(output, Mapping) else getattr(output, "loss", None)
+def own_loss(output: object, target: object = None) -> torch.Tensor:
+    """The loss a model computed: output.loss, output["loss"] or the output."""
+    if isinstance(output, Mapping):  # a dict, a Hugging Face ModelOutput
+        output = output.get("loss")
+    if isinstance(output, torch.Tensor):  # the loss itself
+        return output
+    loss = getattr(output, "loss", None)
     if loss is None:
-        raise ValueError("loss_fn is None but the model returned no loss (output.loss, "
-                         "output['loss'] or a 0-d tensor): give the batch its labels, or pass "
-                         "a loss_fn that picks the loss from the output")
+        found = "output.loss, output['loss'] or a 0-d tensor"
+        raise ValueError(
+            f"loss_fn is None but the model returned no loss ({found}): "
+            "give the batch its labels, or pass a loss_fn that picks it")
     return loss
 
 
@@ -213,16 +221,19 @@ def check_recipe_arguments(
     if max_norm is not None and not (
         isinstance(max_norm, (int, float)) and not isinstance(max_norm, bool)
         and math.isfinite(max_norm) and max_norm > 0
-    ):  # -1 would train by gradient ascent, NaN make the weights NaN, 0 train nothing
-        raise ValueError(f"max_norm must be a finite number > 0 or None, got {max_norm!r}")
+    ):  # -1 would train by gradient ascent, NaN give NaN weights, 0 not at all
+        allowed = "a finite number > 0 or None"
+        raise ValueError(f"max_norm must be {allowed}, got {max_norm!r}")
     # float32 turns autocast off; with any other dtype CPU autocast would switch
     # itself off with only a warning, and CUDA's would not check it
     if dtype not in (torch.float16, torch.bfloat16, torch.float32):
         allowed = "torch.float16, torch.bfloat16 or torch.float32"
         raise ValueError(f"dtype must be {allowed}, got {dtype}")
-    for name, value in (("loss_fn", loss_fn), ("count", count), ("on_step", on_step)):
+    callables = {"loss_fn": loss_fn, "count": count, "on_step": on_step}
+    for name, value in callables.items():
         if value is not None and not callable(value):
-            raise TypeError(f"{name} must be callable or None, got {type(value).__name__}")
+            kind = type(value).__name__
+            raise TypeError(f"{name} must be callable or None, got {kind}")
     if not any(p.requires_grad for p in model.parameters()):
         raise ValueError("model has no trainable parameter: nothing to train")
     held = {id(p) for g in optimizer.param_groups for p in g["params"]}
@@ -232,14 +243,14 @@ def check_recipe_arguments(
     if scheduler is not None and (
         getattr(scheduler, "optimizer", None) is not optimizer
         or isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
-    ):  # ReduceLROnPlateau steps on a validation loss, which the loop does not compute
+    ):  # ReduceLROnPlateau steps on a validation loss, which the loop has not
         raise ValueError("scheduler must be an LRScheduler built on optimizer "
                          "(step ReduceLROnPlateau yourself, after validating)")
     if scaler is not None and not isinstance(scaler, torch.amp.GradScaler):
         raise TypeError(f"scaler must be a torch.amp.GradScaler or None, "
                         f"got {type(scaler).__name__}")
     if scaler is not None and dtype == torch.float16 and not scaler.is_enabled():
-        # FP16 without loss scaling loses small gradients, and steps on inf and NaN
+        # FP16 unscaled loses small gradients, and steps on inf and NaN
         raise ValueError("scaler must be enabled for dtype=torch.float16")
 
 
@@ -400,8 +411,11 @@ train_mixed_precision.__doc__ = """Train with autocast, a GradScaler and ``accum
     >>> history = []
     >>> scaler = train_mixed_precision(model, batches, None, optimizer, accum_steps=2,
     ...                                scheduler=warmup, on_step=history.append)
-    >>> [(r["step"], r["scale"], r["skipped"], r["lr"]) for r in history]
-    [(1, 65536.0, False, 0.0005), (2, 65536.0, True, 0.00075), (3, 32768.0, False, 0.00075)]
+    >>> for r in history:
+    ...     print(r["step"], r["scale"], r["skipped"], r["lr"])
+    1 65536.0 False 0.0005
+    2 65536.0 True 0.00075
+    3 32768.0 False 0.00075
 
     The second step's gradient overflowed FP16 at the scale of 2**16: the
     scaler skipped it and halved the scale, and the warm-up did not move.
@@ -514,6 +528,9 @@ count_samples.__doc__ = """Count the samples in a target: the length of the firs
     """
 own_loss.__doc__ = """The loss a model computed itself: ``output["loss"]``, ``output.loss`` or the output.
 
+    The loss function of :func:`train_mixed_precision` when ``loss_fn`` is
+    ``None``.
+
     Parameters
     ----------
     output : object
@@ -521,6 +538,8 @@ own_loss.__doc__ = """The loss a model computed itself: ``output["loss"]``, ``ou
         one), an object with a ``loss`` attribute, or the loss itself, a 0-d
         tensor. A tuple is not read (its loss could be anywhere in it): pass
         a ``loss_fn`` that picks it.
+    target : object, optional
+        The batch's target, not read: the model had it.
 
     Returns
     -------
@@ -590,8 +609,8 @@ check_recipe_arguments.__doc__ = """Refuse the arguments :func:`train_mixed_prec
     >>> model = torch.nn.Linear(2, 1)
     >>> optimizer = torch.optim.SGD(model.parameters())
     >>> batches = ((torch.ones(4, 2), torch.ones(4, 1)) for _ in range(8))
-    >>> check_recipe_arguments(model, batches, None, optimizer, 3, -1.0, torch.float16, 1,
-    ...                        None, None, None, None)
+    >>> check_recipe_arguments(model, batches, None, optimizer, 3, -1.0,
+    ...                        torch.float16, 1, None, None, None, None)
     Traceback (most recent call last):
     ...
     ValueError: max_norm must be a finite number > 0 or None, got -1.0

@@ -701,10 +701,13 @@ def prepare_edition(app: Sphinx, edition: Edition) -> dict[str, Any]:
     }
     write_if_changed(state_file, json.dumps(state_data, indent=1).encode())
     from amp_book.cache import EXTENSION_DIR, source_hash
+    from amp_book.edition_outputs import INCLUDE_ROOT
 
+    # the lesson's source too: a page's literalinclude shows it as it is now
     stamp = source_hash(
         [src, state_file, EXTENSION_DIR, Path(app.confdir) / "conf.py",
-         Path(app.confdir) / "_static", Path(app.outdir) / "objects.inv"]
+         Path(app.confdir) / "_static", Path(app.outdir) / "objects.inv",
+         srcdir.parent / INCLUDE_ROOT]
     ) + app.config.amp_lesson_environment_key  # fmt: skip
     html_dir = work / "html"
     stamp_file = work / "stamp"
