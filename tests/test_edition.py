@@ -21,10 +21,11 @@ import pytest
 from audit import axe_path
 from helpers import DOCS, FRONT_MATTER, HTML, copy_conf
 
-from amp_book import edition as ed
-from amp_book import edition_outputs, export, workdirs
-from amp_book import edition_store as store
-from amp_book.edition_store import EditionError
+from amp_book import export, workdirs
+from amp_book.edition import outputs as edition_outputs
+from amp_book.edition import render as ed
+from amp_book.edition import store
+from amp_book.edition.store import EditionError
 
 CPU_PROVENANCE = {
     "device_type": "cpu",
@@ -141,9 +142,12 @@ def _book(tmp_path: Path, notebooks: dict[str, dict[str, Any]]) -> tuple[Path, P
     docs, executed = tmp_path / "docs", tmp_path / "jupyter_execute"
     docs.mkdir()
     executed.mkdir()
+    (docs / "conf.py").write_text("")
     for name, nb in notebooks.items():
         (docs / f"{name}.md").write_text(PAGE)
         (executed / f"{name}.ipynb").write_text(json.dumps(nb))
+        ran = {"ran": [], "read": [], "list": [], "untraced": [], "modules": []}
+        (executed / f"{name}.ran.json").write_text(json.dumps(ran))
     return docs, executed
 
 
@@ -168,6 +172,8 @@ def test_the_recorder_keeps_what_ran_puts_the_glue_back_and_says_why_a_page_did_
     stored = edition.pages["good"]
     assert stored.source_sha256 == store.source_sha256(docs / "good.md")
     assert stored.inputs_key == "k1"
+    assert stored.ran is not None  # what it ran, digested
+    assert stored.ran["torch"] == "2.13.0"
     nb = edition.notebook("good")
     restored = [o for c in nb["cells"] for o in c.get("outputs", []) if "metadata" in o
                 and "scrapbook" in o["metadata"]]  # fmt: skip
@@ -199,34 +205,23 @@ def test_the_recorder_refuses_a_run_of_another_device_or_of_another_version_of_t
     assert not (tmp_path / "editions").exists()
 
 
-def test_a_page_is_current_changed_or_unrecorded_against_the_sources(tmp_path: Path) -> None:
-    source = tmp_path / "p.md"
-    source.write_text(PAGE)
-    edition = store.Edition(
-        tmp_path,
-        CPU_PROVENANCE,
-        {
-            "p": store.StoredPage(
-                "p", "recorded", store.source_sha256(source), "k1", "2026-12-02", "f"
-            ),
-            "f": store.StoredPage("f", "failed", "x", reason="a cell raised OSError: no GPU"),
-        },
-    )
-    state = ed.page_state
-    assert state(edition, "p", source, "k1").state == store.CURRENT
-    assert state(edition, "p", source, "k2").state == store.INPUTS_CHANGED
-    assert state(edition, "f", source, "k1") == ed.PageState(
-        "f", store.NOT_RUN, "a cell raised OSError: no GPU"
-    )
-    assert state(edition, "new", source, "k1").state == store.NOT_RECORDED
-    assert state(edition, "glossary", None, None).state == store.NO_CODE
-    source.write_text(PAGE + "\nOne more sentence.\n")
-    assert state(edition, "p", source, "k1").state == store.PAGE_CHANGED
-    for s in store.STATES:
-        banner = ed.banner_html(ed.PageState("p", s, "why"), {"device": "NVIDIA H200",
-                                "date": "2026-12-02", "describe": "d"}, "../p.html")  # fmt: skip
-        assert f'data-edition-state="{s}"' in banner
-        assert 'href="../p.html"' in banner
+def test_the_line_says_how_the_recording_stands_and_leads_to_the_other_run() -> None:
+    summary = {"slug": "h200", "device": "NVIDIA H200", "date": "2026-12-02",
+               "torch": "2.13.0", "live_device": "CPU"}  # fmt: skip
+    live = {
+        s: ed.live_words(ed.PageState("p", s, "why"), summary, "e/p.html") for s in store.STATES
+    }
+    assert "recorded on NVIDIA H200</a>, 2026-12-02, torch 2.13.0" in live[store.CURRENT]
+    assert "is from an earlier version" in live[store.EARLIER]
+    assert live[store.NOT_RUN] == " · not recorded on NVIDIA H200: why"
+    assert live[store.NO_CODE] == live[store.NOT_RECORDED] == ""
+    recorded = {s: ed.recorded_words(ed.PageState("p", s, "why"), summary, "../p.html")
+                for s in store.STATES}  # fmt: skip
+    assert all('href="../p.html" data-edition="live"' in w for w in recorded.values())
+    assert "run live on CPU" in recorded[store.CURRENT]
+    assert "from an earlier version of this page" in recorded[store.EARLIER]
+    assert recorded[store.NOT_RUN].startswith("Not recorded on NVIDIA H200: why")
+    assert not any("built" in w for w in [*live.values(), *recorded.values()])
 
 
 # -- end to end, on this machine -----------------------------------------------------------
@@ -316,7 +311,10 @@ def test_the_next_build_renders_the_recording_beside_the_live_book_executing_not
         " .", "."
     )
     assert 'data-edition-state="current"' in recorded
-    assert edition.describe().replace("·", "&#183;") in recorded or edition.describe() in recorded
+    line = re.search(r'<p class="amp-provenance"[^>]*>(.*?)</p>', recorded)
+    assert line is not None
+    assert re.sub(r"<[^>]+>", "", line[1]).startswith(f"Recorded on {edition.device} · torch")
+    assert "run live on" in line[1]  # one line: the device, date, torch, and the live run
     # Links into the live edition's own pages resolve there; the search box searches it.
     assert 'href="../../guide/notes.html"' in recorded
     assert 'action="../../search.html"' in recorded
@@ -325,7 +323,7 @@ def test_the_next_build_renders_the_recording_beside_the_live_book_executing_not
     live = _read(out / "page.html")
     assert f'href="editions/{edition.slug}/page.html"' in live
     assert 'href="../../page.html"' in recorded
-    assert "amp-edition-switch" not in _read(out / "guide" / "notes.html")
+    assert "amp-edition-choice" not in _read(out / "guide" / "notes.html")
     assert not any((out / "editions").rglob("jupyter_cache"))
     assert not any((out / "editions").rglob("jupyter_execute"))
     assert "Runs no code" in _read(site / "plain.html")
@@ -333,7 +331,7 @@ def test_the_next_build_renders_the_recording_beside_the_live_book_executing_not
 
 
 AXE_CONTRAST = """async () => (await axe.run(
-  {include: [[".amp-edition-switch"], [".amp-edition-banner"]]},
+  {include: [[".amp-provenance"]]},
   {runOnly: {type: "rule", values: ["color-contrast"]}, resultTypes: ["violations"]}
 )).violations.map((v) => v.id + ": " + v.nodes.map((n) => n.target[0]).join(", "))"""
 
@@ -369,14 +367,12 @@ def test_the_switch_leads_to_the_same_section_of_the_other_edition_on_a_phone(
         choice.tap()
         pg.wait_for_url(f"**/editions/{slug}/page.html#page-later")
         assert pg.locator("#page-later").is_visible()
-        current = pg.locator('a.amp-edition-choice[aria-current="page"]')
-        assert current.get_attribute("data-edition") == slug
+        assert pg.locator('p.amp-provenance[data-edition-state="current"]').count() == 1
         width = pg.evaluate("document.documentElement.scrollWidth")
         assert width <= 390, width
         pg.locator('a.amp-edition-choice[data-edition="live"]').tap()
         pg.wait_for_url(f"{url}/page.html#page-later")
-        # The switch and the banner read in both themes (axe-core's contrast rule), their
-        # links not yet visited.
+        # The line reads in both themes (axe-core's contrast rule), its links not yet visited.
         pg.goto(f"{url}/editions/{slug}/other.html")
         pg.add_script_tag(path=str(axe_path()))
         for theme in ("light", "dark"):
@@ -393,8 +389,8 @@ def test_the_switch_leads_to_the_same_section_of_the_other_edition_on_a_phone(
 
 @pytest.fixture(scope="module")
 def gpu_book(tmp_path_factory: pytest.TempPathFactory, sphinx: Any) -> dict[str, Any]:
-    """The small book with a recording whose provenance says a GPU ran it; one page
-    ("other") edited since."""
+    """The small book with a recording whose provenance says a GPU ran it; since then, a
+    sentence added to one page ("page") and a code cell of another ("other") edited."""
     tmp = tmp_path_factory.mktemp("gpu-edition")
     src, out = _small_book(tmp)
     sphinx(src, out)
@@ -406,7 +402,8 @@ def gpu_book(tmp_path_factory: pytest.TempPathFactory, sphinx: Any) -> dict[str,
                            "driver_version": "580.1", "cuda_version": "13.0",
                            "compute_capability": "9.0"}  # fmt: skip
     manifest.write_text(json.dumps(data))
-    (src / "other.md").write_text(OTHER + "\nA sentence added since the recording.\n")
+    (src / "page.md").write_text(LIVE_PAGE + "\nA sentence added since the recording.\n")
+    (src / "other.md").write_text(OTHER.replace('["value"]', '["value"] * 1'))
     sphinx(src, out, "-D", "amp_lesson_editions_open=1")  # the book's conf.py leaves it off
     return {"out": out, "slug": edition.slug}
 
@@ -420,9 +417,12 @@ def test_a_page_a_gpu_has_run_opens_on_the_gpus_run_and_this_build_is_one_click_
 
     out, slug = gpu_book["out"], gpu_book["slug"]
     live = _read(out / "page.html")
-    assert f'href="editions/{slug}/page.html" data-opens' in live
-    assert "data-opens" not in _read(out / "other.html")  # changed since: opens on this build
-    assert "from an earlier version of this page" in _read(out / "other.html")
+    assert ed.opening_script(f"editions/{slug}/page.html") in live  # prose edited: still run
+    assert "location.replace" not in _read(out / "other.html")  # code edited: this build
+    assert "is from an earlier version" in _read(out / "other.html")
+    recorded = _read(out / "editions" / slug / "page.html")
+    assert "A sentence added since the recording." in recorded  # today's prose, and
+    assert "The answer is 42" in " ".join(re.sub(r"<[^>]+>", " ", recorded).split())
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, format: str, *args: object) -> None:
@@ -454,10 +454,10 @@ def test_a_page_a_gpu_has_run_opens_on_the_gpus_run_and_this_build_is_one_click_
         fresh.wait_for_timeout(300)
         assert fresh.url == f"{url}/other.html"  # changed since the GPU ran it: this build
         fresh.goto(f"{url}/editions/{slug}/page.html")
-        fresh.get_by_text("this page as it runs now").click()
+        fresh.locator('a.amp-edition-choice[data-edition="live"]').click()
         fresh.wait_for_url(f"{url}/page.html")
         fresh.wait_for_timeout(300)
-        assert fresh.url == f"{url}/page.html"  # the banner's link is a choice too
+        assert fresh.url == f"{url}/page.html"  # the line's link is a choice too
         fresh.context.close()
         assert errors == []
     finally:
@@ -466,7 +466,7 @@ def test_a_page_a_gpu_has_run_opens_on_the_gpus_run_and_this_build_is_one_click_
         server.server_close()
 
 
-def test_an_edited_page_a_changed_input_and_a_new_page_are_marked_not_shown_as_current(
+def test_a_prose_edit_keeps_the_recording_a_data_change_retires_it_a_new_page_has_none(
     book: dict[str, Any], sphinx: Any
 ) -> None:
     src, out, slug = book["src"], book["out"], book["edition"].slug
@@ -482,23 +482,20 @@ def test_an_edited_page_a_changed_input_and_a_new_page_are_marked_not_shown_as_c
     index.write_text(_read(index).replace("plain\n", "plain\nnew\n"))
     sphinx(src, out)
     site = out / "editions" / slug
-    earlier = _read(site / "page.html")
-    assert 'data-edition-state="page-changed"' in earlier
-    assert "The first version" in earlier
-    assert "The second version" not in earlier
-    assert "earlier version of the page" in earlier
-    assert book["edition"].date in earlier
-    assert "The second version" in _read(out / "page.html")
-    assert "from an earlier version of this page" in _read(out / "page.html")
-    other = _read(site / "other.html")
-    assert 'data-edition-state="inputs-changed"' in other
+    current = _read(site / "page.html")
+    assert 'data-edition-state="current"' in current  # the same code: the recorded run,
+    assert "The second version" in current  # under today's prose
+    assert "The first version" not in current
+    other = _read(site / "other.html")  # it read the data file that changed
+    assert 'data-edition-state="earlier"' in other
+    assert "from an earlier version of this page" in other
     assert "1.5" in other
     assert "2.5" in _read(out / "other.html")
+    assert "is from an earlier version" in _read(out / "other.html")
     new = _read(site / "new.html")
     assert 'data-edition-state="not-recorded"' in new
-    assert f"newer than the recording of {book['edition'].date}" in new
-    assert "not recorded yet" in _read(out / "new.html")
-    # A page of the stored edition is read again only when its own banner changed.
+    assert f"newer than the run of {book['edition'].date}" in new
+    # A page of the stored edition is read again only when its own state changed.
     assert plain.stat().st_mtime_ns == read
 
 
@@ -549,9 +546,10 @@ def test_the_whole_book_is_recorded_and_its_stored_edition_rendered(
         state = re.search(r'data-edition-state="([a-z-]+)"', text)
         assert state is not None, docname
         assert state[1] in store.STATES, docname
-        assert f'href="editions/{stored.name}/{docname}.html"'.replace(
-            "editions/", "../" * docname.count("/") + "editions/"
-        ) in _read(built_book / f"{docname}.html"), docname
+        if state[1] in (store.CURRENT, store.EARLIER):
+            assert f'href="editions/{stored.name}/{docname}.html"'.replace(
+                "editions/", "../" * docname.count("/") + "editions/"
+            ) in _read(built_book / f"{docname}.html"), docname
     # The API reference is left to the live book: the sidebar's entry opens it. The authors'
     # guide is in no reader's navigation, so an edition has no page of it, not even a forward.
     forward = [p.relative_to(site).as_posix() for p in (site / "api").rglob("*.html")]
@@ -567,7 +565,7 @@ def test_the_whole_book_is_recorded_and_its_stored_edition_rendered(
 
 def test_a_page_an_edition_no_longer_has_leaves_no_output_behind(tmp_path: Path) -> None:
     """Sphinx keeps a removed page's HTML; the edition's site would still serve it."""
-    from amp_book.edition import _forget_output
+    from amp_book.edition.render import _forget_output
 
     work = tmp_path / "work"
     stale = [

@@ -11,9 +11,8 @@ from typing import Any
 import pytest
 from test_edition import CELLS, CPU_PROVENANCE, _book, _executed
 
-from amp_book import edition_outputs as outputs
-from amp_book import edition_store as store
-from amp_book.edition_store import EditionError
+from amp_book.edition import outputs, store
+from amp_book.edition.store import EditionError
 
 
 def _recorded(tmp_path: Path) -> store.Edition:
@@ -501,7 +500,7 @@ def test_an_edition_build_leaves_out_raw_html_the_check_did_not_write() -> None:
     from docutils.parsers.rst import Parser
     from docutils.utils import new_document
 
-    from amp_book import edition
+    from amp_book.edition import render as edition
     from amp_book.playgrounds import OWN_MARKUP
 
     doctree = new_document("p", get_default_settings(Parser))

@@ -469,7 +469,7 @@ def time_edition(
     the builds that render it beside the live book (see ``amp_book.edition``)."""
     import runpy
 
-    from amp_book.edition_store import record, record_provenance
+    from amp_book.edition import record, record_provenance
     from amp_book.workdirs import executed_folder
 
     refs = runpy.run_path(str(src / "conf.py")).get("amp_lesson_reference_pages", [])

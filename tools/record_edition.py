@@ -4,7 +4,7 @@
 
 Builds the book with every page executed here on ``--device`` (default
 ``cuda``: the edition a CPU build cannot make itself), then stores each page's
-run with its provenance (:func:`amp_book.edition_store.record`). A page
+run with its provenance (:func:`amp_book.edition.store.record`). A page
 whose cells fail is stored as not run, with why. Every later build of the book,
 on any machine, renders the stored edition beside its own (``editions/<device>/``).
 Commit the folder it names. ``nox -s gpu-edition`` runs this;
@@ -48,7 +48,7 @@ def main(argv: list[str]) -> int:
     status = run_to_the_end(sphinx_command(DOCS, args.out, *extra))
     print(f"record_edition: the build took {time.perf_counter() - start:.0f} s (status {status})")
 
-    from amp_book.edition_store import EditionError, record, record_provenance
+    from amp_book.edition import EditionError, record, record_provenance
 
     reference = runpy.run_path(str(DOCS / "conf.py")).get("amp_lesson_reference_pages", [])
     try:

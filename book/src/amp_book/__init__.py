@@ -53,8 +53,6 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from amp_lesson import __version__
-
 if TYPE_CHECKING:  # the kernel server (.kernels) runs from this package without Sphinx
     from sphinx.application import Sphinx
 
@@ -96,6 +94,10 @@ PARTS = (
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
+    # Imported here: a kernel imports this package to note what it runs (.edition.ran),
+    # before the lesson's first module is imported.
+    from amp_lesson import __version__
+
     for part in PARTS:
         importlib.import_module(f"amp_book.{part}").setup(app)
     return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True}

@@ -402,6 +402,19 @@ _amp_lesson_record_cells()
 del _amp_lesson_record_cells
 
 
+def _amp_lesson_note_what_runs():
+    import os
+
+    if os.environ.get("AMP_BOOK_RAN_NOTES"):
+        from amp_book.edition.ran import start
+
+        start()
+
+
+_amp_lesson_note_what_runs()
+del _amp_lesson_note_what_runs
+
+
 def _amp_lesson_quiet_shutdown_race():
     # ipykernel 7.4 handles shutdown_request on its control thread; IOPub can close before
     # that thread's last flush, and tornado then logs the flush's ZMQError (ENOTSOCK, a
@@ -491,6 +504,9 @@ class Parser(MystNbParser):  # type: ignore[misc]
         record = _record_path()
         if record is not None:
             record.unlink(missing_ok=True)
+        notes = _notes_path()
+        if notes is not None:
+            notes.unlink(missing_ok=True)
         kernels.kernel_ends(clear=True)
         reading = patches.reading_page.set(env.docname)
         try:
@@ -515,6 +531,63 @@ class Parser(MystNbParser):  # type: ignore[misc]
             MystParser.parse(self, stand_in, document)
         finally:
             patches.reading_page.reset(reading)
+        if runs_cells:
+            keep_what_ran(env, page, inputs, key, graph, notes)
+
+
+RAN_SUFFIX = ".ran.json"
+"""Beside each executed notebook: what its run ran (:func:`.edition.ran.summarize`)."""
+
+
+def _notes_path() -> Path | None:
+    from amp_book.edition import ran
+
+    folder = os.environ.get(ran.NOTES_ENV)
+    return ran.notes_file(folder, os.getpid()) if folder else None
+
+
+def keep_what_ran(
+    env: Any, page: pages.Page, inputs: dict[str, Any], key: str, graph: PackageGraph,
+    notes: Path | None,
+) -> None:  # fmt: skip
+    """Write what the page's run ran beside its executed notebook (:data:`RAN_SUFFIX`).
+
+    A page that ran now is read from its kernel's notes, and kept in the execution cache
+    beside its outputs (keyed as they are: its cells and its key); a page whose outputs
+    came from the cache takes it from there. One whose outputs came from a cache written
+    before this was kept has none, and cannot be recorded as an edition.
+    """
+    from amp_book.edition import ran
+
+    root, package = Path(env.srcdir).parent.resolve(), ran.lesson_dir()
+    cells = hashlib.sha256("\0".join([key, *(c.source for c in page.code_cells)]).encode())
+    cache = getattr(env.config, "nb_execution_cache_path", "") or ""
+    kept = Path(cache) / "ran" / f"{cells.hexdigest()[:32]}.json" if cache else None
+    target = Path(env.mystnb_config.output_folder) / f"{env.docname}{RAN_SUFFIX}"
+    summary = None
+    if notes is not None and notes.is_file():
+        summary = ran.summarize(notes.read_text(encoding="utf-8"), root, package)
+        names = {ran.key_of(p, root, package): n for n, p in graph.files.items()}
+        ran_modules = {names.get(e.rpartition(":")[0]) for e in summary["ran"]} - {None}
+        closure = graph.closure({*inputs["modules"], *ran_modules})  # type: ignore[arg-type]
+        summary["modules"] = sorted(str(ran.key_of(graph.files[m], root, package)) for m in closure)
+        # The data the page's code names, whole (a file it only tests for is not opened).
+        for folder in (Path(d).resolve() for d in inputs["data"]):
+            listed = [folder, *(p for p in folder.rglob("*") if p.is_dir())]
+            found = [p for p in folder.rglob("*") if p.is_file()]
+            for kind, paths in (("list", listed), ("read", found)):
+                keys = {ran.key_of(p, root, package) for p in paths} - {None}
+                summary[kind] = sorted({*summary[kind], *keys})  # type: ignore[arg-type]
+        if kept is not None:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_text(json.dumps(summary), encoding="utf-8")
+    elif kept is not None and kept.is_file():
+        summary = json.loads(kept.read_text(encoding="utf-8"))
+    if summary is None:
+        target.unlink(missing_ok=True)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(summary, indent=1), encoding="utf-8")
 
 
 @functools.cache

@@ -708,6 +708,12 @@ def main(argv: list[str]) -> int:
     warnings.filterwarnings("error", message=".*fork", category=DeprecationWarning)
     listener = listen(folder)
     preload(PRELOAD)
+    if os.environ.get("AMP_BOOK_RAN_NOTES"):
+        # What the lesson's modules run as the server imports them, each kernel it forks
+        # notes as its own (amp_book.edition.ran).
+        from amp_book.edition import ran
+
+        ran.start()
     later = [] if argv[2:] == [NO_LATER_FLAG] else later_modules()
     if argv[2:] == [PRELOAD_ALL_FLAG]:
         preload(later)

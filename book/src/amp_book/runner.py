@@ -63,9 +63,13 @@ def _start(app: Sphinx, config: Config) -> None:
 
 
 def _record_cells(app: Sphinx, config: Config) -> None:
-    """Each kernel records the cell it starts, so that a kernel that dies is named with its cell."""
+    """Each kernel records the cell it starts, so that a kernel that dies is named with its cell,
+    and notes what it runs, so that a recording of the page knows what it depends on."""
     if not getattr(config, "amp_lesson_edition", ""):
         execution.record_cells(workdirs.kernels_folder(app.outdir))
+        from amp_book.edition import ran
+
+        ran.prepare(workdirs.kernels_folder(app.outdir) / "ran", [Path(app.srcdir)])
 
 
 def _finish(app: Sphinx, exception: BaseException | None) -> None:

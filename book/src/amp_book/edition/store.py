@@ -6,10 +6,10 @@ executed notebook, as the build wrote it (outputs, figures and glued values,
 the claims' chosen wordings among them), is stored gzipped in
 ``docs/_editions/<device>/``, with ``edition.json``: the run's provenance
 (device, driver, CUDA, torch, ``amp_lesson``, Python, date) and, per page,
-the SHA-256 of its source and the key of the code and data it runs
-(:mod:`.execution`). A page whose cells failed is stored as such, with why.
-:func:`load_edition` reads one back and refuses one whose provenance is incomplete.
-Rendering it beside the live book is :mod:`.edition`'s.
+the SHA-256 of its source and the digests of what its run ran (:mod:`.ran`). A page
+whose cells failed is stored as such, with why. :func:`load_edition` reads one back and
+refuses one whose provenance is incomplete or whose text fields are not plain, short
+text. Rendering it beside the live book is :mod:`.render`'s.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import datetime as _dt
 import fnmatch
+import functools
 import gzip
 import hashlib
 import json
@@ -28,7 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SCHEMA = "amp_lesson.edition/1"
+SCHEMA = "amp_lesson.edition/2"
+SCHEMAS = ("amp_lesson.edition/1", SCHEMA)
+"""The schemas read: the first kept no record of what a page ran (its pages are earlier ones)."""
 MANIFEST = "edition.json"
 """The file in an edition's folder that holds its provenance and its pages."""
 EDITIONS_URL = "editions"
@@ -51,14 +54,21 @@ PAGE_FIELDS = {
 }
 """What each page's entry must name, by its status."""
 
+MAX_FIELD = 200
+"""The longest provenance field, page name or file name (characters), one line each."""
+MAX_REASON = 2000
+"""The longest reason a page was not run (characters)."""
+_PLAIN = re.compile(r"[^\x00-\x1f\x7f]*")
+_DOCNAME = re.compile(r"[A-Za-z0-9_-]+(?:/[A-Za-z0-9_-]+)*")
+
 CURRENT = "current"
-PAGE_CHANGED = "page-changed"
-INPUTS_CHANGED = "inputs-changed"
+EARLIER = "earlier"
 NOT_RUN = "not-run"
 NOT_RECORDED = "not-recorded"
 NO_CODE = "no-code"
-STATES = (CURRENT, PAGE_CHANGED, INPUTS_CHANGED, NOT_RUN, NOT_RECORDED, NO_CODE)
-"""What a page of a stored edition can be, against this build's sources (:func:`page_state`)."""
+STATES = (CURRENT, EARLIER, NOT_RUN, NOT_RECORDED, NO_CODE)
+"""What a page of a stored edition can be, against this build's sources
+(:func:`.render.page_state`): its code runs as recorded, or not (an earlier version)."""
 
 
 class EditionError(ValueError):
@@ -79,6 +89,8 @@ class StoredPage:
     executed_on: str | None = None
     file: str | None = None
     reason: str | None = None
+    ran: dict[str, Any] | None = None
+    """The digests of what the page's run ran (:func:`.ran.witness`)."""
 
 
 @dataclass(frozen=True)
@@ -118,20 +130,36 @@ class Edition:
         ]
         return " · ".join(parts)
 
+    def glued(self, docname: str) -> set[str]:
+        """The names of the values the run of ``docname`` glued."""
+        return _glued(self.folder, docname, self.pages[docname].file or "")
+
     def notebook(self, docname: str) -> dict[str, Any]:
         """The stored notebook of ``docname`` (a recorded page), as a JSON object, read and
-        checked as :func:`load_edition` does (:mod:`.edition_outputs`)."""
+        checked as :func:`load_edition` does (:mod:`.outputs`)."""
         page = self.pages[docname]
         if page.status != RECORDED or page.file is None:
             raise KeyError(f"{docname} was not recorded in {self.folder}: {page.reason}")
-        from amp_book.edition_outputs import shown
+        from amp_book.edition.outputs import shown
 
         return shown(_checked_notebook(self.folder, page))
 
 
+@functools.lru_cache(maxsize=128)
+def _glued(folder: Path, docname: str, file: str) -> set[str]:
+    from amp_book.edition import outputs
+
+    path = outputs.stored_path(folder, file)
+    return {
+        o.get("metadata", {}).get("scrapbook", {}).get("name")
+        for c in outputs.read_notebook(path).get("cells", [])
+        for o in c.get("outputs", [])
+    } - {None}
+
+
 def _checked_notebook(folder: Path, page: StoredPage) -> dict[str, Any]:
     """The stored notebook of ``page``, refused (:class:`EditionError`, naming the page and
-    the file) if it is not one the book would show (:mod:`.edition_outputs`)."""
+    the file) if it is not one the book would show (:mod:`.outputs`)."""
     where = f"{folder / MANIFEST}: page {page.docname}"
     try:
         return _read_checked(folder, page, where)
@@ -142,7 +170,7 @@ def _checked_notebook(folder: Path, page: StoredPage) -> dict[str, Any]:
 
 
 def _read_checked(folder: Path, page: StoredPage, where: str) -> dict[str, Any]:
-    from amp_book import edition_outputs as outputs
+    from amp_book.edition import outputs
 
     try:
         path = outputs.stored_path(folder, page.file)
@@ -178,7 +206,7 @@ def _read_checked(folder: Path, page: StoredPage, where: str) -> dict[str, Any]:
 def write_summaries(folder: str | Path) -> list[Path]:
     """Write the plain-text summary beside each stored notebook of the edition in
     ``folder`` (the recorder does; this is for an edition recorded before summaries)."""
-    from amp_book import edition_outputs as outputs
+    from amp_book.edition import outputs
 
     written = []
     for path in sorted(Path(folder).rglob("*" + outputs.NOTEBOOK_SUFFIX)):
@@ -228,7 +256,7 @@ def load_edition(folder: str | Path) -> Edition:
         the provenance is incomplete (:func:`check_provenance`); if a page's
         entry lacks a field its status needs, or its notebook is missing.
     """
-    from amp_book.edition_outputs import MAX_MANIFEST_BYTES
+    from amp_book.edition.outputs import MAX_MANIFEST_BYTES
 
     folder = Path(folder)
     manifest = folder / MANIFEST
@@ -242,8 +270,8 @@ def load_edition(folder: str | Path) -> Edition:
         data = json.loads(manifest.read_text(encoding="utf-8"))
     except (ValueError, RecursionError) as error:
         raise EditionError(f"{manifest}: not valid JSON ({type(error).__name__})") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise EditionError(f"{manifest}: schema must be {SCHEMA!r}")
+    if not isinstance(data, dict) or data.get("schema") not in SCHEMAS:
+        raise EditionError(f"{manifest}: schema must be one of {', '.join(SCHEMAS)}")
     missing = check_provenance(data.get("provenance"))
     if missing:
         raise EditionError(
@@ -254,10 +282,22 @@ def load_edition(folder: str | Path) -> Edition:
     entries = data.get("pages")
     if not isinstance(entries, dict) or not entries:
         raise EditionError(f"{manifest}: pages must be an object naming at least one page")
+    if problem := not_plain(data["provenance"], PROVENANCE_FIELDS + CUDA_FIELDS, MAX_FIELD):
+        raise EditionError(f"{manifest}: refused, provenance {problem}")
     for docname, entry in sorted(entries.items()):
+        if not _DOCNAME.fullmatch(docname) or len(docname) > MAX_FIELD:
+            raise EditionError(
+                f"{manifest}: refused, page {docname[:80]!r}: a page's name is letters, digits, "
+                f"_, - and / only, at most {MAX_FIELD} characters"
+            )
         status = entry.get("status") if isinstance(entry, dict) else None
         if status not in PAGE_FIELDS:
             raise EditionError(f"{manifest}: page {docname}: status must be recorded or failed")
+        limits = {"reason": MAX_REASON, "file": MAX_FIELD, "executed_on": MAX_FIELD}
+        if problem := not_plain(entry, limits, MAX_FIELD, lines=("reason",)):
+            raise EditionError(f"{manifest}: refused, page {docname}: {problem}")
+        if entry.get("ran") is not None and not _digests(entry["ran"]):
+            raise EditionError(f"{manifest}: refused, page {docname}: ran is not digests")
         lacks = _missing(entry, PAGE_FIELDS[status])
         if lacks:
             raise EditionError(
@@ -269,6 +309,43 @@ def load_edition(folder: str | Path) -> Edition:
             _checked_notebook(folder, page)  # refused now, not half-way through a build
         pages[docname] = page
     return Edition(folder, dict(data["provenance"]), pages)
+
+
+def not_plain(
+    record: Mapping[str, Any], fields: Iterable[str] | Mapping[str, int], longest: int,
+    lines: Iterable[str] = (),
+) -> str | None:  # fmt: skip
+    """Why a text field of ``record`` is refused (``None`` if none is): longer than its limit
+    (``fields`` maps a field to it, else ``longest``), or holding a control character (a
+    newline only in ``lines``). An edition's text reaches a page only escaped; this keeps
+    it to the short, plain text it is for.
+
+    >>> not_plain({"device_name": "H200\\n```{raw} html"}, ["device_name"], 200)
+    'device_name holds a control character (a newline, say)'
+    """
+    limits = fields if isinstance(fields, Mapping) else dict.fromkeys(fields, longest)
+    for name, limit in limits.items():
+        value = record.get(name)
+        if not isinstance(value, str):
+            continue
+        if len(value) > limit:
+            return f"{name} is longer than {limit} characters"
+        if not _PLAIN.fullmatch(value.replace("\n", "") if name in lines else value):
+            return f"{name} holds a control character (a newline, say)"
+    return None
+
+
+def _digests(ran: Any) -> bool:
+    """Whether ``ran`` is a page's digests of what it ran: names to short hex strings."""
+    if not isinstance(ran, dict):
+        return False
+    for key in ("functions", "modules", "files", "folders"):
+        value = ran.get(key, {})
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and len(v) <= 16 for k, v in value.items()
+        ):
+            return False
+    return all(isinstance(ran.get(k), str) for k in ("code", "torch"))
 
 
 def find_editions(root: str | Path) -> list[Path]:
@@ -557,8 +634,36 @@ def _record_page(
         "status": RECORDED,
         "inputs_key": key or "",
         "executed_on": str(ran_on.get("executed_on") or provenance["recorded"][:10]),
+        "ran": _what_ran(page, path, nb_path, str(provenance["torch_version"])),
     }
     return entry, _compact(_with_glue(notebook, glue))
+
+
+def _what_ran(page: Any, path: Path, nb_path: Path, torch_version: str) -> dict[str, Any]:
+    """The digests of what the page's run ran, from the notes the build kept beside its
+    notebook (:func:`.execution.keep_what_ran`) and the sources as they are."""
+    from amp_book.edition import ran
+    from amp_book.execution import RAN_SUFFIX
+
+    notes = nb_path.with_name(nb_path.name.removesuffix(".ipynb") + RAN_SUFFIX)
+    if not notes.is_file():
+        raise EditionError(
+            f"{notes}: missing, so what the run of {path} ran is unknown (its outputs came "
+            "from an execution cache kept before the build noted it); build the book with an "
+            "empty cache (AMP_LESSON_CACHE_DIR), then record"
+        )
+    summary = json.loads(notes.read_text(encoding="utf-8"))
+    code = [c.source for c in page.code_cells]
+    modules = summary.get("modules", [])
+    return ran.witness(summary, _repository(path), modules, code, torch_version)
+
+
+def _repository(path: Path) -> Path:
+    """The folder a page's recorded paths start from: its book's sources' parent."""
+    for parent in path.resolve().parents:
+        if (parent / "conf.py").is_file():
+            return parent.parent
+    raise EditionError(f"{path}: no conf.py above it")
 
 
 def _joined(source: Any) -> str:

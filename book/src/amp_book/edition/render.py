@@ -1,28 +1,21 @@
-# One module: everything that shows a stored run beside the live book, from the page's state to the
-# switch and the banner.
-"""A second edition of the book: every page as another device ran it, rendered beside it.
-
-A build executes the pages where it runs: on Read the Docs, a CPU. A CUDA
-machine's run of the same pages can be kept (:mod:`.edition_store`) and shown
-beside it.
+"""Each page of a stored edition against this build, and the line under its title.
 
 **Rendering** (every build, at its end): each stored edition is checked
-(:func:`~amp_book.edition_store.load_edition`) and its sources written for a
-second site under ``editions/<device>/``, from the stored notebooks, executing
-nothing; the build tool builds it once this build has finished
-(``tools/build_book.py``). Each page of both editions carries a switch between them
-(:func:`switch_html`); a page of the stored edition whose source has changed
-since is shown as recorded and said to be from an earlier version of the
-page, one whose code or data changed says that, and one the device did not run
-says why (:func:`page_state`). The API reference and the authors' pages
-(``amp_lesson_reference_pages``) run the same everywhere and stay in the live
-edition, which links into them; search covers the live edition.
+(:func:`.store.load_edition`) and its sources written for a second site under
+``editions/<device>/``, from the stored notebooks, executing nothing; the build tool
+builds it once this build has finished (``tools/build_book.py``). A page whose code still
+runs as recorded (:mod:`.ran`) shows today's prose with the recorded outputs, and the live
+page opens on it; a retired one shows the recording as it was, and the live page opens on
+this build's run. Each says so in the words it adds to its provenance line, the other run
+one click away. The API reference and the authors' pages (``amp_lesson_reference_pages``)
+run the same everywhere and stay in the live edition, which links into them.
 """
 
 from __future__ import annotations
 
 import functools
 import html
+import importlib.metadata
 import json
 import os
 import re
@@ -36,24 +29,22 @@ from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.util import logging
 
-from amp_book import workdirs
-from amp_book.edition_store import (
+from amp_book import pages, workdirs
+from amp_book.edition import ran
+from amp_book.edition.store import (
     CURRENT,
+    EARLIER,
     EDITIONS_URL,
     FAILED,
-    INPUTS_CHANGED,
     NO_CODE,
     NOT_RECORDED,
     NOT_RUN,
-    PAGE_CHANGED,
     Edition,
     EditionError,
     editions_key,
     find_editions,
     load_edition,
-    source_sha256,
 )
-from amp_book.execution import KEY_FIELD
 
 logger = logging.getLogger(__name__)
 
@@ -67,147 +58,123 @@ class PageState:
     note: str = ""
 
 
-def page_state(
-    edition: Edition, docname: str, source: Path | None, inputs_key: str | None
-) -> PageState:
-    """Whether ``edition`` shows ``docname`` as it is now (see :data:`STATES`).
+@functools.lru_cache(maxsize=256)
+def _read(path: str, stamp: tuple[int, int]) -> pages.Page:
+    return pages.read_page(path)
 
-    ``source`` is the page's source file now; ``inputs_key`` the key of the code
-    and data it runs now (:func:`.execution.inputs_key`), ``None`` for a page
-    without code cells.
+
+def read_now(path: Path) -> pages.Page | None:
+    """The page at ``path`` as it is now (read again only when it changed); ``None`` if gone."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _read(str(path), (stat.st_mtime_ns, stat.st_size))
+
+
+def torch_now() -> str:
+    """The torch release this build runs."""
+    return importlib.metadata.version("torch")
+
+
+def page_state(
+    edition: Edition, docname: str, page: pages.Page | None, root: Path, torch: str,
+    package: Path | None = None,
+) -> PageState:  # fmt: skip
+    """Whether ``edition``'s run of ``docname`` is the run of the page as it is now.
+
+    ``page`` is the page now (``None``: it is gone), ``root`` the folder the recording's
+    paths start from (the repository), ``torch`` this build's torch, ``package`` the
+    lesson's folder (default: where it is installed). A page whose code, and
+    every function, constant and file its run ran (:func:`.ran.changes`), are as recorded,
+    and whose prose shows no glued value the run did not glue, is :data:`CURRENT`.
     """
     stored = edition.pages.get(docname)
     if stored is None:
-        if inputs_key is None:
+        if page is None or not page.code_cells:
             return PageState(docname, NO_CODE)
-        return PageState(
-            docname,
-            NOT_RECORDED,
-            f"the page is newer than the recording of {edition.date}",
-        )
+        return PageState(docname, NOT_RECORDED, f"the page is newer than the run of {edition.date}")
     if stored.status == FAILED:
         return PageState(docname, NOT_RUN, str(stored.reason))
-    if source is None or not source.is_file() or source_sha256(source) != stored.source_sha256:
-        return PageState(docname, PAGE_CHANGED)
-    if inputs_key is not None and stored.inputs_key and inputs_key != stored.inputs_key:
-        return PageState(docname, INPUTS_CHANGED)
-    return PageState(docname, CURRENT)
+    if page is None:
+        return PageState(docname, EARLIER, "the page has gone")
+    if not stored.ran:
+        return PageState(docname, EARLIER, "recorded before the book noted what a run ran")
+    found = ran.changes(stored.ran, root, [c.source for c in page.code_cells], torch, package)
+    found += [f"glued {n}" for n in sorted(ran.glued_names(page.markdown) - edition.glued(docname))]
+    return PageState(docname, EARLIER, "; ".join(found)) if found else PageState(docname, CURRENT)
 
 
-# -- the switch and the banner -------------------------------------------------------------
+# -- the line under the title ----------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class Choice:
-    """One entry of the edition switch: its words, where it leads, whether it is this page."""
-
-    label: str
-    detail: str
-    href: str
-    current: bool
-    key: str
-    opens: bool = False
-    """The edition this page opens on for a reader who has not chosen (see :func:`face_of`)."""
-
-
-def switch_html(choices: list[Choice]) -> str:
-    """The edition switch: one link per edition of this page, the one shown marked current.
-
-    >>> print(switch_html([Choice("CPU", "", "#", True, "live"),
-    ...                    Choice("NVIDIA H200", "recorded 2026-11-30", "e/x.html", False, "h200")]))
-    <nav class="amp-edition-switch" aria-label="Runs of this page"><span class="amp-edition-switch-label">Run on</span> <a class="amp-edition-choice" href="#" aria-current="page" data-edition="live"><span class="amp-edition-device">CPU</span></a> · <a class="amp-edition-choice" href="e/x.html" data-edition="h200"><span class="amp-edition-device">NVIDIA H200</span> <span class="amp-edition-detail">recorded 2026-11-30</span></a></nav>
-    """
-    links = []
-    for c in choices:
-        current = ' aria-current="page"' if c.current else ""
-        current += " data-opens" if c.opens else ""
-        links.append(
-            f'<a class="amp-edition-choice" href="{html.escape(c.href)}"{current} '
-            f'data-edition="{html.escape(c.key)}">'
-            f'<span class="amp-edition-device">{html.escape(c.label)}</span>'
-            + (
-                f' <span class="amp-edition-detail">{html.escape(c.detail)}</span>'
-                if c.detail
-                else ""
-            )
-            + "</a>"
-        )
-    return (
-        '<nav class="amp-edition-switch" aria-label="Runs of this page">'
-        '<span class="amp-edition-switch-label">Run on</span> ' + " · ".join(links) + "</nav>"
-    )
-
-
-_PROVENANCE_END = re.compile(r'<p class="amp-provenance"[^>]*>.*?</p>', re.DOTALL)
+_PROVENANCE = re.compile(r'(<p class="amp-provenance"[^>]*>)(.*?)(</p>)', re.DOTALL)
 _TITLE_END = re.compile(r"</h1>")
 
 
-def under_title(body: str, line: str) -> str:
-    """``body`` with ``line`` right under the page's provenance line (or, without one, its
-    title): where a page ran is read there, not above the title.
+def onto_provenance(body: str, words: str, state: str = "", recorded: bool = False) -> str:
+    """``body`` with ``words`` (HTML) at the end of the page's provenance line, or, without
+    one, in a line of their own under the title, marked with the page's ``state``; a
+    recorded page's line says so.
 
-    >>> under_title('<h1>T</h1><p class="amp-provenance">Ran on CPU</p><p>Text</p>', "<nav/>")
-    '<h1>T</h1><p class="amp-provenance">Ran on CPU</p><nav/><p>Text</p>'
-    >>> under_title("<h1>T</h1><p>Text</p>", "<nav/>")
-    '<h1>T</h1><nav/><p>Text</p>'
+    >>> onto_provenance('<h1>T</h1><p class="amp-provenance">Ran on CPU</p>', " · <a>x</a>")
+    '<h1>T</h1><p class="amp-provenance">Ran on CPU · <a>x</a></p>'
+    >>> onto_provenance('<h1>T</h1><p class="amp-provenance">Ran on A</p>', "", "current", True)
+    '<h1>T</h1><p class="amp-provenance" data-edition-state="current">Recorded on A</p>'
+    >>> onto_provenance("<h1>T</h1><p>Text</p>", "Not run there")
+    '<h1>T</h1><p class="amp-provenance">Not run there</p><p>Text</p>'
     """
-    for pattern in (_PROVENANCE_END, _TITLE_END):
-        found = pattern.search(body)
-        if found:
-            return body[: found.end()] + line + body[found.end() :]
-    return line + body
+    mark = f' data-edition-state="{html.escape(state)}"' if state else ""
+    found = _PROVENANCE.search(body)
+    if found:
+        text = found.group(2)
+        if recorded and text.startswith("Ran on "):
+            text = "Recorded on " + text[len("Ran on ") :]
+        opening = found.group(1)[:-1] + mark + ">"
+        return body[: found.start()] + opening + text + words + "</p>" + body[found.end() :]
+    line = f'<p class="amp-provenance"{mark}>{words}</p>'
+    title = _TITLE_END.search(body)
+    return body[: title.end()] + line + body[title.end() :] if title else line + body
 
 
-def choice_detail(state: PageState, edition_date: str) -> str:
-    """The few words under the recorded edition's name in the switch."""
-    return {
-        PAGE_CHANGED: f"recorded {edition_date}, from an earlier version of this page",
-        INPUTS_CHANGED: f"recorded {edition_date}, before its code changed",
-        NOT_RUN: "not run there",
-        NOT_RECORDED: "not recorded yet",
-    }.get(state.state, f"recorded {edition_date}")
+def _link(href: str, key: str, words: str) -> str:
+    return (
+        f'<a class="amp-edition-choice" href="{html.escape(href)}" '
+        f'data-edition="{html.escape(key)}">{words}</a>'
+    )
 
 
-def banner_html(state: PageState, edition: Mapping[str, Any], live_href: str) -> str:
-    """What a page of the stored edition says above it: whose run it is, and how current.
+def live_words(state: PageState, edition: Mapping[str, str], href: str) -> str:
+    """What a live page adds to its provenance line about ``edition``'s run of it (HTML).
 
-    ``edition`` holds ``device``, ``date`` and ``describe`` (see
-    :meth:`Edition.describe`); ``live_href`` leads to the same page as this
-    build ran it.
+    >>> e = {"slug": "h200", "device": "NVIDIA H200", "date": "2026-12-04", "torch": "2.13.0"}
+    >>> print(live_words(PageState("p", CURRENT), e, "e/p.html"))
+     · <a class="amp-edition-choice" href="e/p.html" data-edition="h200">recorded on NVIDIA H200</a>, 2026-12-04, torch 2.13.0
     """
     device, date = html.escape(edition["device"]), html.escape(edition["date"])
-    live = f'<a href="{html.escape(live_href)}" data-edition="live">this page as it runs now</a>'
-    kind = "note"
+    link = functools.partial(_link, href, edition["slug"])
     if state.state == CURRENT:
-        text = (
-            f"Every output here, and every sentence that reports one, is from a run on "
-            f"{device}, recorded {date}. Read {live}."
-        )
-    elif state.state == NO_CODE:
-        text = f"This page runs no code: it reads the same in every edition. Read {live}."
-    elif state.state == PAGE_CHANGED:
-        kind = "warning"
-        text = (
-            f"This page has changed since {device} ran it on {date}: shown here is the "
-            f"earlier version of the page, as recorded then. Read {live} for the current one."
-        )
-    elif state.state == INPUTS_CHANGED:
-        kind = "warning"
-        text = (
-            f"The code or data this page runs has changed since {device} ran it on {date}: "
-            f"the outputs below are what the earlier code gave. Read {live} for what the "
-            "current code gives."
-        )
-    else:
-        kind = "warning"
+        torch = html.escape(edition["torch"])
+        return f" · {link(f'recorded on {device}')}, {date}, torch {torch}"
+    if state.state == EARLIER:
+        return f" · the {link(f'run recorded on {device}')} ({date}) is from an earlier version"
+    if state.state == NOT_RUN:
+        return f" · not recorded on {device}: {html.escape(state.note.rstrip('.'))}"
+    return ""
+
+
+def recorded_words(state: PageState, edition: Mapping[str, str], href: str) -> str:
+    """What a page of the stored edition adds to its provenance line: how its run stands
+    against the page now, and this build's run one click away (HTML)."""
+    device, live = html.escape(edition["device"]), html.escape(edition["live_device"])
+    link = _link(href, "live", f"run live on {live}")
+    if state.state == CURRENT:
+        return f" · {link}"
+    if state.state == EARLIER:
+        return f" · from an earlier version of this page · {_link(href, 'live', 'the page now')}"
+    if state.state in (NOT_RUN, NOT_RECORDED):
         why = html.escape(state.note.rstrip("."))
-        text = f"{device} did not run this page: {why}. Read {live}."
-    provenance = html.escape(edition["describe"])
-    return (
-        f'<div class="amp-edition-banner amp-edition-{kind}" role="note" '
-        f'data-edition-state="{state.state}"><p>{text}</p>'
-        f'<p class="amp-edition-provenance">{provenance}</p></div>'
-    )
+        return f"Not recorded on {device}: {why} · {_link(href, 'live', 'the page now')}"
+    return _link(href, "live", "this page live") if state.state == NO_CODE else ""
 
 
 # -- the stored edition's sources ----------------------------------------------------------
@@ -269,10 +236,28 @@ def forward_page(title: str, live: str) -> str:
     )
 
 
-def stub_page(title: str, state: PageState, device: str) -> str:
-    """The source that stands in for a page the device did not run."""
-    why = state.note.rstrip(".")
-    return f"# {title}\n\nThis page was not run on {device}: {why}.\n"
+def stub_page(title: str) -> str:
+    """The source that stands in for a page the device did not run: its title (the line
+    under it says why, as text, :func:`recorded_words`)."""
+    return f"# {title}\n"
+
+
+def with_outputs(text: str, recorded: Mapping[str, Any]) -> dict[str, Any]:
+    """The page whose source is ``text``, as a notebook whose code cells hold the outputs of
+    ``recorded``'s, in order (the same code, as :func:`.ran.changes` found)."""
+    from myst_nb.core.read import read_myst_markdown_notebook
+
+    notebook = read_myst_markdown_notebook(text)
+    outputs = iter([c for c in recorded["cells"] if c.get("cell_type") == "code"])
+    for cell in notebook.cells:
+        cell.pop("id", None)
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = next(outputs, {}).get("outputs", []), None
+    for key in ("kernelspec", "language_info"):
+        if key in recorded.get("metadata", {}):
+            notebook.metadata[key] = recorded["metadata"][key]
+    notebook.nbformat, notebook.nbformat_minor = 4, 4
+    return json.loads(json.dumps(notebook))
 
 
 def write_if_changed(path: Path, data: bytes) -> bool:
@@ -294,51 +279,6 @@ def relative_url(from_doc: str, to: str) -> str:
     """
     depth = from_doc.count("/")
     return "../" * depth + to
-
-
-def switch_entries(
-    editions: Iterable[Edition], pagename: str, states: Mapping[str, PageState], live_device: str
-) -> list[dict[str, str]]:
-    """The switch's entries for ``pagename``: this build's, then each stored edition's.
-
-    Each holds its ``label``, ``detail``, ``key`` and ``to``, the page's path
-    from the site's root; ``states`` gives the page's state in each edition (by slug).
-    """
-    entries = [{"label": live_device, "detail": "", "key": "live", "to": f"{pagename}.html"}]
-    for edition in editions:
-        state = states[edition.slug]
-        entries.append(
-            {
-                "label": edition.device,
-                "detail": choice_detail(state, edition.date),
-                "key": edition.slug,
-                "to": f"{EDITIONS_URL}/{edition.slug}/{pagename}.html",
-            }
-        )
-    return entries
-
-
-def choices_for(
-    entries: Iterable[Mapping[str, str]],
-    pagename: str,
-    root: str,
-    current: str,
-    opens: str | None = None,
-) -> list[Choice]:
-    """The switch's :class:`Choice` objects on ``pagename``, whose site root is ``root``
-    (``""`` in the live edition, ``"../../"`` in a stored one); ``current`` is the key shown,
-    ``opens`` the key of the edition the page opens on (:func:`face_of`)."""
-    return [
-        Choice(
-            label=e["label"],
-            detail=e["detail"],
-            href=relative_url(pagename, root + e["to"]),
-            current=e["key"] == current,
-            key=e["key"],
-            opens=e["key"] == opens,
-        )
-        for e in entries
-    ]
 
 
 def opening_script(href: str) -> str:
@@ -368,14 +308,14 @@ def face_of(editions: Iterable[Edition], states: Mapping[str, PageState]) -> str
     """The stored edition a live page opens on: the first recorded on a GPU that ran the page
     as it is now (:data:`CURRENT`), or ``None``: then the page opens on this build.
 
-    The book's face is a GPU's run whenever one has run the page. A reader who picks an
-    edition in the switch keeps it (the site script remembers the choice), and a page that
-    has changed since the recording opens on this build, its switch saying why.
+    The book's face is a GPU's run whenever one has run the page as it is. A reader who
+    picks a run keeps it (the site script remembers the choice), and a page whose code has
+    changed since the recording opens on this build, its line saying so.
 
     >>> gpu = Edition(Path("h200"), {"device_type": "cuda"})
     >>> face_of([gpu], {"h200": PageState("p", CURRENT)})
     'h200'
-    >>> face_of([gpu], {"h200": PageState("p", PAGE_CHANGED)}) is None
+    >>> face_of([gpu], {"h200": PageState("p", EARLIER)}) is None
     True
     """
     for edition in editions:
@@ -389,7 +329,7 @@ def face_of(editions: Iterable[Edition], states: Mapping[str, PageState]) -> str
 
 LIVE_ROOT = "../../"
 """The live site's root, from a stored edition's root (``editions/<slug>/``)."""
-STORED = (CURRENT, PAGE_CHANGED, INPUTS_CHANGED)
+STORED = (CURRENT, EARLIER)
 """The states in which a page of a stored edition is shown from its recording."""
 
 
@@ -476,11 +416,21 @@ def _configure(app: Sphinx, config: Config) -> None:
 
 def _page_states(app: Sphinx, pagename: str) -> dict[str, PageState]:
     env = app.env
-    key = env.metadata.get(pagename, {}).get(KEY_FIELD)
-    source = Path(env.doc2path(pagename))
+    page = read_now(Path(env.doc2path(pagename)))
+    root, torch = Path(app.srcdir).parent, torch_now()
     return {
-        e.slug: page_state(e, pagename, source, key)
+        e.slug: page_state(e, pagename, page, root, torch)
         for e in getattr(app, "_amp_lesson_editions", [])
+    }
+
+
+def _summary(edition: Edition) -> dict[str, str]:
+    return {
+        "slug": edition.slug,
+        "device": edition.device,
+        "date": edition.date,
+        "torch": ran.release(str(edition.provenance["torch_version"])),
+        "live_device": _live_device(),
     }
 
 
@@ -490,10 +440,10 @@ def _in_editions(app: Sphinx, docname: str) -> bool:
     return section_of(docname, app.config.amp_lesson_reference_pages) is None
 
 
-def _add_switch(
+def _add_line(
     app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
 ) -> None:
-    """Set the edition switch (and, in a stored edition, the banner) above the page."""
+    """Add to the page's provenance line where its other run is, and how it stands."""
     if in_edition(app):
         _edition_page(app, pagename, context, doctree)
         return
@@ -501,13 +451,15 @@ def _add_switch(
     if not editions or doctree is None or not _in_editions(app, pagename):
         return
     states = _page_states(app, pagename)
-    entries = switch_entries(editions, pagename, states, _live_device())
+    words = ""
+    for edition in editions:
+        href = relative_url(pagename, f"{EDITIONS_URL}/{edition.slug}/{pagename}.html")
+        words += live_words(states[edition.slug], _summary(edition), href)
+    context["body"] = onto_provenance(context.get("body", ""), words)
     face = face_of(editions, states) if app.config.amp_lesson_editions_open else None
-    choices = choices_for(entries, pagename, "", "live", face)
-    context["body"] = under_title(context.get("body", ""), switch_html(choices))
-    opens = next((c for c in choices if c.opens), None)
-    if opens is not None:
-        context["metatags"] = opening_script(opens.href) + context.get("metatags", "")
+    if face is not None:
+        href = relative_url(pagename, f"{EDITIONS_URL}/{face}/{pagename}.html")
+        context["metatags"] = opening_script(href) + context.get("metatags", "")
 
 
 def _edition_page(app: Sphinx, pagename: str, context: dict[str, Any], doctree: Any) -> None:
@@ -524,10 +476,13 @@ def _edition_page(app: Sphinx, pagename: str, context: dict[str, Any], doctree: 
     page = state["pages"].get(pagename)
     if doctree is None or page is None:
         return
-    choices = choices_for(state["switch"][pagename], pagename, LIVE_ROOT, state["slug"])
-    live_href = live_url(app, pagename, f"{pagename}.html")
-    banner = banner_html(PageState(pagename, page["state"], page["note"]), state, live_href)
-    context["body"] = under_title(context.get("body", ""), switch_html(choices) + banner)
+    words = recorded_words(
+        PageState(pagename, page["state"], page["note"]),
+        state,
+        live_url(app, pagename, f"{pagename}.html"),
+    )
+    body = context.get("body", "")
+    context["body"] = onto_provenance(body, words, page["state"], page["state"] in STORED)
 
 
 def _stale_references_as_text(app: Sphinx, env: Any, node: Any, contnode: Any) -> Any:
@@ -536,7 +491,7 @@ def _stale_references_as_text(app: Sphinx, env: Any, node: Any, contnode: Any) -
     if not in_edition(app):
         return None
     page = _state(app)["pages"].get(node.get("refdoc"))
-    if page is None or page["state"] != PAGE_CHANGED:
+    if page is None or page["state"] != EARLIER:
         return None
     logger.info("%s: %s left unlinked (earlier version)", node.get("refdoc"), node.get("reftarget"))
     return contnode
@@ -553,32 +508,33 @@ def _documents_from_the_root(app: Sphinx, env: Any, node: Any, contnode: Any) ->
 
 
 PAGE_STATES_ENV = "amp_lesson_edition_pages"
-"""The attribute of a stored edition's environment that keeps what each page's switch and
-banner said when it was last written."""
+"""The attribute of the environment that keeps each page's state, in each edition, when it
+was last written."""
 
 
-def _page_entry(state: Mapping[str, Any], docname: str) -> Any:
-    return [state["pages"].get(docname), state["switch"].get(docname)]
+def _entries(app: Sphinx, env: Any) -> dict[str, Any]:
+    if in_edition(app):
+        return {d: _state(app)["pages"].get(d) for d in env.found_docs}
+    if not getattr(app, "_amp_lesson_editions", []):
+        return {}
+    return {
+        d: {k: [s.state, s.note] for k, s in _page_states(app, d).items()}
+        for d in env.found_docs
+        if _in_editions(app, d)
+    }
 
 
-def _pages_whose_banner_changed(
+def _pages_whose_state_changed(
     app: Sphinx, env: Any, added: set[str], changed: set[str], removed: set[str]
 ) -> list[str]:
-    """In a stored edition: the pages whose switch or banner changed since they were written
-    (a page edited since the recording, say), read and written again; no other page."""
-    if not in_edition(app):
-        return []
-    state = _state(app)
-    before = getattr(env, PAGE_STATES_ENV, {})
-    return sorted(
-        d for d in env.found_docs - added - changed if before.get(d) != _page_entry(state, d)
-    )
+    """The pages whose recording's state changed since they were written (a function their
+    run ran was edited, say), read and written again; no other page."""
+    before, now = getattr(env, PAGE_STATES_ENV, {}), _entries(app, env)
+    return sorted(d for d in env.found_docs - added - changed if before.get(d) != now.get(d))
 
 
 def _keep_page_entries(app: Sphinx, env: Any) -> None:
-    if in_edition(app):
-        state = _state(app)
-        setattr(env, PAGE_STATES_ENV, {d: _page_entry(state, d) for d in env.found_docs})
+    setattr(env, PAGE_STATES_ENV, _entries(app, env))
 
 
 PLAN = "plan.json"
@@ -647,21 +603,20 @@ def prepare_edition(app: Sphinx, edition: Edition) -> dict[str, Any]:
     )
     kept.update(forwarded)
     states: dict[str, PageState] = {}
-    switch: dict[str, list[dict[str, str]]] = {}
     wanted: dict[Path, bytes] = {}
-    live_device = _live_device()
     for doc in docs:
-        all_states = _page_states(app, doc)
-        state = states[doc] = all_states[edition.slug]
-        switch[doc] = switch_entries(app._amp_lesson_editions, doc, all_states, live_device)
+        state = states[doc] = _page_states(app, doc)[edition.slug]
+        source = Path(env.doc2path(doc))
         if state.state in STORED:
-            text = json.dumps(edition.notebook(doc), ensure_ascii=False)
+            notebook = edition.notebook(doc)
+            if state.state == CURRENT:  # today's prose, the recorded outputs
+                notebook = with_outputs(source.read_text(encoding="utf-8"), notebook)
+            text = json.dumps(notebook, ensure_ascii=False)
             wanted[Path(f"{doc}.ipynb")] = text.encode()
         elif state.state in (NOT_RUN, NOT_RECORDED):
             title = env.titles[doc].astext() if doc in env.titles else doc
-            wanted[Path(f"{doc}.md")] = stub_page(title, state, edition.device).encode()
+            wanted[Path(f"{doc}.md")] = stub_page(title).encode()
         else:
-            source = Path(env.doc2path(doc))
             text = drop_toctree_entries(source.read_text(encoding="utf-8"), doc, kept.__contains__)
             wanted[source.relative_to(srcdir)] = text.encode()
     for doc in forwarded:
@@ -690,18 +645,14 @@ def prepare_edition(app: Sphinx, edition: Edition) -> dict[str, Any]:
         link.symlink_to(entry.resolve(), target_is_directory=entry.is_dir())
     state_file = work / "state.json"
     state_data = {
-        "slug": edition.slug,
-        "device": edition.device,
-        "date": edition.date,
-        "describe": edition.describe(),
+        **_summary(edition),
         "inventory": str(Path(app.outdir) / "objects.inv"),
         "pdf": live_pdf(app),
         "pages": {d: {"state": s.state, "note": s.note} for d, s in states.items()},
-        "switch": switch,
     }
     write_if_changed(state_file, json.dumps(state_data, indent=1).encode())
     from amp_book.cache import EXTENSION_DIR, source_hash
-    from amp_book.edition_outputs import INCLUDE_ROOT
+    from amp_book.edition.outputs import INCLUDE_ROOT
 
     # the lesson's source too: a page's literalinclude shows it as it is now
     stamp = source_hash(
@@ -751,14 +702,14 @@ def only_checked_markup(app: Sphinx, doctree: Any, docname: str) -> None:
     """In a stored edition's build, let no raw HTML reach a page but what was checked.
 
     Outputs were checked and written again before the build read them
-    (:func:`.edition_outputs.shown`); whatever else becomes raw HTML on the way (a stored
+    (:func:`.outputs.shown`); whatever else becomes raw HTML on the way (a stored
     page's markdown read by MyST in a way the check did not foresee) is refused here, on
     the doctree, with a warning naming the page, and left out of the page. The book's own
     directives' markup, written from computed data, passes.
     """
     from docutils import nodes
 
-    from amp_book.edition_outputs import clean_markup
+    from amp_book.edition.outputs import clean_markup
     from amp_book.playgrounds import OWN_MARKUP
 
     if not in_edition(app):
@@ -791,16 +742,16 @@ def setup(app: Sphinx) -> dict[str, bool]:
     # The folder of stored editions, from the configuration folder ("_editions").
     # (What it holds is in amp_lesson_editions_key: naming another folder alone changes nothing.)
     app.add_config_value("amp_lesson_editions", "_editions", "", types=[str])
-    # A new recording changes every page's switch: every page is written again.
+    # A new recording changes every page's line: every page is written again.
     app.add_config_value("amp_lesson_editions_key", "", "html", types=[str])
     # Whether a live page a GPU has run as it stands opens on that run (face_of); else
-    # this build is the book's face and the switch leads to the GPU's run.
+    # this build is the book's face and its line leads to the GPU's run.
     app.add_config_value("amp_lesson_editions_open", True, "html", types=[bool])
     # Set (to the rendering's state file) only in the build of a stored edition.
     app.add_config_value("amp_lesson_edition", "", "env", types=[str])
     app.connect("config-inited", _configure, priority=60)
-    app.connect("html-page-context", _add_switch, priority=600)
-    app.connect("env-get-outdated", _pages_whose_banner_changed)
+    app.connect("html-page-context", _add_line, priority=600)
+    app.connect("env-get-outdated", _pages_whose_state_changed)
     app.connect("env-updated", _keep_page_entries)
     app.connect("missing-reference", _documents_from_the_root, priority=400)
     app.connect("missing-reference", _stale_references_as_text, priority=900)

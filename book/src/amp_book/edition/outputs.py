@@ -28,7 +28,7 @@ published under the book's name, so it is read as untrusted:
   text (:func:`summary`), so that a pull request shows what a recording
   changed. A summary that is not the notebook's, or is a link, is refused too.
 
-Every refusal is an :class:`~amp_book.edition_store.EditionError` naming the
+Every refusal is an :class:`~amp_book.edition.store.EditionError` naming the
 file and the page.
 """
 
