@@ -499,6 +499,52 @@ def test_a_prose_edit_keeps_the_recording_a_data_change_retires_it_a_new_page_ha
     assert plain.stat().st_mtime_ns == read
 
 
+def test_an_editions_text_reaches_a_page_as_text_never_as_markup(
+    book: dict[str, Any], sphinx: Any
+) -> None:
+    """A failed page's reason and the device's name come from the edition's file: a reason
+    holding MyST that would publish a script and a file of the machine shows as text, and a
+    device name with a line break in it (a second line of MyST) is refused, naming the field."""
+    src, out, slug = book["src"], book["out"], book["edition"].slug
+    manifest = next((src / "_editions").glob(f"*/{store.MANIFEST}"))
+    whole = _read(manifest)
+    data = json.loads(whole)
+    hostile = (
+        "it did not\n\n```{raw} html\n<script>alert(1)</script>\n```\n\n"
+        "```{literalinclude} ../../../../etc/hostname\n```\n"
+    )
+    data["pages"]["other"] = {"status": "failed", "source_sha256": "ab", "reason": hostile}
+    data["provenance"]["device_name"] = "CPU <script>alert(2)</script>"
+    try:
+        manifest.write_text(json.dumps(data))
+        sphinx(src, out)
+        stub, live = _read(out / "editions" / slug / "other.html"), _read(out / "other.html")
+        for page in (stub, live):
+            assert "<script>alert(" not in page
+            assert "&lt;script&gt;alert(" in page
+        assert "literalinclude} ../../../../etc/hostname" in stub  # the words, as words
+        machine = Path("/etc/hostname")
+        if machine.is_file() and (name := machine.read_text().strip()):
+            assert name not in stub
+        data["provenance"]["device_name"] = "CPU\n```{raw} html\n<script>alert(3)</script>\n```"
+        manifest.write_text(json.dumps(data))
+        proc = sphinx(src, out, check=False)
+        assert proc.returncode != 0
+        assert "refused, provenance device_name holds a control character" in (
+            proc.stdout + proc.stderr
+        )
+        data["provenance"]["device_name"] = "x" * (store.MAX_FIELD + 1)
+        manifest.write_text(json.dumps(data))
+        proc = sphinx(src, out, check=False)
+        assert (
+            f"device_name is longer than {store.MAX_FIELD} characters" in proc.stdout + proc.stderr
+        )
+    finally:
+        manifest.write_text(whole)
+    sphinx(src, out)
+    assert "alert(" not in _read(out / "other.html")
+
+
 def test_an_edition_with_incomplete_provenance_fails_the_build(
     book: dict[str, Any], sphinx: Any
 ) -> None:

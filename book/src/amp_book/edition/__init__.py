@@ -37,9 +37,9 @@ _WHERE = {
 }
 __all__ = [
     "EDITION_KEY",
-    "EditionError",
     "LIVE_INVENTORY",
     "LIVE_ROOT",
+    "EditionError",
     "in_edition",
     "live_pdf",
     "live_url",
