@@ -98,7 +98,7 @@ def test_only_the_gpu_workflow_uses_the_self_hosted_runner() -> None:
         for name, job in data["jobs"].items():
             runs_on = job["runs-on"]
             labels = runs_on if isinstance(runs_on, list) else [runs_on]
-            if path.name == "gpu.yml":
+            if path.name == "gpu.yml" and name == "gpu":
                 assert "self-hosted" in labels, name
             else:
                 assert not {"self-hosted", "gpu"} & set(labels), (path.name, name)
@@ -108,10 +108,12 @@ def test_the_gpu_workflow_never_runs_for_forks_or_unlabelled_pull_requests() -> 
     data = _workflow("gpu.yml")
     triggers = data["on"]
     assert set(triggers) == {"push", "workflow_dispatch", "pull_request"}
-    assert triggers["push"] == {"branches": ["main"]}
+    assert triggers["push"]["branches"] == ["main"]
+    # a push that only brings a recording in (the pull request below) records nothing again
+    assert triggers["push"]["paths-ignore"] == ["docs/_editions/**", "docs/_data/gpu/**"]
     assert set(triggers["pull_request"]["types"]) == {"labeled", "synchronize"}
     assert data["permissions"] == {"contents": "read"}
-    (job,) = data["jobs"].values()
+    job = data["jobs"]["gpu"]
     condition = " ".join(job["if"].split())
     assert condition.startswith("github.event_name != 'pull_request' || (")
     # every pull request must come from this repository AND carry the label
@@ -248,6 +250,39 @@ def test_the_lock_is_compiled_read_only_and_proposed_by_a_job_that_runs_no_packa
         "gh workflow run ci.yml --ref lock-refresh" in s.get("run", "")
         for s in propose_job["steps"]
     )
+
+
+def test_main_is_recorded_on_the_gpu_and_proposed_by_a_job_that_runs_no_package_code() -> None:
+    """The GPU job records the edition and the table with a read-only token; a second job,
+    which only checks the files' names and kinds and commits them, opens the pull request."""
+    data = _workflow("gpu.yml")
+    gpu, propose = data["jobs"]["gpu"], data["jobs"]["propose"]
+    assert _writes(_job_permissions(data, gpu)) == set()
+    runs = [s.get("run", "") for s in gpu["steps"]]
+    order = [next(i for i, r in enumerate(runs) if f"nox -s {s}" in r)
+             for s in ("docs", "gpu-record", "gpu-edition")]  # fmt: skip
+    assert order == sorted(order)  # the edition's pages read the table just recorded
+    (edition,) = [s for s in gpu["steps"] if "gpu-edition" in s.get("run", "")]
+    assert edition["if"] == "github.event_name != 'pull_request'"
+    (upload,) = [s for s in gpu["steps"] if s.get("with", {}).get("name") == "gpu-recording"]
+    assert upload["with"]["path"].split() == ["docs/_editions/", "docs/_data/gpu/*.json"]
+    assert propose["needs"] == "gpu"
+    assert propose["if"] == "github.event_name != 'pull_request'"
+    assert set(_writes(propose["permissions"])) == {"contents", "pull-requests", "actions"}
+    assert not _runs_package_code(propose)
+    allowed = {"actions/checkout", "actions/download-artifact", "peter-evans/create-pull-request"}
+    for step in propose["steps"]:
+        if "uses" in step:
+            assert step["uses"].split("@")[0] in allowed, step["uses"]
+        assert "python" not in step.get("run", "")
+    (checkout,) = [s for s in propose["steps"] if s.get("uses", "").startswith("actions/checkout@")]
+    assert checkout["with"]["persist-credentials"] is False
+    (pr,) = [s for s in propose["steps"] if "create-pull-request" in s.get("uses", "")]
+    assert pr["with"]["branch"] == "gpu-recording"
+    assert pr["with"]["add-paths"].split() == ["docs/_editions/", "docs/_data/gpu/"]
+    assert "summary.txt" in pr["with"]["body"]
+    assert any("gh workflow run ci.yml --ref gpu-recording" in s.get("run", "")
+               for s in propose["steps"])  # fmt: skip
 
 
 # -- Read the Docs, and CI's copy of it -----------------------------------------------

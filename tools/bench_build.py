@@ -14,7 +14,9 @@ it moves less than wall time on a busy machine):
   again (those that import it, directly or not),
 - with ``--edition``, the scratch build stored as an edition of this CPU and
   the builds that render it beside the live book timed: the first (every live
-  page written again), a no-change one, a one-page prose edit,
+  page written again), a no-change one, a one-page prose edit, and a wave of edits
+  (a sentence on every page, a docstring in every module, one function three pages
+  run), with how many recorded pages still open on the recording after it,
 - with ``--compare-stock``, a second cold build with MyST-NB's stock kernels
   (``-D amp_lesson_fork_kernels=0``) in the same run, and the ratio of the two,
 - every page read and written again with all outputs from the cache
@@ -469,6 +471,9 @@ def time_edition(
     the builds that render it beside the live book (see ``amp_book.edition``)."""
     import runpy
 
+    # The recording reads the lesson the scratch builds run: the copy beside ``src``.
+    assert "amp_lesson" not in sys.modules, "the benchmark imported the lesson before recording"
+    sys.path.insert(0, str(src.parent / "src"))
     from amp_book.edition import record, record_provenance
     from amp_book.workdirs import executed_folder
 
@@ -479,7 +484,7 @@ def time_edition(
     first = build(src, out, jobs, env)  # every live page written again, with its switch
     no_change = build(src, out, jobs, env)
     page_src.write_text(page_src.read_text() + "\nA sentence after the recording.\n")
-    edit = build(src, out, jobs, env)  # the page re-read; the edition marks it an earlier one
+    edit = build(src, out, jobs, env)  # the page re-read; its recording stays on it
     return {
         "pages": len(edition.pages),
         "stored_kib": round(stored / 1024),
@@ -487,6 +492,65 @@ def time_edition(
         "first_build": first,
         "no_change": no_change,
         "one_page_prose_edit": edit,
+        "wave": wave(src, out, edition, jobs, env),
+    }
+
+
+WAVE_FUNCTION = ("scaler", "max_safe_scale")
+"""The function the wave edits: three pages call it, and no other code of the lesson."""
+
+
+def wave(
+    src: Path, out: Path, edition: object, jobs: str, env: dict[str, str]
+) -> dict[str, object]:
+    """A day's edits at once: a sentence added to every page, a docstring edited in every
+    module, and one function (:data:`WAVE_FUNCTION`) edited; then which recorded pages open
+    on the recording, against those whose cells call the function (known before the build)."""
+    import ast
+    import re
+
+    from amp_book import pages
+
+    module, function = WAVE_FUNCTION
+    calls = re.compile(rf"\b{function}\(")
+    known = set()
+    for page in sorted(src.rglob("*.md")):
+        rel = page.relative_to(src)
+        if any(part.startswith(("_", ".")) for part in rel.parts):
+            continue
+        if any(calls.search(c.source) for c in pages.read_page(page).code_cells):
+            known.add(rel.with_suffix("").as_posix())
+        page.write_text(page.read_text() + "\nA sentence added in the wave.\n")
+    package = src.parent / "src" / "amp_lesson"
+    for path in sorted(package.rglob("*.py")):
+        text = path.read_text()
+        tree = ast.parse(text)
+        doc = tree.body[0] if tree.body and isinstance(tree.body[0], ast.Expr) else None
+        lines = text.splitlines(keepends=True)
+        if doc is not None and isinstance(doc.value, ast.Constant):
+            end = doc.end_lineno - 1  # the line that closes the docstring
+            lines[end] = lines[end].replace('"""', ' Edited in the wave."""', 1)
+        else:
+            lines.insert(0, '"""Edited in the wave."""\n')
+        if path.name == f"{module}.py":
+            found = next(n for n in tree.body if getattr(n, "name", "") == function)
+            first = found.body[1] if ast.get_docstring(found) else found.body[0]
+            indent = " " * first.col_offset
+            lines.insert(first.lineno - 1 + (doc is None), f"{indent}pass  # edited in the wave\n")
+        path.write_text("".join(lines))
+    timing = build(src, out, jobs, env)
+    state = json.loads((workdirs.editions_folder(out) / edition.slug / "state.json").read_text())
+    recorded = {d for d, p in state["pages"].items() if d in edition.pages}
+    current = sorted(d for d in recorded if state["pages"][d]["state"] == "current")
+    fell_back = {d: state["pages"][d]["note"] for d in recorded if d not in current}
+    return {
+        **timing,
+        "function": f"{module}.{function}",
+        "recorded": len(recorded),
+        "current": len(current),
+        "fell_back": fell_back,
+        "expected_to_fall_back": sorted(known),
+        "as_expected": set(fell_back) == known and len(current) == len(recorded) - len(known),
     }
 
 
@@ -514,6 +578,16 @@ def report(results: dict) -> None:  # type: ignore[type-arg]
         print(
             f"edition: {edition['pages']} pages stored in {edition['stored_kib']} KiB, "
             f"{edition['site_mib']} MiB in the site"
+        )
+        w = edition["wave"]
+        print(f"{'edition: wave':<24}{w['wall']:>8}{w['cpu']:>8}{'':>8}")
+        print(
+            f"edition: after the wave ({w['function']} edited), {w['current']} of "
+            f"{w['recorded']} recorded pages open on the recording; fell back: "
+            + "; ".join(f"{d} ({why})" for d, why in sorted(w["fell_back"].items()))
+            + f" ({'as' if w['as_expected'] else 'NOT as'} expected: "
+            + ", ".join(w["expected_to_fall_back"])
+            + ")"
         )
     pdf = results.get("pdf")
     if pdf and pdf.get("wall") is not None:
