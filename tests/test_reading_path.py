@@ -36,7 +36,7 @@ PAGE_WORDS = {"recipe": 2_000}
 _WORD = re.compile(r"[^\W_]+(?:['\u2019-][^\W_]+)*")
 NOT_MAIN = (
     "details.amp-deeper, div.cell_output, div.cell_input, div.highlight, pre, div.math, "
-    "math[display=block], .sc, .amp-page-info, .amp-provenance, .amp-edition-switch, "
+    "math[display=block], .sc, .amp-page-info, .amp-provenance, .amp-edition-line, "
     ".amp-playground, a.headerlink, script, style, .amp-scroll-cue"
 )
 
@@ -124,11 +124,11 @@ def test_no_page_opens_on_the_switch_and_no_article_talks_about_the_build(
     for path in _reader_pages(built_book):
         soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
         article = soup.select_one("article.bd-article")
-        switch = soup.select_one(".amp-edition-switch")
+        switch = soup.select_one(".amp-edition-line")
         heading = article.find("h1") if article else None
         if switch is not None and heading is not None:
             assert heading in switch.find_all_previous("h1"), f"{path.name}: switch above the title"
-        for node in article.select("script, style, .amp-edition-switch"):
+        for node in article.select("script, style, .amp-edition-line"):
             node.decompose()
         found += [f"{path.relative_to(built_book)}: {m}" for m in
                   forbidden.findall(article.get_text(" "))]  # fmt: skip

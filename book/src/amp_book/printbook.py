@@ -125,7 +125,7 @@ def _slug(docname: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", docname).strip("-")
 
 
-_EDITION_SWITCH = re.compile(r'<nav class="amp-edition-switch".*?</nav>', re.DOTALL)
+_EDITION_LINE = re.compile(r'<span class="amp-edition-line">.*?</span>(?=</p>)', re.DOTALL)
 
 # Boxes that scroll sideways when what they hold is wider than the page: a table (in prose or
 # in a cell's output) and a displayed equation. (Code wraps instead: amp_lesson.css.)
@@ -199,7 +199,7 @@ def page_section(
     if match is None:
         raise ValueError(f'{docname}: no <article class="bd-article"> in its HTML')
     body = _SCRIPT.sub("", match.group(1))  # the page on paper runs nothing
-    body = _EDITION_SWITCH.sub("", body)  # one edition on paper: this build's
+    body = _EDITION_LINE.sub("", body)  # one edition on paper: this build's
     slug = _slug(docname)
     body = _ID.sub(lambda m: f'id="{slug}--{m.group(1)}"', body)
     body = _ID_REFS.sub(

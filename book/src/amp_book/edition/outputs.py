@@ -62,30 +62,33 @@ TEXT_TYPES = ("text/plain",)
 IMAGE_TYPES = ("image/png", "image/jpeg")
 MARKUP_TYPES = ("text/html", "image/svg+xml")
 
-HTML_TAGS = frozenset(
-    "table thead tbody tfoot tr th td caption colgroup col p span div br code em strong sub "
-    "sup figure figcaption".split()
-)
+HTML_TAGS = frozenset([
+    "table", "thead", "tbody", "tfoot", "tr", "th", "td", "caption", "colgroup", "col", "p",
+    "span", "div", "br", "code", "em", "strong", "sub", "sup", "figure", "figcaption"
+])  # fmt: skip
 """The HTML elements of the book's own outputs (``amp_lesson.display``)."""
-SVG_TAGS = frozenset(
-    "svg g path text tspan use defs rect circle ellipse line polyline polygon clippath "
-    "pattern title desc style lineargradient radialgradient stop mask marker symbol".split()
-)
+SVG_TAGS = frozenset([
+    "svg", "g", "path", "text", "tspan", "use", "defs", "rect", "circle", "ellipse", "line",
+    "polyline", "polygon", "clippath", "pattern", "title", "desc", "style", "lineargradient",
+    "radialgradient", "stop", "mask", "marker", "symbol"
+])  # fmt: skip
 """The SVG elements Matplotlib's figures use (lower-cased, as the parser reads them)."""
-ATTRIBUTES = frozenset(
-    "class id scope colspan rowspan role aria-label title data-device style x y x1 y1 x2 y2 "
-    "cx cy r rx ry d transform width height viewbox xmlns xmlns:xlink version type fill "
-    "fill-opacity stroke stroke-width stroke-linecap stroke-linejoin stroke-dasharray "
-    "opacity points clip-path mask patternunits patterncontentunits gradientunits offset "
-    "stop-color stop-opacity font-size font-family font-weight text-anchor "
-    "dominant-baseline preserveaspectratio href xlink:href".split()
-)
+ATTRIBUTES = frozenset([
+    "class", "id", "scope", "colspan", "rowspan", "role", "aria-label", "title",
+    "data-device", "style", "x", "y", "x1", "y1", "x2", "y2", "cx", "cy", "r", "rx", "ry",
+    "d", "transform", "width", "height", "viewbox", "xmlns", "xmlns:xlink", "version", "type",
+    "fill", "fill-opacity", "stroke", "stroke-width", "stroke-linecap", "stroke-linejoin",
+    "stroke-dasharray", "opacity", "points", "clip-path", "mask", "patternunits",
+    "patterncontentunits", "gradientunits", "offset", "stop-color", "stop-opacity",
+    "font-size", "font-family", "font-weight", "text-anchor", "dominant-baseline",
+    "preserveaspectratio", "href", "xlink:href"
+])  # fmt: skip
 """The attributes those elements carry."""
-CSS_PROPERTIES = frozenset(
-    "fill fill-opacity stroke stroke-width stroke-opacity stroke-linejoin stroke-linecap "
-    "stroke-dasharray stroke-dashoffset opacity font-size font-family font-style "
-    "font-weight text-anchor".split()
-)
+CSS_PROPERTIES = frozenset([
+    "fill", "fill-opacity", "stroke", "stroke-width", "stroke-opacity", "stroke-linejoin",
+    "stroke-linecap", "stroke-dasharray", "stroke-dashoffset", "opacity", "font-size",
+    "font-family", "font-style", "font-weight", "text-anchor"
+])  # fmt: skip
 """The style properties Matplotlib's figures set (nothing that places, hides or loads)."""
 _CSS_VALUE = re.compile(r"(?:[#\w\s.,%'\"+-]|(?:light-dark|rgba?)\(|\))*|url\(#[\w.:-]+\)")
 _TRANSFORM = re.compile(r"(?:[\d\s.,eE+-]|(?:rotate|translate|scale|matrix|skewX|skewY)\(|\))*")
@@ -256,19 +259,21 @@ def markup_problems(text: str) -> list[str]:
     return clean_markup(text)[1]
 
 
-DIRECTIVES = frozenset(
-    "admonition note tip warning important dropdown deeper deeper-end glue glue:any "
-    "glue:figure glue:math math bit-explorer scaler-playground claim-variants "
-    "lesson-correction page-info selfcheck-choice selfcheck-discuss selfcheck-predict "
-    "selfcheck-refill selfcheck-sort selfcheck-step-through literalinclude".split()
-)
+DIRECTIVES = frozenset([
+    "admonition", "note", "tip", "warning", "important", "dropdown", "deeper", "deeper-end",
+    "glue", "glue:any", "glue:figure", "glue:math", "math", "bit-explorer",
+    "scaler-playground", "claim-variants", "lesson-correction", "page-info",
+    "selfcheck-choice", "selfcheck-discuss", "selfcheck-predict", "selfcheck-refill",
+    "selfcheck-sort", "selfcheck-step-through", "literalinclude"
+])  # fmt: skip
 """The directives a stored page may hold: those of the book's lesson pages. Not ``raw``,
 ``eval-rst``, ``include`` or anything else that reads a file or passes markup through
 (``literalinclude`` only of the lesson's own source, :data:`INCLUDE_ROOT`)."""
-ROLES = frozenset(
-    "cite:p cite:t doc ref numref eq term math glue glue:text glue:any reading-time "
-    "py:class py:data py:func py:meth py:mod py:attr py:exc".split()
-)
+ROLES = frozenset([
+    "cite:p", "cite:t", "doc", "ref", "numref", "eq", "term", "math", "glue", "glue:text",
+    "glue:any", "reading-time", "py:class", "py:data", "py:func", "py:meth", "py:mod",
+    "py:attr", "py:exc"
+])  # fmt: skip
 """The roles a stored page may use (not ``download``, ``raw`` or any that reads a file)."""
 INCLUDE_ROOT = "src/amp_lesson/"
 """Where, from the repository's root, a stored page's ``literalinclude`` may read."""
@@ -299,11 +304,11 @@ _TOKENS = frozenset(
         "footnote_reference",
     )
     for end in ("open", "close")
-) | frozenset(
-    "inline text softbreak hardbreak code_inline code_block hr myst_target "
-    "myst_line_comment math_inline math_block math_block_label math_inline_double amsmath "
-    "footnote_ref footnote_anchor myst_block_break".split()
-)
+) | frozenset([
+    "inline", "text", "softbreak", "hardbreak", "code_inline", "code_block", "hr",
+    "myst_target", "myst_line_comment", "math_inline", "math_block", "math_block_label",
+    "math_inline_double", "amsmath", "footnote_ref", "footnote_anchor", "myst_block_break"
+])  # fmt: skip
 """The markdown-it tokens of plain MyST: text, lists, tables, links, maths, code."""
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*:", re.IGNORECASE)
 

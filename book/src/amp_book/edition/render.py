@@ -117,13 +117,14 @@ def onto_provenance(body: str, words: str, state: str = "", recorded: bool = Fal
     recorded page's line says so.
 
     >>> onto_provenance('<h1>T</h1><p class="amp-provenance">Ran on CPU</p>', " · <a>x</a>")
-    '<h1>T</h1><p class="amp-provenance">Ran on CPU · <a>x</a></p>'
+    '<h1>T</h1><p class="amp-provenance">Ran on CPU<span class="amp-edition-line"> · <a>x</a></span></p>'
     >>> onto_provenance('<h1>T</h1><p class="amp-provenance">Ran on A</p>', "", "current", True)
     '<h1>T</h1><p class="amp-provenance" data-edition-state="current">Recorded on A</p>'
-    >>> onto_provenance("<h1>T</h1><p>Text</p>", "Not run there")
-    '<h1>T</h1><p class="amp-provenance">Not run there</p><p>Text</p>'
+    >>> onto_provenance("<h1>T</h1><p>Text</p>", "Not run")
+    '<h1>T</h1><p class="amp-provenance"><span class="amp-edition-line">Not run</span></p><p>Text</p>'
     """
     mark = f' data-edition-state="{html.escape(state)}"' if state else ""
+    words = f'<span class="amp-edition-line">{words}</span>' if words else ""
     found = _PROVENANCE.search(body)
     if found:
         text = found.group(2)

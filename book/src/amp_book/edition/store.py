@@ -49,7 +49,7 @@ CUDA_FIELDS = ("driver_version", "cuda_version", "compute_capability")
 """What an edition recorded on a CUDA device must name besides."""
 RECORDED, FAILED = "recorded", "failed"
 PAGE_FIELDS = {
-    RECORDED: ("source_sha256", "inputs_key", "executed_on", "file"),
+    RECORDED: ("source_sha256", "executed_on", "file"),
     FAILED: ("source_sha256", "reason"),
 }
 """What each page's entry must name, by its status."""
@@ -85,7 +85,6 @@ class StoredPage:
     docname: str
     status: str
     source_sha256: str
-    inputs_key: str | None = None
     executed_on: str | None = None
     file: str | None = None
     reason: str | None = None
@@ -293,7 +292,7 @@ def load_edition(folder: str | Path) -> Edition:
         status = entry.get("status") if isinstance(entry, dict) else None
         if status not in PAGE_FIELDS:
             raise EditionError(f"{manifest}: page {docname}: status must be recorded or failed")
-        limits = {"reason": MAX_REASON, "file": MAX_FIELD, "executed_on": MAX_FIELD}
+        limits = {"reason": MAX_REASON, "executed_on": MAX_FIELD}
         if problem := not_plain(entry, limits, MAX_FIELD, lines=("reason",)):
             raise EditionError(f"{manifest}: refused, page {docname}: {problem}")
         if entry.get("ran") is not None and not _digests(entry["ran"]):
@@ -629,10 +628,8 @@ def _record_page(
         )
     glue_path = nb_path.with_name(nb_path.stem + ".glue.json")
     glue = json.loads(glue_path.read_text(encoding="utf-8")) if glue_path.is_file() else {}
-    key = notebook.get("metadata", {}).get("kernelspec", {}).get("amp_lesson_inputs")
     entry = {
         "status": RECORDED,
-        "inputs_key": key or "",
         "executed_on": str(ran_on.get("executed_on") or provenance["recorded"][:10]),
         "ran": _what_ran(page, path, nb_path, str(provenance["torch_version"])),
     }

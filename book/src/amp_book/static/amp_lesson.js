@@ -19,13 +19,13 @@
  * alone: every page with "scaling" in any heading tied with the page named
  * for the query.)
  *
- * Edition switch: a page of one edition leads to the same page of another;
- * the section the reader is at (the address's #anchor) goes with it. A live
- * page that a stored GPU edition ran as it stands (its switch entry marked
- * data-opens) opens on that edition, unless the reader has chosen this
- * build in a switch or a banner: the choice is kept in localStorage, and a
- * script at the top of the page's head (amp_book.edition.opening_script)
- * reads it before the page's styles and scripts load.
+ * Editions: the line under a page's title leads to the same page of the
+ * other run; the section the reader is at (the address's #anchor) goes with
+ * it. A live page that a stored GPU edition ran as it stands opens on that
+ * edition, unless the reader has chosen this build in such a line: the choice
+ * is kept in localStorage, and a script at the top of the page's head
+ * (amp_book.edition.render.opening_script) reads it before the page's styles
+ * and scripts load.
  *
  * Phone drawers: on a narrow screen the theme shows the navigation and the
  * page's contents in modal dialogs. A link followed inside one closes it, so
@@ -35,7 +35,7 @@
   "use strict";
 
   var THEME_CHROME = ".bd-header-article, #jb-print-docs-body, .bd-footer-article, .prev-next-area, " +
-    ".amp-provenance, .amp-page-info, .amp-edition-switch, .amp-edition-banner, div.cell, div.highlight, pre, table, figure, .amp-playground, " +
+    ".amp-provenance, .amp-page-info, div.cell, div.highlight, pre, table, figure, .amp-playground, " +
     "math, .math";
   // Sphinx's relevance scores stay under a hundred; this lifts a learner's page above all others.
   var READERS_PAGE_BONUS = 1000;
