@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -199,6 +200,11 @@ def test_the_recorder_refuses_a_run_of_another_device_or_of_another_version_of_t
     (docs / "p.md").write_text(PAGE.replace("6 * 7", "6 * 8"))
     with pytest.raises(EditionError, match="the page changed after the build"):
         store.record(docs, executed, tmp_path / "editions", CPU_PROVENANCE)
+    (docs / "p.md").write_text(PAGE)
+    (executed / "p.ipynb").write_text(json.dumps(_executed([(CELLS[0], []), (CELLS[1], [])])))
+    (executed / "p.ran.json").unlink()  # a run from a build that did not note what it ran
+    with pytest.raises(EditionError, match=r"p\.ran\.json: missing, so what the run of .* ran"):
+        store.record(docs, executed, tmp_path / "editions", CPU_PROVENANCE)
     with pytest.raises(EditionError, match="provenance is incomplete: no python_version"):
         store.record(docs, executed, tmp_path / "x", {**CPU_PROVENANCE, "python_version": ""})
     assert not (tmp_path / "editions").exists()
@@ -278,12 +284,16 @@ def _small_book(tmp: Path) -> tuple[Path, Path]:
     return src, out
 
 
+NOTED = {**os.environ, "AMP_LESSON_NOTE_RUNS": "1"}
+"""A build whose pages note what they run, as a recording's does."""
+
+
 @pytest.fixture(scope="module")
 def book(tmp_path_factory: pytest.TempPathFactory, sphinx: Any) -> dict[str, Any]:
     """A small book, built and recorded here, then built again with the recording."""
     tmp = tmp_path_factory.mktemp("edition")
     src, out = _small_book(tmp)
-    sphinx(src, out)
+    sphinx(src, out, env=NOTED)
     edition = store.record(src, workdirs.executed_folder(out), src / "_editions",
                         store.record_provenance("cpu"), ["guide/*"])  # fmt: skip
     proc = sphinx(src, out)
@@ -392,7 +402,7 @@ def gpu_book(tmp_path_factory: pytest.TempPathFactory, sphinx: Any) -> dict[str,
     sentence added to one page ("page") and a code cell of another ("other") edited."""
     tmp = tmp_path_factory.mktemp("gpu-edition")
     src, out = _small_book(tmp)
-    sphinx(src, out)
+    sphinx(src, out, env=NOTED)
     edition = store.record(src, workdirs.executed_folder(out), src / "_editions",
                         store.record_provenance("cpu"), ["guide/*"])  # fmt: skip
     manifest = edition.folder / store.MANIFEST

@@ -34,6 +34,7 @@ def main(argv: list[str]) -> int:
     # The pages run on the device asked for, or fail: no quiet fallback to the CPU.
     os.environ["AMP_LESSON_DEVICE"] = args.device
     os.environ["AMP_LESSON_PDF"] = "no"
+    os.environ["AMP_LESSON_NOTE_RUNS"] = "1"  # what each page ran, which the edition keeps
     from amp_book.workdirs import executed_folder
 
     executed = executed_folder(args.out)

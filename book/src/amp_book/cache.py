@@ -162,9 +162,13 @@ def execution_key(gpus: Iterable[str] | None = None) -> str:
     it reads) is that page's own key (:mod:`.execution`). torch itself is not
     imported: that alone would cost an author two seconds on every rebuild.
     And :data:`ENTRY_FORMAT`: a cache whose entries another version of the book
-    wrote otherwise is never read.
+    wrote otherwise is never read; and whether pages' runs are noted
+    (:func:`.edition.ran.wanted`), so that every page of such a cache has its notes.
     """
-    return execution.environment_key([*device_description(gpus), f"entries={ENTRY_FORMAT}"])
+    from amp_book.edition import ran
+
+    notes = ["notes=on"] if ran.wanted() else []  # every page's run noted: its own cache
+    return execution.environment_key([*device_description(gpus), f"entries={ENTRY_FORMAT}", *notes])
 
 
 def extension_key() -> str:

@@ -69,7 +69,8 @@ def _record_cells(app: Sphinx, config: Config) -> None:
         execution.record_cells(workdirs.kernels_folder(app.outdir))
         from amp_book.edition import ran
 
-        ran.prepare(workdirs.kernels_folder(app.outdir) / "ran", [Path(app.srcdir)])
+        if ran.wanted():
+            ran.prepare(workdirs.kernels_folder(app.outdir) / "ran", [Path(app.srcdir)])
 
 
 def _finish(app: Sphinx, exception: BaseException | None) -> None:

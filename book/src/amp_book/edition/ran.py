@@ -38,6 +38,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+WANTED_ENV = "AMP_LESSON_NOTE_RUNS"
+"""Set to ``1``, a build notes what each page runs (a recording needs it): each call of a
+Python function then costs a call of the trace function, a third more time on a loop of
+small steps, so an author's build does not. It keys the execution cache apart."""
 NOTES_ENV = "AMP_BOOK_RAN_NOTES"
 """The folder where each kernel appends what it runs (``<JPY_PARENT_PID>.ran``)."""
 ROOTS_ENV = "AMP_BOOK_RAN_ROOTS"
@@ -163,6 +167,11 @@ def start(path: str | None = None) -> None:
             site = os.path.join(folder, SITE)
             paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
             os.environ["PYTHONPATH"] = os.pathsep.join([site, *[p for p in paths if p]])
+
+
+def wanted() -> bool:
+    """Whether this build notes what its pages run (:data:`WANTED_ENV`)."""
+    return os.environ.get(WANTED_ENV) == "1"
 
 
 def prepare(folder: Path, roots: Iterable[Path]) -> None:

@@ -78,30 +78,32 @@ def torch_now() -> str:
 
 
 def page_state(
-    edition: Edition, docname: str, page: pages.Page | None, root: Path, torch: str,
-    package: Path | None = None,
+    edition: Edition, docname: str, page: pages.Page | Callable[[], pages.Page | None] | None,
+    root: Path, torch: str, package: Path | None = None,
 ) -> PageState:  # fmt: skip
     """Whether ``edition``'s run of ``docname`` is the run of the page as it is now.
 
-    ``page`` is the page now (``None``: it is gone), ``root`` the folder the recording's
-    paths start from (the repository), ``torch`` this build's torch, ``package`` the
-    lesson's folder (default: where it is installed). A page whose code, and
-    every function, constant and file its run ran (:func:`.ran.changes`), are as recorded,
-    and whose prose shows no glued value the run did not glue, is :data:`CURRENT`.
+    ``page`` is the page now (``None``: it is gone), or what reads it when it is needed;
+    ``root`` the folder the recording's paths start from (the repository), ``torch`` this
+    build's torch, ``package`` the lesson's folder (default: where it is installed). A page
+    whose code, and every function, constant and file its run ran (:func:`.ran.changes`),
+    are as recorded, and whose prose shows no glued value the run did not glue, is
+    :data:`CURRENT`.
     """
     stored = edition.pages.get(docname)
+    if stored is not None and stored.status == FAILED:
+        return PageState(docname, NOT_RUN, str(stored.reason))
+    if stored is not None and not stored.ran:
+        return PageState(docname, EARLIER, "recorded before the book noted what a run ran")
+    now = page() if callable(page) else page
     if stored is None:
-        if page is None or not page.code_cells:
+        if now is None or not now.code_cells:
             return PageState(docname, NO_CODE)
         return PageState(docname, NOT_RECORDED, f"the page is newer than the run of {edition.date}")
-    if stored.status == FAILED:
-        return PageState(docname, NOT_RUN, str(stored.reason))
-    if page is None:
+    if now is None:
         return PageState(docname, EARLIER, "the page has gone")
-    if not stored.ran:
-        return PageState(docname, EARLIER, "recorded before the book noted what a run ran")
-    found = ran.changes(stored.ran, root, [c.source for c in page.code_cells], torch, package)
-    found += [f"glued {n}" for n in sorted(ran.glued_names(page.markdown) - edition.glued(docname))]
+    found = ran.changes(stored.ran or {}, root, [c.source for c in now.code_cells], torch, package)
+    found += [f"glued {n}" for n in sorted(ran.glued_names(now.markdown) - edition.glued(docname))]
     return PageState(docname, EARLIER, "; ".join(found)) if found else PageState(docname, CURRENT)
 
 
@@ -417,7 +419,7 @@ def _configure(app: Sphinx, config: Config) -> None:
 
 def _page_states(app: Sphinx, pagename: str) -> dict[str, PageState]:
     env = app.env
-    page = read_now(Path(env.doc2path(pagename)))
+    page = functools.partial(read_now, Path(env.doc2path(pagename)))
     root, torch = Path(app.srcdir).parent, torch_now()
     return {
         e.slug: page_state(e, pagename, page, root, torch)

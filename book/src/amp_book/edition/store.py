@@ -518,6 +518,7 @@ def record(
     into: str | Path,
     provenance: Mapping[str, Any],
     reference_pages: Iterable[str] = (),
+    package: Path | None = None,
 ) -> Edition:
     """Store the pages a build just executed as an edition; return it, loaded back.
 
@@ -534,6 +535,8 @@ def record(
         What ran them (:func:`record_provenance`); checked by :func:`check_provenance`.
     reference_pages : iterable of str
         Glob patterns of the pages that stay in the live edition (not recorded).
+    package : Path, optional
+        The lesson's folder that build ran (default: where it is installed here).
 
     Raises
     ------
@@ -563,7 +566,8 @@ def record(
             continue
         page = page_reader.read_page(path)
         if page.code_cells:
-            entry, notebook = _record_page(page, path, executed / f"{docname}.ipynb", provenance)
+            nb_path = executed / f"{docname}.ipynb"
+            entry, notebook = _record_page(page, path, nb_path, provenance, package)
             stored[docname] = {"source_sha256": source_sha256(path)} | entry
             if notebook is not None:
                 notebooks[docname] = notebook
@@ -591,7 +595,7 @@ def record(
 
 
 def _record_page(
-    page: Any, path: Path, nb_path: Path, provenance: Mapping[str, Any]
+    page: Any, path: Path, nb_path: Path, provenance: Mapping[str, Any], package: Path | None
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """One page's manifest entry, and its notebook to store (``None``: it failed to run).
 
@@ -631,12 +635,14 @@ def _record_page(
     entry = {
         "status": RECORDED,
         "executed_on": str(ran_on.get("executed_on") or provenance["recorded"][:10]),
-        "ran": _what_ran(page, path, nb_path, str(provenance["torch_version"])),
+        "ran": _what_ran(page, path, nb_path, str(provenance["torch_version"]), package),
     }
     return entry, _compact(_with_glue(notebook, glue))
 
 
-def _what_ran(page: Any, path: Path, nb_path: Path, torch_version: str) -> dict[str, Any]:
+def _what_ran(
+    page: Any, path: Path, nb_path: Path, torch_version: str, package: Path | None
+) -> dict[str, Any]:
     """The digests of what the page's run ran, from the notes the build kept beside its
     notebook (:func:`.execution.keep_what_ran`) and the sources as they are."""
     from amp_book.edition import ran
@@ -652,7 +658,7 @@ def _what_ran(page: Any, path: Path, nb_path: Path, torch_version: str) -> dict[
     summary = json.loads(notes.read_text(encoding="utf-8"))
     code = [c.source for c in page.code_cells]
     modules = summary.get("modules", [])
-    return ran.witness(summary, _repository(path), modules, code, torch_version)
+    return ran.witness(summary, _repository(path), modules, code, torch_version, package)
 
 
 def _repository(path: Path) -> Path:
