@@ -127,8 +127,11 @@ def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
     Built once per run: under ``pytest -n N`` the first worker to ask builds it while the
     others wait on a lock in the run's shared temporary folder, then use it.
     """
+    # Its pages note what they run (amp_book.edition.ran), as a recording's do: the suite
+    # records the whole book from it.
+    env = {**os.environ, "AMP_LESSON_NOTE_RUNS": "1"}
     if "PYTEST_XDIST_WORKER" not in os.environ:
-        sphinx_build(DOCS, HTML, pdf=True)
+        sphinx_build(DOCS, HTML, env=env, pdf=True)
         return HTML
     from filelock import FileLock  # a dependency of torch
 
@@ -136,7 +139,7 @@ def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
     built = shared / "book-built"
     with FileLock(shared / "book-built.lock"):
         if not built.exists():
-            sphinx_build(DOCS, HTML, pdf=True)
+            sphinx_build(DOCS, HTML, env=env, pdf=True)
             built.touch()
     return HTML
 

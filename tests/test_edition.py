@@ -587,6 +587,17 @@ def test_the_whole_book_is_recorded_and_its_stored_edition_rendered(
                              store.record_provenance("cpu"), refs)  # fmt: skip
     assert all(p.status == store.RECORDED for p in recording.pages.values()), recording.pages
     assert len(recording.pages) >= 24  # the book's pages with code
+    # What each page ran, digested from the sources now, is what the sources are: every page
+    # of a recording of this checkout is current (none retired by a digest that moves).
+    root, torch = DOCS.parent, ed.torch_now()
+    states = {d: ed.page_state(recording, d, ed.read_now(DOCS / f"{d}.md"), root, torch)
+              for d in recording.pages}  # fmt: skip
+    assert {d: s.note for d, s in states.items() if s.state != store.CURRENT} == {}
+    ran = {d: len(p.ran["functions"]) for d, p in recording.pages.items() if p.ran}
+    assert min(ran.values()) > 0, ran  # every page called some of the lesson's functions
+    ddp = recording.pages["beyond/ddp-accumulation"].ran
+    assert ddp is not None
+    assert any("_ddp_worker" in f for f in ddp["functions"])  # run in the ranks' processes
     # The recording keeps the cells' tags: a GPU edition's Colab link opens on the reader's cell.
     stored_page = (
         recording.folder / "beyond" / f"check-your-own-model{edition_outputs.NOTEBOOK_SUFFIX}"

@@ -533,10 +533,13 @@ def wave(
         doc = tree.body[0] if tree.body and isinstance(tree.body[0], ast.Expr) else None
         lines = text.splitlines(keepends=True)
         if doc is not None and isinstance(doc.value, ast.Constant):
-            end = doc.end_lineno - 1  # the line that closes the docstring, before its quotes
-            closing = lines[end].encode()
-            cut = doc.end_col_offset - 3
-            lines[end] = (closing[:cut] + b" Edited in the wave." + closing[cut:]).decode()
+            # its first line, the summary, says a little more
+            first = doc.lineno - 1
+            if doc.end_lineno == doc.lineno:  # """One line."""
+                head, quotes, tail = lines[first].rpartition('"""')
+                lines[first] = f"{head} Edited in the wave.{quotes}{tail}"
+            else:
+                lines[first] = lines[first].rstrip("\n") + " Edited in the wave.\n"
         else:
             lines.insert(0, '"""Edited in the wave."""\n')
         if path.name == f"{module}.py":

@@ -366,7 +366,7 @@ def editions_key(root: str | Path) -> str:
 
 
 def source_sha256(path: str | Path) -> str:
-    """The SHA-256 of a page's source file: what marks a recording of it as out of date."""
+    """The SHA-256 of a page's source file, kept with its recording: the version it ran."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
