@@ -86,9 +86,14 @@ def _trace(frame: Any, event: str, arg: Any) -> None:
             _note(f"ran\t{code.co_filename}\t{code.co_qualname}")
 
 
-BOOKKEEPING = (("torch/cuda/__init__.py", "_lazy_call"),)
+BOOKKEEPING = (
+    ("torch/cuda/__init__.py", "_lazy_call"),
+    ("torch/_subclasses/fake_tensor.py", "__init__"),
+    ("torch/_dynamo/convert_frame.py", "_compile"),
+)
 """Callers that read source lines for a record no output shows: torch keeps the stack of
-each call it defers until CUDA starts, to report should CUDA fail to (which fails the page)."""
+each call it defers until CUDA starts (shown should CUDA fail to start, which fails the page),
+of each fake tensor made (for its debug mode), and of the code Dynamo compiles (for its logs)."""
 
 
 def _unshown_source_read() -> bool:
