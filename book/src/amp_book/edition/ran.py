@@ -195,6 +195,7 @@ def notes_file(folder: str | Path, pid: int) -> Path:
     return Path(folder) / f"{pid}.ran"
 
 
+@functools.cache
 def lesson_dir() -> Path:
     """The lesson's package folder, found without importing it."""
     import importlib.util

@@ -72,6 +72,7 @@ def read_now(path: Path) -> pages.Page | None:
     return _read(str(path), (stat.st_mtime_ns, stat.st_size))
 
 
+@functools.cache
 def torch_now() -> str:
     """The torch release this build runs."""
     return importlib.metadata.version("torch")
