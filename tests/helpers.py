@@ -326,7 +326,7 @@ def built_pages(html: Path) -> list[str]:
 
 def _forwards(page: Path) -> bool:
     """Whether ``page`` only forwards to another (a stored edition's entry for a section it
-    leaves to the live book: ``amp_book.edition.forward_page``)."""
+    leaves to the live book: ``amp_book.edition.render.forward_page``)."""
     return "editions" in page.parts and 'http-equiv="refresh"' in page.read_text(encoding="utf-8")
 
 
