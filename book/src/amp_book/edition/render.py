@@ -419,13 +419,17 @@ def _configure(app: Sphinx, config: Config) -> None:
 
 
 def _page_states(app: Sphinx, pagename: str) -> dict[str, PageState]:
-    env = app.env
-    page = functools.partial(read_now, Path(env.doc2path(pagename)))
-    root, torch = Path(app.srcdir).parent, torch_now()
-    return {
-        e.slug: page_state(e, pagename, page, root, torch)
-        for e in getattr(app, "_amp_lesson_editions", [])
-    }
+    """The page's state in each stored edition, judged once a build (its outdated pages,
+    its line, the edition's sources and the kept entries all ask; the sources stand still)."""
+    known = app.__dict__.setdefault("_amp_lesson_page_states", {})
+    if pagename not in known:
+        page = functools.partial(read_now, Path(app.env.doc2path(pagename)))
+        root, torch = Path(app.srcdir).parent, torch_now()
+        known[pagename] = {
+            e.slug: page_state(e, pagename, page, root, torch)
+            for e in getattr(app, "_amp_lesson_editions", [])
+        }
+    return known[pagename]
 
 
 def _summary(edition: Edition) -> dict[str, str]:
