@@ -107,37 +107,30 @@ def _run(session: nox.Session, env: dict[str, str], program: str, *args: str) ->
 def docs(session: nox.Session) -> None:
     """Build the book, executing every page, and its PDF where Chromium is at hand.
 
-    `-- --serve` previews it live (no PDF, no stored edition); AMP_LESSON_PDF=no skips the
-    PDF, AMP_LESSON_EDITIONS="" the stored editions.
+    `-- --serve` previews it live (amp_book.preview: no PDF, no stored edition, a rebuild in
+    a process that imported Sphinx once); AMP_LESSON_PDF=no skips the PDF,
+    AMP_LESSON_EDITIONS="" the stored editions.
     """
     env = _env(session)
     if "--serve" in session.posargs:
-        # The preview rebuilds on every save: printing the PDF, or building the stored
-        # editions again, each time would double it.
-        env = {**env, "AMP_LESSON_PDF": "no", "AMP_LESSON_EDITIONS": ""}
+        # amp_book.preview: rebuilt on every save by a process that imported Sphinx once,
+        # without the PDF and the stored editions (a build of its own: below).
         _run(
             session,
             env,
-            "sphinx-autobuild",
-            *SPHINX_OPTS,
+            "python",
+            "-m",
+            "amp_book.preview",
             "docs",
             str(HTML),
             "--watch",
             "src/amp_lesson",
             "--watch",
             "book/src/amp_book",
-            # Executed notebooks and the cache are written during the build:
-            # watching them would rebuild for ever.
-            "--ignore",
-            "*/_build/*",
-            "--ignore",
-            "*/.jupyter_cache/*",
-            "--ignore",
-            "*.ipynb",
-            "--ignore",
-            "*/__pycache__/*",
             "--port",
             os.environ.get("PORT", "8000"),
+            "--",
+            *SPHINX_OPTS,
             *[a for a in session.posargs if a != "--serve"],
         )
         return

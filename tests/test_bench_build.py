@@ -22,6 +22,7 @@ def test_the_cold_builds_use_caches_of_their_own_whatever_the_environment_shares
     monkeypatch.setenv(CACHE_DIR_ENV, str(shared))
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "shared-inductor"))
     builds: list[tuple[str, str, str]] = []
+    previews: list[str] = []
 
     def build(src: Path, out: Path, jobs: str, env: dict[str, str], *extra: str) -> dict:
         builds.append((str(out), env[CACHE_DIR_ENV], env["TORCHINDUCTOR_CACHE_DIR"]))
@@ -33,6 +34,7 @@ def test_the_cold_builds_use_caches_of_their_own_whatever_the_environment_shares
         "executed_since": lambda out, since: [],
         "time_pdf": lambda out: {},
         "startup_costs": lambda env: {},
+        "time_preview": lambda src, out, page, env: previews.append(env[CACHE_DIR_ENV]) or {},
         "page_weights": lambda out, pages: {},
         "report": lambda results: None,
     }.items():
@@ -46,6 +48,7 @@ def test_the_cold_builds_use_caches_of_their_own_whatever_the_environment_shares
     assert len(forked) == 6  # cold, no change, two page edits, a module edit, -E
     assert "stock" in stock[0]
     assert len({b[1:] for b in forked}) == 1  # the forked builds share one cache: theirs
+    assert previews == [forked[0][1]]  # the live preview's builds too
     caches = {forked[0][1], forked[0][2], stock[1], stock[2]}
     assert len(caches) == 4  # the stock build's are its own too
     assert not any(Path(c).is_relative_to(tmp_path) for c in caches), caches

@@ -460,12 +460,14 @@ def test_a_write_that_fails_half_way_leaves_no_entry(
         undo()
 
 
-@pytest.mark.parametrize("damage", ["cut short", "overwritten"])
+@pytest.mark.parametrize("damage", ["cut short", "overwritten", "emptied"])
 def test_a_damaged_cache_database_is_emptied_instead_of_failing_every_build(
     tmp_path: Path, damage: str
 ) -> None:
     """A cut-short or overwritten ``global.db`` failed every later build ("database disk image
-    is malformed"); now the cache is emptied, once, and its pages run again."""
+    is malformed"); now the cache is emptied, once, and its pages run again. So does an empty
+    one (zero bytes): SQLite's check passes it, and jupyter-cache, finding a database, made
+    none of its tables ("Unexpected error accessing jupyter cache" at every build)."""
     from jupyter_cache.cache.db import create_db
 
     cache = tmp_path / "cache"
@@ -483,10 +485,13 @@ def test_a_damaged_cache_database_is_emptied_instead_of_failing_every_build(
     assert entry.is_dir()
     path = cache / book.DATABASE_NAME
     data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2] if damage == "cut short" else b"x" * len(data))
+    damaged = {"cut short": data[: len(data) // 2], "overwritten": b"x" * len(data)}
+    path.write_bytes(damaged.get(damage, b""))
     problem = book.database_problem(cache)
     assert problem is not None
-    assert ("malformed" if damage == "cut short" else "not a database") in problem, problem
+    said = {"cut short": "malformed", "overwritten": "not a database"}
+    expected = said.get(damage, "(0 bytes) lacks jupyter-cache's nbcache, nbproject, settings")
+    assert expected in problem, problem
     assert sorted(p.name for p in cache.iterdir()) == sorted(
         [book.CACHE_MARKER, patches.CACHE_LOCK]
     )

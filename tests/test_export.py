@@ -510,6 +510,28 @@ def test_a_python_role_links_to_the_api_reference_and_an_unknown_name_fails() ->
         myst_to_markdown("{py:class}`torch.Tensor`", {}, labels={}, titles=titles)
 
 
+def test_a_python_role_is_checked_against_the_objects_a_build_documents_when_given() -> None:
+    # A build passes the objects its API reference documents: no import of the lesson.
+    titles = {"api/amp_lesson.scaler": "scaler"}
+    documented = {"amp_lesson.scaler", "amp_lesson.scaler.simulate"}
+    asked: list[str] = []
+
+    def objects(name: str) -> bool:
+        asked.append(name)
+        return name in documented
+
+    role = "{py:func}`~amp_lesson.scaler.simulate`"
+    out, _ = myst_to_markdown(role, {}, labels={}, titles=titles, objects=objects)
+    assert out.startswith("[`simulate()`](")
+    assert asked == ["amp_lesson.scaler.simulate"]
+    # An object the package has but the reference does not document is refused.
+    with pytest.raises(ValueError, match="max_safe_scale"):
+        myst_to_markdown(
+            "{py:func}`~amp_lesson.scaler.max_safe_scale`", {}, labels={}, titles=titles,
+            objects=objects,
+        )  # fmt: skip
+
+
 def test_a_details_tag_quoted_in_a_code_span_opens_no_section() -> None:
     text = "A `<details>` tag.\n\nB.\n\nC `</details>` too.\n\nD."
     assert export.markdown_blocks(text) == ["A `<details>` tag.", "B.", "C `</details>` too.", "D."]

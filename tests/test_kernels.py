@@ -848,11 +848,30 @@ def test_a_kernel_dies_with_its_server_even_when_the_server_is_killed(
 ) -> None:
     monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
     km, kernel = kernel_through(server_env, tmp_path)
+    kernels.kernel_ends(clear=True)
     os.kill(int((server_env / kernel_server.PID_NAME).read_text()), signal.SIGKILL)
     try:
         assert wait_until_gone(kernel), "a kernel outlived its server's SIGKILL"
+        assert km.is_alive() is False
+        # The dead kernel's report says how the server ended (CONTRIBUTING promises it).
+        assert kernels.kernel_ends(clear=True) == {
+            kernel: "ended with its kernel server, which ended with signal SIGKILL (9; the "
+            "out-of-memory killer sends it, as does kill -9)"
+        }
     finally:
         km.cleanup_resources()
+
+
+def test_a_parallel_reader_sees_how_a_server_it_did_not_start_ended(tmp_path: Path) -> None:
+    """Only the process that started the server can wait for it; a parallel reader reads its
+    wait status from /proc while the starter has not yet waited for it."""
+    child = subprocess.Popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), 15)"])
+    (tmp_path / kernel_server.START_LOCK_NAME).write_text(f"{os.getpid()} {child.pid}")
+    try:
+        assert kernels.server_exit(tmp_path, wait_s=20) == -signal.SIGTERM  # not waited for
+    finally:
+        assert child.wait() == -signal.SIGTERM
+    assert kernels.server_exit(tmp_path, wait_s=0) is None  # waited for: nothing left to read
 
 
 @pytest.fixture
@@ -1058,3 +1077,44 @@ def test_a_builds_kernel_folder_is_named_for_its_output_folder(tmp_path: Path) -
         assert folders[name].name.startswith(f"{kernels.FOLDER_PREFIX}{digest}-")
         socket_path = folders[name] / "k0123456789ab-5"  # the longest a kernel's socket is
         assert len(str(socket_path)) < 100
+
+
+def test_a_kernels_connection_file_is_in_the_builds_folder_not_in_tmp(
+    server_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """jupyter_client wrote each kernel's connection file (its key) as ``/tmp/tmp*.json``,
+    which a build killed outright never removed; now it is in the server's folder, which the
+    next build removes with the rest (``remove_orphaned_folders``)."""
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel()
+    try:
+        assert Path(km.connection_file).parent == server_env
+        assert Path(km.connection_file).is_file()
+    finally:
+        km.shutdown_kernel(now=True)
+        km.cleanup_resources()
+    assert not Path(km.connection_file).exists()
+
+
+@pytest.mark.book
+def test_a_build_leaves_nothing_in_the_temporary_folder(tmp_path: Path) -> None:
+    """A page whose code starts processes (the DDP page's ranks) left multiprocessing's
+    ``pymp-*`` folders in ``TMPDIR``; the kernels' temporary folder is now the build's own."""
+    body = (
+        "```{code-cell} ipython3\n"
+        "import multiprocessing, tempfile\n"
+        "with multiprocessing.get_context('forkserver').Pool(1) as pool:\n"
+        "    print(pool.apply(abs, (-3,)))\n"
+        "print('amp-lesson-kernels-' in tempfile.gettempdir())\n"
+        "```\n"
+    )
+    src = mini_book(tmp_path, body)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp), "AMP_LESSON_CACHE_DIR": str(tmp_path / "cache")}
+    sphinx_build(src, tmp_path / "html", env=env)
+    assert sorted(p.name for p in temp.iterdir()) == []
+    page = (tmp_path / "html" / "page.html").read_text()
+    outputs = re.findall(r"<pre>(.*?)</pre>", page, re.DOTALL)
+    assert outputs[-1] == "<span></span>3\nTrue\n", outputs[-1]

@@ -26,6 +26,46 @@ def test_sphinx_still_writes_in_parallel_through_builder_write_parallel() -> Non
     assert list(parameters)[:3] == ["self", "docnames", "nproc"]
 
 
+def test_sphinx_still_reads_and_writes_through_serial_and_parallel_builder_methods() -> None:
+    # patches.write_on_every_core reads and writes a few pages in the build's own process
+    # (Builder._read_serial, Builder._write_serial) instead of forking workers for them.
+    assert list(inspect.signature(Builder._read_parallel).parameters)[:3] == [
+        "self",
+        "docnames",
+        "nproc",
+    ]
+    for name in ("_read_serial", "_write_serial"):
+        assert list(inspect.signature(getattr(Builder, name)).parameters)[:2] == [
+            "self",
+            "docnames",
+        ], name
+    source = inspect.getsource(Builder.read)
+    assert "self._read_parallel(" in source
+    assert "self._read_serial(" in source
+
+
+def test_sphinx_build_still_reports_every_exception_through_handle_exception() -> None:
+    # errors.report_own_errors wraps sphinx._cli.util.errors.handle_exception, which
+    # sphinx.cmd.build.build_main looks up on that module for any exception of a build.
+    import sphinx._cli.util.errors as sphinx_errors
+    from sphinx.cmd.build import build_main
+
+    assert "sphinx._cli.util.errors.handle_exception(" in inspect.getsource(build_main)
+    assert list(inspect.signature(sphinx_errors.handle_exception).parameters)[:2] == [
+        "exception",
+        "stderr",
+    ]
+
+
+def test_jupyter_client_still_writes_the_connection_file_the_manager_names() -> None:
+    # kernels.ForkingProvisioner.pre_launch names the connection file (in the build's own
+    # folder) before LocalProvisioner.pre_launch writes it.
+    from jupyter_client.provisioning import LocalProvisioner
+
+    assert "km.write_connection_file(" in inspect.getsource(LocalProvisioner.pre_launch)
+    assert KernelManager.class_traits()["connection_file"].default_value == ""
+
+
 def test_jupyter_client_still_has_the_transport_encryption_trait() -> None:
     # patches.encrypt_kernel_transport changes its default (MyST-NB has no setting for it).
     trait = KernelManager.class_traits().get("transport_encryption")

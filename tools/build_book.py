@@ -115,15 +115,36 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     out = Path(argv[0]) if argv else HTML
+    # Sphinx runs from the repository's root: a relative path given here is the caller's.
+    docs, out = docs.absolute(), out.absolute()
+    env = callers_paths(os.environ)
     # The doctrees of a build from before they moved out of the site (sphinx_command's -d):
     # not this build's, and not to be published.
     shutil.rmtree(out / ".doctrees", ignore_errors=True)
-    status = run_to_the_end(sphinx_command(docs, out, *extra))
+    status = run_to_the_end(sphinx_command(docs, out, *extra), env=env)
     if status == 0:
         status = build_editions(out)
     if status == 0:
         print(f"The book is in {out / 'index.html'}")
     return status
+
+
+PATH_VARIABLES = ("AMP_LESSON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
+"""Environment variables holding a path, which a build reads from the repository's root."""
+
+
+def callers_paths(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` with each :data:`PATH_VARIABLES` value made absolute against this
+    process's folder (the caller's), not the repository's root the build runs in.
+
+    >>> callers_paths({"AMP_LESSON_CACHE_DIR": "cache", "HOME": "h"})["AMP_LESSON_CACHE_DIR"] == str(Path("cache").absolute())
+    True
+    """
+    env = dict(environ)
+    for name in PATH_VARIABLES:
+        if env.get(name):
+            env[name] = str(Path(env[name]).expanduser().absolute())
+    return env
 
 
 EDITIONS_PLAN = "plan.json"

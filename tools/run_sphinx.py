@@ -9,7 +9,7 @@ streams and ends the process with Sphinx's status, skipping only the teardown.
 
     python tools/run_sphinx.py [sphinx-build arguments]
 
-:func:`build_book.sphinx_command` calls it; standard library and Sphinx only.
+:func:`build_book.sphinx_command` calls it: standard library, Sphinx and the book's build.
 """
 
 from __future__ import annotations
@@ -20,9 +20,19 @@ import sys
 
 
 def main(argv: list[str]) -> int:
-    """Run sphinx-build with ``argv``; return its exit status."""
+    """Run sphinx-build with ``argv``; return its exit status.
+
+    The book's own errors (a page, a file or a setting it names) are reported without
+    Sphinx's request to report them to Sphinx (``amp_book.errors.report_own_errors``).
+    """
     from sphinx.cmd.build import main as sphinx_build
 
+    try:
+        from amp_book.errors import report_own_errors
+    except ImportError:  # a Sphinx without the book's build (another project's docs)
+        pass
+    else:
+        report_own_errors()
     return sphinx_build(argv)
 
 

@@ -93,7 +93,19 @@ PARTS = (
 """The extensions the book loads, in this order."""
 
 
+PREVIEW_SETTING = "amp_lesson_preview"
+"""Set by the live preview (:mod:`.preview`): a rebuild writes the pages an edit changed,
+and defers what only a whole build needs (the print book, the notebooks' zip, the sitemap;
+the maths and icon fonts are written only where missing)."""
+
+
+def in_preview(app: Sphinx) -> bool:
+    """Whether this build is a rebuild of the live preview (:data:`PREVIEW_SETTING`)."""
+    return bool(getattr(app.config, PREVIEW_SETTING, False))
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_config_value(PREVIEW_SETTING, False, "", types=[bool])
     # Imported here: a kernel imports this package to note what it runs (.edition.ran),
     # before the lesson's first module is imported.
     from amp_lesson import __version__

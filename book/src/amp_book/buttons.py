@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.util import logging
 
-from amp_book import edition, export, targets, urls
+from amp_book import edition, export, in_preview, targets, urls, workdirs
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,8 @@ def _add_notebook_buttons(
     # The titles and labels read from the sources, as tools/notebooks.py reads them for the
     # twins Colab opens: the download and its twin say the same words.
     if getattr(app, "_amp_lesson_targets", None) is None:
-        app._amp_lesson_targets = targets.book_titles_and_labels(Path(app.srcdir))
+        memo = workdirs.work_folder(app.outdir) / TITLES_MEMO
+        app._amp_lesson_targets = targets.book_titles_and_labels(Path(app.srcdir), memo)
     titles, labels = app._amp_lesson_targets
     executed_nb = json.loads(executed.read_text(encoding="utf-8"))
     export_page = functools.partial(
@@ -66,6 +68,7 @@ def _add_notebook_buttons(
         labels=labels,
         built_on=export.build_device(executed_nb) or "this build's machine",
         source_dir=Path(app.srcdir),
+        objects=_documented_objects(app),
     )
     try:
         nb = export_page()
@@ -79,6 +82,21 @@ def _add_notebook_buttons(
     context["ipynb_source"] = f"{pagename}.ipynb"
     context["amp_lesson_opens_on"] = export.opens_on(nb)
 
+
+def _documented_objects(app: Sphinx) -> Callable[[str], bool] | None:
+    """Whether a dotted name is a module or object the API reference documents: what a Python
+    role on a page may link to. From the build's own records, so writing a page imports
+    nothing (importing the lesson would import torch: two seconds on a one-page edit).
+    ``None`` in a book without an API reference (the names are then imported)."""
+    domain: Any = app.env.get_domain("py")
+    if not domain.objects:
+        return None
+    known = set(domain.objects) | set(domain.modules)
+    return known.__contains__
+
+
+TITLES_MEMO = "titles.json"
+"""In the build's work folder: the pages' titles and labels, as the notebooks need them."""
 
 NOTEBOOKS_ZIP = "amp-lesson-notebooks.zip"
 """Every page's notebook in one download, at the root of the built site."""
@@ -117,6 +135,8 @@ def _add_download_entries(context: dict[str, Any]) -> None:
 def _write_notebooks_zip(app: Sphinx, exception: Exception | None) -> None:
     """Gather the pages' notebooks (``_sources/**/*.ipynb``) into :data:`NOTEBOOKS_ZIP`."""
     if exception is not None or app.builder.format != "html" or edition.in_edition(app):
+        return
+    if in_preview(app):
         return
     sources = Path(app.outdir) / "_sources"
     from amp_book.theme import section_of

@@ -18,7 +18,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from docutils import nodes
@@ -28,6 +28,7 @@ from sphinx.util import logging
 
 import amp_lesson
 from amp_book import execution, workdirs
+from amp_book.errors import BookError
 
 logger = logging.getLogger(__name__)
 
@@ -231,6 +232,9 @@ def prune_caches(base: Path, current: Path, keep: int = KEEP_CACHES) -> list[Pat
 DATABASE_NAME = "global.db"
 """jupyter-cache's database in each cache folder."""
 
+DATABASE_TABLES = frozenset({"nbcache", "nbproject", "settings"})
+"""The tables jupyter-cache creates in :data:`DATABASE_NAME`, and reads from."""
+
 
 def database_problem(cache: Path) -> str | None:
     """What is wrong with the database of the execution cache ``cache`` (``None``: nothing, or
@@ -250,7 +254,18 @@ def database_problem(cache: Path) -> str | None:
         try:
             with contextlib.closing(sqlite3.connect(path, timeout=60)) as db:
                 result = db.execute("PRAGMA quick_check").fetchone()
+                tables = {
+                    row[0]
+                    for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                }
             problem = None if result == ("ok",) else f"its database fails its check: {result[0]}"
+            lacking = sorted(DATABASE_TABLES - tables)
+            if problem is None and lacking:
+                # An empty file passes SQLite's check, and jupyter-cache, seeing a database,
+                # creates none of its tables: every later build failed ("Unexpected error
+                # accessing jupyter cache").
+                size = path.stat().st_size
+                problem = f"its database ({size} bytes) lacks jupyter-cache's {', '.join(lacking)}"
         except sqlite3.OperationalError as error:
             if "locked" in str(error) or "busy" in str(error):
                 return None  # in use by a build that does not take the lock: not damaged
@@ -267,14 +282,60 @@ def database_problem(cache: Path) -> str | None:
     return problem
 
 
+class CacheFolderError(BookError):
+    """The folder the execution caches are to go in cannot hold them."""
+
+    category = "The execution cache"
+
+
+def cache_base(outdir: str | Path, environ: Mapping[str, str] = os.environ) -> Path:
+    """Where this build keeps its execution caches: :data:`CACHE_DIR_ENV` if set (a relative
+    value from the folder the build was started in), else beside the output folder; made if
+    missing. :class:`CacheFolderError`, naming the variable and what is wrong, where it is no
+    folder this build can write in.
+
+    >>> import tempfile
+    >>> where = Path(tempfile.mkdtemp())
+    >>> cache_base(where / "out", {}) == where / "out.work" / "jupyter_cache"
+    True
+    >>> _ = (where / "a-file").write_text("")
+    >>> try:
+    ...     cache_base(where / "out", {CACHE_DIR_ENV: str(where / "a-file")})
+    ... except CacheFolderError as error:
+    ...     print(error)
+    AMP_LESSON_CACHE_DIR='/...a-file' is a file, not a folder: name a folder for the ...
+    """
+    value = environ.get(CACHE_DIR_ENV)
+    if not value:
+        return workdirs.cache_folder(outdir)
+    base = Path(value).expanduser().absolute()
+    named = f"{CACHE_DIR_ENV}={value!r}"
+    if base.exists() and not base.is_dir():
+        raise CacheFolderError(
+            f"{named} is a file, not a folder: name a folder for the execution caches "
+            "(it is made if missing), or unset it to keep them beside the output folder"
+        )
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CacheFolderError(f"{named}: the folder cannot be made ({error.strerror})") from None
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise CacheFolderError(
+            f"{named}: {base} is not writable by this user; name a folder the build can "
+            "write in, or unset it to keep the caches beside the output folder"
+        )
+    return base
+
+
 def key_cache_on_sources(app: Sphinx, config: Config) -> None:
     """Choose this build's cache folder (:func:`execution_key`) and prune the older ones."""
+    execution.remember_in(workdirs.work_folder(app.outdir) / "memo")
     key = execution_key()
     config.amp_lesson_environment_key = key
     config.amp_lesson_extension_hash = extension_key()
     if config.amp_lesson_edition:
         return  # a stored edition executes nothing: no cache, no kernels
-    base = Path(os.environ.get(CACHE_DIR_ENV) or workdirs.cache_folder(app.outdir))
+    base = cache_base(app.outdir)
     cache = base / key[:16]
     config.nb_execution_cache_path = str(cache)
     prune_caches(base, cache)

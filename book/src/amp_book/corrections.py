@@ -21,6 +21,7 @@ together. The list is built from the boxes themselves: a box cannot be left out 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from docutils import nodes
@@ -121,6 +122,12 @@ class PageStore(EnvironmentCollector):
     def collect(self, app: Sphinx, doctree: nodes.document) -> Any:
         raise NotImplementedError
 
+    @classmethod
+    def shown(cls, contribution: Any) -> Any:
+        """What of a page's contribution the pages that list it show (all of it, unless a
+        subclass says less): a read that leaves it equal leaves them as they are."""
+        return contribution
+
     def clear_doc(self, app: Sphinx, env: BuildEnvironment, docname: str) -> None:
         self.store(env).pop(docname, None)
 
@@ -141,10 +148,22 @@ class PageStore(EnvironmentCollector):
             self.store(app.env)[docname] = found
 
 
-def write_again_after_reads(app: Sphinx, field: str) -> None:
+def write_again_after_reads(app: Sphinx, field: str, store: type[PageStore] | None = None) -> None:
     """Write again, after any build that read a page, each page whose metadata sets ``field``:
     a page that states what other pages hold (every claim, the chapter's total time) goes
-    stale when they change, though its own source did not."""
+    stale when they change, though its own source did not.
+
+    With ``store`` (the :class:`PageStore` the page states) only when a read changed what
+    the store holds: a sentence added to one page leaves every claim as it was, and the
+    list of claims is not written again for it.
+    """
+    import copy
+
+    def note_outdated(app: Sphinx, env: BuildEnvironment, *changes: Any) -> list[str]:
+        if store is not None:  # before any page is read again or removed
+            held = copy.copy(store.store(env))
+            app.__dict__.setdefault("_amp_lesson_held", {})[store.attribute] = held
+        return []
 
     def note_reading(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:
         app._amp_lesson_read_any = bool(docnames)  # type: ignore[attr-defined]
@@ -152,10 +171,26 @@ def write_again_after_reads(app: Sphinx, field: str) -> None:
     def pages_to_write(app: Sphinx, env: BuildEnvironment) -> list[str]:
         if not getattr(app, "_amp_lesson_read_any", False):
             return []
+        if store is not None:
+            held = app.__dict__.get("_amp_lesson_held", {}).get(store.attribute)
+            if held is not None and _same(held, store.store(env), store.shown):
+                return []
         return sorted(d for d, meta in env.metadata.items() if meta.get(field))
 
+    app.connect("env-get-outdated", note_outdated)
     app.connect("env-before-read-docs", note_reading)
     app.connect("env-get-updated", pages_to_write)
+
+
+def _same(before: dict[str, Any], after: dict[str, Any], shown: Callable[[Any], Any]) -> bool:
+    """Whether a store shows what it showed: the same pages, what each contributes that is
+    shown equal (a docutils node equals only itself: a store of nodes differs once read)."""
+    try:
+        return before.keys() == after.keys() and all(
+            shown(before[k]) == shown(after[k]) for k in before
+        )
+    except Exception:  # noqa: BLE001 (a contribution that cannot be compared has changed)
+        return False
 
 
 def page_link(env: BuildEnvironment, docname: str, here: str) -> addnodes.pending_xref:

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +25,89 @@ from amp_book import execution, pages
 logger = logging.getLogger(__name__)
 
 
-class NotebookExecutionError(SphinxError):
+class BookError(SphinxError):
+    """A fault the book's build found and names (a page, a file, a setting): not a bug of
+    Sphinx, so it is reported without Sphinx's request to open an issue with Sphinx
+    (:func:`report_own_errors`)."""
+
+    category = "The book's build stopped"
+
+
+class NotebookExecutionError(BookError):
     """A page's cell raised: the build stops and prints the cell's traceback."""
 
     category = "Notebook execution error"
+
+
+def own_error(exception: BaseException) -> BaseException | None:
+    """The book's own error behind ``exception`` (raised by ``amp_book``, wrapped or not by
+    Sphinx, in this process or a parallel reader), or ``None`` for any other.
+
+    >>> own_error(BookError("x")) is not None, own_error(ValueError("x"))
+    (True, None)
+    """
+    from sphinx.errors import ExtensionError, SphinxParallelError
+
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exception]
+    while todo:
+        error = todo.pop()
+        if error is None or id(error) in seen:
+            continue
+        seen.add(id(error))
+        if type(error).__module__.split(".")[0] == "amp_book":
+            return error
+        if isinstance(error, SphinxParallelError):
+            # A reader's error arrives as its text: "EditionError: ..." first.
+            name = str(error).split(":", 1)[0].strip()
+            if name in _own_error_names():
+                return error
+        orig = error.orig_exc if isinstance(error, ExtensionError) else None
+        todo += [orig, error.__cause__, error.__context__]
+    return None
+
+
+def _own_error_names() -> set[str]:
+    names: set[str] = set()
+    todo: list[type[BaseException]] = [BaseException]
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        if cls.__module__.split(".")[0] == "amp_book":
+            names.add(cls.__name__)
+    return names
+
+
+def report_own_errors() -> Callable[[], None]:
+    """Have ``sphinx-build`` report the book's own errors (:func:`own_error`) as what they
+    are: the category and the message, which names the page or file and what to do, without
+    Sphinx's traceback file and its request to report the error to Sphinx's developers (the
+    rest as Sphinx reports them; with ``-T`` or ``-P``, all of them). Returns the undo.
+
+    It wraps ``sphinx._cli.util.errors.handle_exception``, which ``sphinx.cmd.build``
+    calls for any exception (``tests/test_patches.py`` fails if that changes).
+    """
+    import sphinx._cli.util.errors as sphinx_errors
+
+    original = sphinx_errors.handle_exception
+
+    def handle_exception(exception: BaseException, /, **options: Any) -> None:
+        own = own_error(exception)
+        if own is None or options.get("use_pdb") or options.get("print_traceback"):
+            original(exception, **options)
+            return
+        stderr = options.get("stderr") or sys.stderr
+        category = getattr(own, "category", "") or "The book's build stopped"
+        message = str(own) or repr(own)
+        print(f"\n{category}: {message}\n", file=stderr)
+        print("(sphinx-build -T prints where in the build it happened)", file=stderr)
+
+    sphinx_errors.handle_exception = handle_exception
+
+    def undo() -> None:
+        sphinx_errors.handle_exception = original
+
+    return undo
 
 
 def _fail_on_execution_errors(app: Sphinx, env: Any) -> None:
@@ -113,19 +194,22 @@ def _check_pages_executed(app: Sphinx, env: Any) -> None:
         source = Path(env.doc2path(docname))
         if docname in dead or not source.is_file() or source.suffix not in {".md", ".ipynb"}:
             continue
-        text = source.read_text(encoding="utf-8")
-        if source.suffix == ".md" and not pages.code_cell_lines(text, source):
-            continue
         exec_data = nb_metadata.get(docname, {}).get("exec_data")
-        if not exec_data or not exec_data.get("succeeded"):
-            logger.warning(
-                "%s has code cells but was not executed; give it 'file_format: mystnb' "
-                "front matter with a kernelspec",
-                docname,
-                location=docname,
-                type="amp_lesson",
-                subtype="not_executed",
-            )
+        if exec_data and exec_data.get("succeeded"):
+            continue  # executed: whether it has code cells does not matter
+        text = source.read_text(encoding="utf-8")
+        if source.suffix == ".md" and (
+            "code-cell" not in text or not pages.code_cell_lines(text, source)
+        ):
+            continue
+        logger.warning(
+            "%s has code cells but was not executed; give it 'file_format: mystnb' "
+            "front matter with a kernelspec",
+            docname,
+            location=docname,
+            type="amp_lesson",
+            subtype="not_executed",
+        )
 
 
 def setup(app: Sphinx) -> dict[str, bool]:

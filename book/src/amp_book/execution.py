@@ -29,6 +29,7 @@ the build reports with every other page's failure once all pages are read.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import hashlib
 import importlib.metadata
@@ -169,11 +170,21 @@ class PackageGraph:
 
     @functools.cached_property
     def _imports(self) -> dict[str, set[str]]:
-        graph = {}
+        memo = MEMO_FILES["imports"]
+        kept = _read_memo(memo)
+        graph, fresh = {}, {}
         for name, path in self.files.items():
             module = name if path.name != "__init__.py" else name + ".__init__"
-            found = imported_modules(path.read_text(encoding="utf-8"), self.package, module)
+            stat = path.stat()
+            stamp = f"{path}|{module}|{self.package}|{stat.st_size}|{stat.st_mtime_ns}"
+            if stamp in kept:
+                found = set(kept[stamp])
+            else:
+                found = imported_modules(path.read_text(encoding="utf-8"), self.package, module)
             graph[name] = found
+            fresh[stamp] = sorted(found)
+        if memo is not None and fresh != kept:
+            _write_memo(memo, fresh)
         return graph
 
     def closure(self, names: Iterable[str]) -> set[str]:
@@ -297,13 +308,69 @@ def inputs_key(inputs: dict[str, Any], graph: PackageGraph) -> str:
 # -- what every page depends on alike --------------------------------------------------
 
 
+MEMO_FILES: dict[str, Path | None] = {"imports": None, "distributions": None}
+"""Files of the build's own (:func:`remember_in`) that keep what is slow to work out and
+rarely changes, each with what it depends on: the imports of each module of the lesson (its
+size and modification time), the installed distributions (the names of their metadata
+folders). ``None``: nothing is kept."""
+
+
+def remember_in(folder: Path | None) -> None:
+    """Keep :data:`MEMO_FILES` in ``folder`` (the build's work folder), or nowhere (``None``)."""
+    for name in MEMO_FILES:
+        MEMO_FILES[name] = None if folder is None else Path(folder) / f"{name}.json"
+
+
+def _read_memo(path: Path | None) -> dict[str, Any]:
+    if path is None or not path.is_file():
+        return {}
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return {}
+    return kept if isinstance(kept, dict) else {}
+
+
+def _write_memo(path: Path, value: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}")
+    partial.write_text(json.dumps(value), encoding="utf-8")
+    partial.replace(path)  # a reader never sees it half-written
+
+
+def _metadata_folders() -> list[str]:
+    """The metadata folders of the distributions on ``sys.path`` (their names hold their
+    versions): what :func:`installed_distributions` is kept against."""
+    names = []
+    for entry in sys.path:
+        with contextlib.suppress(OSError), os.scandir(entry or ".") as found:
+            names += [
+                f"{entry}/{e.name}"
+                for e in found
+                if e.name.endswith((".dist-info", ".egg-info", ".egg-link", ".pth"))
+            ]
+    return sorted(names)
+
+
 def installed_distributions() -> list[str]:
-    """``name==version`` of every installed distribution but this book's own package, sorted."""
+    """``name==version`` of every installed distribution but this book's own package, sorted.
+
+    Reading every distribution's metadata takes half a second; where :data:`MEMO_FILES`
+    keeps it, it is read again only when a metadata folder was added or removed (an install,
+    an upgrade, an uninstall: each renames or replaces one).
+    """
+    memo = MEMO_FILES["distributions"]
+    stamp = _metadata_folders() if memo is not None else []
+    kept = _read_memo(memo)
+    if memo is not None and kept.get("stamp") == stamp:
+        return list(kept["found"])
     found = set()
     for dist in importlib.metadata.distributions():
         name = (dist.metadata["Name"] or "").lower().replace("_", "-")
         if name and name != "amp-lesson":
             found.add(f"{name}=={dist.version}")
+    if memo is not None:
+        _write_memo(memo, {"stamp": stamp, "found": sorted(found)})
     return sorted(found)
 
 
@@ -381,6 +448,23 @@ def _amp_lesson_die_with_the_build():
 
 _amp_lesson_die_with_the_build()
 del _amp_lesson_die_with_the_build
+
+
+def _amp_lesson_temporary_files_in_the_build():
+    # What a page's code leaves in the temporary folder (multiprocessing's pymp-* folders,
+    # which a process killed before its exit handlers leaves behind) goes into the build's
+    # own folder, removed as the build ends or, if it was killed, by the next build.
+    import os
+    import tempfile
+
+    folder = os.environ.get("AMP_LESSON_KERNEL_TEMP")
+    if folder and os.path.isdir(folder):
+        os.environ["TMPDIR"] = folder
+        tempfile.tempdir = None  # chosen again, from TMPDIR
+
+
+_amp_lesson_temporary_files_in_the_build()
+del _amp_lesson_temporary_files_in_the_build
 
 
 def _amp_lesson_record_cells():

@@ -34,7 +34,7 @@ import copy
 import functools
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -410,6 +410,7 @@ def export_notebook(
     built_on: str = "the book's machine",
     strict_references: bool = True,
     source_dir: Path | None = None,
+    objects: Callable[[str], bool] | None = None,
 ) -> dict[str, Any]:
     """The page ``nb`` (MyST-NB's notebook of it) as a plain Jupyter notebook.
 
@@ -419,7 +420,8 @@ def export_notebook(
     ``labels`` (label: docname, anchor, section title) make cross-references
     links; ``built_on`` names the build's device in the label of each passage
     printed from the run (:func:`text_cell`); ``source_dir`` is the book's
-    source folder (for ``literalinclude``). Raises ``KeyError`` naming any
+    source folder (for ``literalinclude``); ``objects`` tells the package's objects (see
+    :func:`.myst.myst_to_markdown`). Raises ``KeyError`` naming any
     glued value the Markdown quotes that ``glue`` lacks, and ``ValueError``
     for a cross-reference ``labels`` and ``titles`` do not know (unless not
     ``strict_references``: then it is plain text).
@@ -440,6 +442,7 @@ def export_notebook(
         keep_glue=True,
         strict=strict_references,
         source_dir=source_dir,
+        objects=objects,
     )
     cells: list[dict[str, Any]] = []
     heading = ""  # the last heading above: a solution's cells name its exercise

@@ -68,6 +68,9 @@ OWNER_ENV = "AMP_LESSON_KERNEL_SERVER_OWNER"
 USUAL_WAY_ENV = "AMP_LESSON_KERNELS_USUAL_WAY"
 """Set (to 1) where a build's kernels start the usual way, with no server (see
 :meth:`KernelServer.usual_way`); their sockets are still in the build's folder."""
+TEMP_ENV = "AMP_LESSON_KERNEL_TEMP"
+"""The kernels' temporary folder, in the server's folder (the kernels' start-up points
+``TMPDIR`` at it): what a page's processes leave there goes with the build."""
 SERVER_VARIABLES = (SERVER_ENV, OWNER_ENV, USUAL_WAY_ENV)
 """What a build sets for its kernel server; a kernel it does not fork starts without them."""
 SERVED_ROOTS = frozenset({"numpy", "torch", "matplotlib", "amp_lesson", "sklearn", "tabulate"})
@@ -188,8 +191,10 @@ class KernelServer:
         owner = self.folder / f"{OWNER_NAME}.tmp"
         owner.write_text(_process_id(os.getpid()))
         owner.replace(self.folder / OWNER_NAME)  # never read half-written
-        self._saved = {name: os.environ.get(name) for name in SERVER_VARIABLES}
+        self._saved = {name: os.environ.get(name) for name in (*SERVER_VARIABLES, TEMP_ENV)}
         os.environ[SERVER_ENV] = str(self.folder)
+        (self.folder / "t").mkdir()
+        os.environ[TEMP_ENV] = str(self.folder / "t")
         os.environ[OWNER_ENV] = str(os.getpid())
         self._undo_provisioner = use_provisioner()
         return self.folder
@@ -488,11 +493,51 @@ def describe_exit(returncode: int | None) -> str:
     return f"signal {name} ({number}{'; ' + why if why else ''})"
 
 
+def server_exit(folder: Path, wait_s: float = 2.0) -> int | None:
+    """How the server of ``folder`` ended (a return code: negative, the signal), or ``None``
+    where it has not or this process cannot tell.
+
+    The process that started it waits for it; any other (a parallel reader) reads the exit
+    status the kernel keeps for an ended process until its parent has waited for it (the
+    ``exit_code`` of ``/proc/<pid>/stat``). A server that has just been killed takes a moment
+    to be seen ended: this waits up to ``wait_s``.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        server = own_server(folder)
+        if server is not None:
+            code = server.poll()
+        else:
+            try:
+                _, pid = (folder / START_LOCK_NAME).read_text().split()
+            except (OSError, ValueError):
+                return None
+            code = _exit_of_ended(int(pid))
+        if code is not None or time.monotonic() > deadline:
+            return code
+        time.sleep(0.02)
+
+
+def _exit_of_ended(pid: int) -> int | None:
+    """The return code of process ``pid`` if it has ended and its parent has not yet waited
+    for it (Linux keeps its wait status: field 52 of ``/proc/<pid>/stat``), else ``None``."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "Z" or len(fields) < 50:
+        return None
+    status = int(fields[49])
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
 def server_end(folder: Path) -> str:
     """What became of the server of ``folder`` that has exited: whether it had started
     serving, and how it ended where this process started it."""
-    server = own_server(folder)
-    how = f" ({describe_exit(server.returncode)})" if server is not None else ""
+    code = server_exit(folder, wait_s=0.5)
+    how = f" ({describe_exit(code)})" if code is not None else ""
     if (folder / PID_NAME).is_file():  # written once it listened
         return f"ended{how}, after it had started serving"
     return f"did not start: it ended{how} first"
@@ -574,7 +619,10 @@ _ENDS: dict[int, str] = {}
 
 def _note_end(process: Any) -> None:
     if getattr(process, "lost_with_server", False):
-        _ENDS[process.pid] = "ended with its kernel server"
+        folder = os.environ.get(SERVER_ENV)
+        code = server_exit(Path(folder)) if folder else None
+        how = describe_exit(code) if code is not None else "an end this process cannot see"
+        _ENDS[process.pid] = f"ended with its kernel server, which ended with {how}"
     elif process.returncode is not None:
         _ENDS[process.pid] = f"ended with {describe_exit(process.returncode)}"
 
@@ -600,7 +648,8 @@ class ForkingProvisioner(LocalProvisioner):  # type: ignore[misc]
     async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
         """Have the kernel listen on Unix sockets of its own in the server's folder.
 
-        On TCP, jupyter_client picks each port by binding port 0 and closing it;
+        Its connection file goes there too. On TCP, jupyter_client picks each port by
+        binding port 0 and closing it;
         the kernel binds it once it is up (half a second or more for a kernel
         started the usual way). Another process picking in between (the other readers of a
         parallel build, another build on the machine) can be handed the same
@@ -609,9 +658,15 @@ class ForkingProvisioner(LocalProvisioner):  # type: ignore[misc]
         """
         km = self.parent
         folder = os.environ.get(SERVER_ENV)
-        if km is not None and folder and km.transport == "tcp" and Path(folder).is_dir():
-            km.transport = "ipc"
-            km.ip = str(Path(folder) / f"k{os.urandom(6).hex()}")  # sockets: <ip>-1 ... <ip>-5
+        if km is not None and folder and Path(folder).is_dir():
+            name = f"k{os.urandom(6).hex()}"
+            if km.transport == "tcp":
+                km.transport = "ipc"
+                km.ip = str(Path(folder) / name)  # sockets: <ip>-1 ... <ip>-5
+            if not km.connection_file:
+                # Not a /tmp/tmp*.json of jupyter_client's (it holds the kernel's key), which
+                # a build killed outright never removed: the folder goes with the build.
+                km.connection_file = str(Path(folder) / f"{name}.json")
         return dict(await super().pre_launch(**kwargs))
 
     async def poll(self) -> int | None:

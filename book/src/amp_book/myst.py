@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,7 @@ class _Context:
     strict: bool = False  # a cross-reference to an unknown target is an error
     unresolved: list[str] = field(default_factory=list)
     source_dir: Path | None = None  # the book's source folder, for literalinclude
+    objects: Callable[[str], bool] | None = None  # whether a dotted name is documented
 
 
 GLUE_OPEN, GLUE_CLOSE = "\ue000", "\ue001"
@@ -103,6 +104,7 @@ def myst_to_markdown(
     keep_glue: bool = False,
     strict: bool | None = None,
     source_dir: Path | None = None,
+    objects: Callable[[str], bool] | None = None,
 ) -> tuple[str, dict[str, dict[str, str]]]:
     """``text`` (a MyST Markdown cell) as plain Markdown, and the cell's image attachments.
 
@@ -113,7 +115,9 @@ def myst_to_markdown(
     given), a ``{ref}`` to a label not in them, a ``{doc}`` to a page not
     in ``titles`` or a Python role to no object of the package, is a
     ``ValueError``; otherwise it becomes plain text. ``source_dir`` (the
-    book's source folder) is where a ``literalinclude`` finds its file.
+    book's source folder) is where a ``literalinclude`` finds its file. ``objects`` says
+    whether a dotted name is an object of the package (a build passes the objects its API
+    reference documents); by default the name is imported.
 
     >>> md, _ = myst_to_markdown(
     ...     "(t)=\\n:::{note}\\nFP16 tops out at {glue:text}`max:.0f`.\\n:::",
@@ -132,6 +136,7 @@ def myst_to_markdown(
         keep_glue=keep_glue,
         strict=labels is not None if strict is None else strict,
         source_dir=source_dir,
+        objects=objects,
     )
     markdown = _convert_block(text.splitlines(), ctx)
     if ctx.missing:
@@ -361,7 +366,7 @@ def _py_reference(kind: str, content: str, ctx: _Context) -> str:
         (".".join(parts[:n]) for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in modules),
         None,
     )
-    if module is None or (ctx.strict and not _is_object(target)):
+    if module is None or (ctx.strict and not (ctx.objects or _is_object)(target)):
         if ctx.strict:
             ctx.unresolved.append(f"{{py:{kind}}}`{content}`")
         return f"`{words}`"

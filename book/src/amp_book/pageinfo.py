@@ -192,6 +192,11 @@ class ReadingTimes(PageStore):
             return None  # only pages that state their time
         return doctree_reading_time(doctree)
 
+    @classmethod
+    def shown(cls, contribution: ReadingTime) -> tuple[int, bool]:
+        """The minutes, and whether there are exercises: what the totals and the page say."""
+        return contribution.minutes, bool(contribution.self_checks)
+
 
 class page_time(nodes.inline):
     """Where the time of this page (``scope`` empty) or of a scope's pages goes."""
@@ -296,7 +301,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_role("reading-time", reading_time_role)
     app.add_env_collector(ReadingTimes)
     app.add_post_transform(FillTimes)
-    write_again_after_reads(app, TOTALS_FIELD)
+    write_again_after_reads(app, TOTALS_FIELD, ReadingTimes)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 

@@ -377,6 +377,10 @@ def _write(app: Sphinx, exception: Exception | None) -> None:
 
     if exception is not None or app.builder.format != "html" or in_edition(app):
         return
+    from amp_book import in_preview
+
+    if in_preview(app):  # the print book waits for a whole build
+        return
     outdir = Path(app.outdir)
     relations = getattr(app.builder, "relations", {}) or {}
     docs = reading_path(relations, app.config.root_doc, app.config.amp_lesson_reference_pages)

@@ -8,6 +8,7 @@ reads them, and so is a directive's option block.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -118,15 +119,56 @@ def _smart(title: str) -> str:
     return smartyPants(title, "qDe", "en")
 
 
-def book_titles_and_labels(docs: Path) -> tuple[dict[str, str], dict[str, tuple[str, str, str]]]:
-    """:func:`titles_and_labels` of every MyST page under ``docs`` (the book's source folder)."""
+def book_titles_and_labels(
+    docs: Path, memo: Path | None = None
+) -> tuple[dict[str, str], dict[str, tuple[str, str, str]]]:
+    """:func:`titles_and_labels` of every MyST page under ``docs`` (the book's source folder).
+
+    With ``memo`` (a JSON file of the build's own) each page's titles and labels are kept
+    there with its size and modification time, and read back while it has not changed:
+    parsing every page again would cost a one-page edit a second.
+
+    >>> import tempfile
+    >>> docs = Path(tempfile.mkdtemp()); memo = docs / "memo.json"
+    >>> _ = (docs / "a.md").write_text("# A page\\n"); _ = (docs / "b.md").write_text("# B\\n")
+    >>> book_titles_and_labels(docs, memo)[0] == book_titles_and_labels(docs, memo)[0]
+    True
+    >>> _ = (docs / "a.md").write_text("# A page, renamed\\n")
+    >>> book_titles_and_labels(docs, memo)[0]
+    {'a': 'A page, renamed', 'b': 'B'}
+    """
+    import json
+
     docs = Path(docs)
-    texts = {
-        path.relative_to(docs).with_suffix("").as_posix(): path.read_text(encoding="utf-8")
-        for path in sorted(docs.rglob("*.md"))
-        if not {"_build", ".jupyter_cache"} & set(path.relative_to(docs).parts)
-    }
-    return titles_and_labels(texts)
+    kept: dict[str, Any] = {}
+    if memo is not None and memo.is_file():
+        try:
+            kept = json.loads(memo.read_text(encoding="utf-8"))
+        except ValueError:
+            kept = {}
+    fresh: dict[str, Any] = {}
+    titles: dict[str, str] = {}
+    labels: dict[str, tuple[str, str, str]] = {}
+    for path in sorted(docs.rglob("*.md")):
+        rel = path.relative_to(docs)
+        if {"_build", ".jupyter_cache"} & set(rel.parts):
+            continue
+        stat = path.stat()
+        stamp = [stat.st_size, stat.st_mtime_ns]
+        entry = kept.get(rel.as_posix())
+        if not (isinstance(entry, dict) and entry.get("stamp") == stamp):
+            doc = rel.with_suffix("").as_posix()
+            page_titles, page_labels = titles_and_labels({doc: path.read_text(encoding="utf-8")})
+            entry = {"stamp": stamp, "titles": page_titles, "labels": page_labels}
+        fresh[rel.as_posix()] = entry
+        titles.update(entry["titles"])
+        labels.update({k: tuple(v) for k, v in entry["labels"].items()})
+    if memo is not None and fresh != kept:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        partial = memo.with_name(f"{memo.name}.{os.getpid()}")
+        partial.write_text(json.dumps(fresh), encoding="utf-8")
+        partial.replace(memo)  # never read half-written
+    return titles, labels
 
 
 _LITERAL_DIRECTIVES = frozenset(

@@ -370,6 +370,10 @@ def write_math_font(outdir: Path) -> Path | None:
 def _write_math_font(app: Sphinx, exception: Exception | None) -> None:
     if exception is not None or app.builder.format != "html":
         return
+    from amp_book import in_preview
+
+    if in_preview(app) and (Path(app.outdir) / "_static" / MATH_FONT_OUT).parent.is_dir():
+        return  # the preview keeps the fonts of the last whole build
     write_math_font(Path(app.outdir))
     write_icon_fonts(Path(app.outdir))
 

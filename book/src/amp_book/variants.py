@@ -286,7 +286,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("claim-variants", ClaimVariants)
     app.add_env_collector(ClaimCollector)
     app.add_post_transform(ExpandClaimLists)
-    write_again_after_reads(app, LISTS_FIELD)
+    write_again_after_reads(app, LISTS_FIELD, ClaimCollector)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 

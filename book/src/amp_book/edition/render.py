@@ -30,7 +30,7 @@ from sphinx.config import Config
 from sphinx.util import logging
 
 from amp_book import pages, workdirs
-from amp_book.edition import ran
+from amp_book.edition import ran, store
 from amp_book.edition.store import (
     CURRENT,
     EARLIER,
@@ -47,6 +47,10 @@ from amp_book.edition.store import (
 )
 
 logger = logging.getLogger(__name__)
+
+CHECKS_MEMO = "checked.txt"
+"""In the editions' work folder: the stored notebooks that passed the check (see
+:func:`.store.remember_checks`)."""
 
 
 @dataclass(frozen=True)
@@ -409,6 +413,9 @@ def _configure(app: Sphinx, config: Config) -> None:
         return
     root = Path(app.confdir) / config.amp_lesson_editions
     config.amp_lesson_editions_key = editions_key(root)
+    memo = workdirs.editions_folder(app.outdir) / CHECKS_MEMO
+    memo.parent.mkdir(parents=True, exist_ok=True)
+    store.remember_checks(memo)
     editions = []
     for folder in find_editions(root):
         try:

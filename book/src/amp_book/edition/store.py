@@ -15,6 +15,7 @@ text. Rendering it beside the live book is :mod:`.render`'s.
 from __future__ import annotations
 
 import ast
+import contextlib
 import datetime as _dt
 import fnmatch
 import functools
@@ -156,6 +157,32 @@ def _glued(folder: Path, docname: str, file: str) -> set[str]:
     } - {None}
 
 
+_checked_clean: set[str] = set()
+"""Stored notebooks (:func:`_check_key`) that passed :func:`.outputs.notebook_problems`."""
+_memo_file: list[Path | None] = [None]
+
+
+def remember_checks(memo: Path | None) -> None:
+    """Keep the notebooks that pass the check in ``memo`` (a file of the build's own), and
+    take those it lists as checked: a build that reads the same stored bytes with the same
+    checker does not check them again (1 to 2 s of every build that shows an edition).
+
+    >>> remember_checks(None)
+    """
+    _memo_file[0] = memo
+    if memo is not None and memo.is_file():
+        _checked_clean.update(memo.read_text(encoding="utf-8").split())
+
+
+def _check_key(path: Path, docname: str) -> str:
+    """What a check's verdict depends on: the file's bytes, the page's name and the checker."""
+    from amp_book.edition import outputs
+
+    digest = hashlib.sha256(Path(outputs.__file__).read_bytes())
+    digest.update(docname.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def _checked_notebook(folder: Path, page: StoredPage) -> dict[str, Any]:
     """The stored notebook of ``page``, refused (:class:`EditionError`, naming the page and
     the file) if it is not one the book would show (:mod:`.outputs`)."""
@@ -181,11 +208,19 @@ def _read_checked(folder: Path, page: StoredPage, where: str) -> dict[str, Any]:
         notebook = outputs.read_notebook(path)
     except ValueError as error:
         raise EditionError(f"{path} (page {page.docname}): refused, {error}") from None
-    if problems := outputs.notebook_problems(notebook, page.docname):
+    seen = _check_key(path, page.docname)
+    if seen in _checked_clean:
+        pass  # these very bytes passed this very check before
+    elif problems := outputs.notebook_problems(notebook, page.docname):
         shown = "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else "")
         raise EditionError(
             f"{path} (page {page.docname}): refused, it holds what the book does not show: {shown}"
         )
+    else:
+        _checked_clean.add(seen)
+        if _memo_file[0] is not None:
+            with contextlib.suppress(OSError), open(_memo_file[0], "a", encoding="utf-8") as f:
+                f.write(seen + "\n")
     summary = outputs.summary_path(path)
     if summary.is_symlink() or not summary.is_file():
         raise EditionError(
