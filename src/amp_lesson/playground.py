@@ -714,21 +714,13 @@ def scaler_trace(settings: Mapping[str, float | int], schedule: Iterable[bool]) 
     2 4.0 0.25
     3 4.0 0.25 scale × growth
     """
-    # float32 as GradScaler's kernel rounds its double products
-    from amp_lesson.scaler import _to_f32, simulate
+    from amp_lesson.scaler import simulate
 
     rows = []
     for r in simulate(schedule, **settings):  # type: ignore[arg-type]
-        if r.found_inf:
-            change = "backoff"
-        elif r.growth_tracker_after:
-            change = "count"
-        elif math.isinf(_to_f32(r.scale_used * settings["growth_factor"])):
-            change = "capped"
-        else:
-            change = "grow"
-        # GradScaler unscales with scale.double().reciprocal().float(): 1/0 is inf
-        inverse = _to_f32(1 / r.scale_used) if r.scale_used else math.inf
+        # What update() did, as the simulator recorded it; the float32 reciprocal GradScaler
+        # unscales with (inf for a scale of 0).
+        change, inverse = r.change, r.inv_scale
         values = (
             str(r.step),
             repr(r.scale_used),

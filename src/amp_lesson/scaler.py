@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -110,6 +110,13 @@ class ScalerSimulator:
       unless that would overflow float32 to ``inf``, in which case the scale
       stays put -- and the tracker is reset to 0.
 
+    :attr:`last_change` records what the last update did (``"backoff"``, ``"count"``,
+    ``"grow"`` or ``"capped"``), so that nothing else works the rule out again: the book's
+    GradScaler playground takes its Python trace from :func:`simulate`, and its script in
+    the reader's browser (``amp_book/static/amp-scaler-playground.js``, a JavaScript copy
+    of this rule) is run on the same schedules as this class, step for step, by
+    ``tests/test_playgrounds_browser.py``.
+
     The scale lives in a float32 tensor. Each product is formed in double
     precision (``float * double`` in the kernel) and rounded to float32, so
     :attr:`scale` is always a float32 value; repeated backoff walks it down
@@ -173,6 +180,7 @@ class ScalerSimulator:
         self._growth_interval = check_growth_interval("growth_interval", growth_interval)
         self._scale = _to_f32(self._init_scale)
         self._growth_tracker = 0
+        self._last_change: str | None = None
 
     @property
     def scale(self) -> float:
@@ -233,15 +241,34 @@ class ScalerSimulator:
         if _check_bool("found_inf", found_inf):
             self._scale = _to_f32(self._scale * self._backoff_factor)
             self._growth_tracker = 0
+            self._last_change = "backoff"
             return
         successful = self._growth_tracker + 1
         if successful == self._growth_interval:
             grown = _to_f32(self._scale * self._growth_factor)
             if math.isfinite(grown):
                 self._scale = grown
+                self._last_change = "grow"
+            else:
+                self._last_change = "capped"
             self._growth_tracker = 0
         else:
             self._growth_tracker = successful
+            self._last_change = "count"
+
+    @property
+    def last_change(self) -> str | None:
+        """What the last :meth:`update` did to the scale; ``None`` before the first.
+
+        ``"backoff"`` (an overflow: scale × ``backoff_factor``), ``"count"`` (one more
+        good step, the scale kept), ``"grow"`` (scale × ``growth_factor``) or
+        ``"capped"`` (growth would have overflowed float32: the scale kept).
+
+        >>> s = ScalerSimulator(init_scale=2.0**127, growth_interval=1)
+        >>> s.last_change, (s.update(False), s.last_change)[1], s.scale == 2.0**127
+        (None, 'capped', True)
+        """
+        return self._last_change
 
     def __repr__(self) -> str:
         return (
@@ -269,11 +296,17 @@ class ScaleStep:
         The scale after ``update()``.
     growth_tracker_after : int
         Good steps in a row after ``update()``.
+    change : str, default ""
+        What ``update()`` did (:attr:`ScalerSimulator.last_change`); ``""`` where
+        nobody recorded it (a real GradScaler's trace, :func:`run_torch_scaler`). Left out
+        when steps are compared: a simulated step equals the real one it predicts.
 
     Examples
     --------
     >>> ScaleStep(1, 8.0, True, True, 4.0, 0).scale_after
     4.0
+    >>> ScaleStep(1, 8.0, True, True, 4.0, 0).inv_scale
+    0.125
     """
 
     step: int
@@ -282,6 +315,13 @@ class ScaleStep:
     skipped: bool
     scale_after: float
     growth_tracker_after: int
+    change: str = field(default="", compare=False)  # a record of the rule, not GradScaler's state
+
+    @property
+    def inv_scale(self) -> float:
+        """The reciprocal GradScaler unscales the gradients with: ``1 / scale_used`` in
+        double precision, rounded to float32 (``inf`` for a scale of 0)."""
+        return _to_f32(1 / self.scale_used) if self.scale_used else math.inf
 
 
 def simulate(
@@ -334,7 +374,8 @@ def simulate(
     for i, found_inf in enumerate(_check_sequence(found_inf_sequence), start=1):
         used = sim.scale
         sim.update(found_inf)
-        trace.append(ScaleStep(i, used, found_inf, found_inf, sim.scale, sim.growth_tracker))
+        after = (sim.scale, sim.growth_tracker, sim.last_change or "")
+        trace.append(ScaleStep(i, used, found_inf, found_inf, *after))
     return trace
 
 

@@ -440,7 +440,7 @@
       "<tr" + (r.skipped ? ' class="amp-sp-skipped"' : "") + ' data-step="' + r.step +
       '" data-scale-used="' + cells.exact[0] + '" data-inv-scale="' + cells.exact[1] + '" data-found-inf="' +
       r.found_inf + '" data-skipped="' + r.skipped + '" data-scale-after="' + cells.exact[2] +
-      '" data-growth-tracker="' + r.growth_tracker_after + '"><td>' + cells.html.join("</td><td>") +
+      '" data-growth-tracker="' + r.growth_tracker_after + '" data-change="' + r.change + '"><td>' + cells.html.join("</td><td>") +
       "</td></tr>"
     );
   }
