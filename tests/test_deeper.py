@@ -7,8 +7,7 @@ from pathlib import Path
 from bs4 import BeautifulSoup
 from helpers import build_in_process
 
-from amp_book.myst import myst_to_markdown
-from amp_book.targets import titles_and_labels
+from amp_book.export import myst_to_markdown, titles_and_labels
 
 EXTENSIONS = ["myst_parser", "amp_book.deeper"]
 

@@ -14,17 +14,20 @@ from helpers import mini_book, sphinx_build
 
 import amp_lesson
 from amp_book import cache as book
-from amp_book import patches, workdirs
+from amp_book import workdirs
 from amp_book.cache import (
     CACHE_MARKER,
     KEEP_CACHES,
     execution_key,
     extension_key,
     gpu_models,
+    integrity,
     is_book_cache,
+    key,
     prune_caches,
 )
-from amp_book.patches import encrypt_kernel_transport, entry_problem, lock_cache_writes
+from amp_book.cache.integrity import entry_problem, lock_cache_writes
+from amp_book.patches import encrypt_kernel_transport
 
 
 def _fake_gpu(proc: Path, slot: str, model: str) -> None:
@@ -160,32 +163,30 @@ def test_kernels_encrypt_their_transport() -> None:
 
 
 def test_a_page_with_a_playground_depends_on_the_module_that_computes_it() -> None:
-    from amp_book import execution, pages
+    from amp_book import pages
 
-    graph = execution.PackageGraph(Path(amp_lesson.__file__).parent)
+    graph = key.PackageGraph(Path(amp_lesson.__file__).parent)
     front = "---\nfile_format: mystnb\nkernelspec: {name: python3, display_name: P}\n---\n"
     explorer = pages.read_text(front + "# P\n\n:::{bit-explorer}\n:value: 1\n:::\n")
     playground = pages.read_text(front + "````{scaler-playground}\n````\n")
     quoted = pages.read_text(front + "Write `:::{bit-explorer}` to show one.\n")
-    assert {"amp_lesson.playground", "amp_lesson.formats"} <= execution.page_modules(
-        explorer, graph
-    )
-    assert "amp_lesson.scaler" in execution.page_modules(playground, graph)
-    assert execution.page_modules(quoted, graph) == set()
+    assert {"amp_lesson.playground", "amp_lesson.formats"} <= key.page_modules(explorer, graph)
+    assert "amp_lesson.scaler" in key.page_modules(playground, graph)
+    assert key.page_modules(quoted, graph) == set()
 
 
 def _page_keys(
     package: Path, cells: dict[str, str], watch: tuple[Path, ...] | list[Path] = ()
 ) -> dict[str, str]:
     """The key of a one-cell page of each code in ``cells``, against ``package`` as it is now."""
-    from amp_book import execution, pages
+    from amp_book import pages
 
     front = "---\nfile_format: mystnb\nkernelspec: {name: python3, display_name: P}\n---\n"
-    graph = execution.PackageGraph(package)
+    graph = key.PackageGraph(package)
     keys = {}
     for name, code in cells.items():
         page = pages.read_text(front + f"```{{code-cell}} ipython3\n{code}\n```\n")
-        keys[name] = execution.inputs_key(execution.page_inputs(page, graph, watch), graph)
+        keys[name] = key.inputs_key(key.page_inputs(page, graph, watch), graph)
     return keys
 
 
@@ -274,26 +275,24 @@ def test_a_page_is_keyed_on_modules_imported_at_run_time_and_on_the_packages_dat
 
 def extension_key_of(extension: Path) -> str:
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(book, "EXTENSION_DIR", extension)
+        mp.setattr(key, "EXTENSION_DIR", extension)
         return extension_key()
 
 
 def test_the_cache_folder_is_keyed_on_the_installed_distributions_and_python(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from amp_book import execution
-
     first = execution_key(gpus=[])
-    real = execution.installed_distributions()
+    real = key.installed_distributions()
     monkeypatch.setattr(
-        execution,
+        key,
         "installed_distributions",
         lambda: [d if not d.startswith("numpy==") else "numpy==0.0.1" for d in real],
     )
     assert execution_key(gpus=[]) != first
-    monkeypatch.setattr(execution, "installed_distributions", lambda: real)
+    monkeypatch.setattr(key, "installed_distributions", lambda: real)
     assert execution_key(gpus=[]) == first
-    monkeypatch.setattr(execution.sys, "version", "3.99.0 (an other Python)")
+    monkeypatch.setattr(key.sys, "version", "3.99.0 (an other Python)")
     assert execution_key(gpus=[]) != first
 
 
@@ -362,7 +361,7 @@ def test_parallel_readers_adding_to_one_cache_lose_nothing(tmp_path: Path) -> No
     assert JupyterCacheBase.cache_notebook_bundle is unpatched
     assert [w.exitcode for w in writers] == [0, 0, 0]
     assert len(get_cache(str(tmp_path)).list_cache_records()) == 90
-    assert (tmp_path / patches.CACHE_LOCK).is_file()
+    assert (tmp_path / integrity.CACHE_LOCK).is_file()
 
 
 FAULTS = ("truncated", "deleted", "edited")
@@ -493,7 +492,7 @@ def test_a_damaged_cache_database_is_emptied_instead_of_failing_every_build(
     expected = said.get(damage, "(0 bytes) lacks jupyter-cache's nbcache, nbproject, settings")
     assert expected in problem, problem
     assert sorted(p.name for p in cache.iterdir()) == sorted(
-        [book.CACHE_MARKER, patches.CACHE_LOCK]
+        [book.CACHE_MARKER, integrity.CACHE_LOCK]
     )
     create_db(cache).dispose()  # what the build does next: a new, empty database
     assert book.database_problem(cache) is None
@@ -527,12 +526,12 @@ def test_an_entry_removed_while_it_is_read_fails_the_page_with_a_reason(
             flock(lock, mode)
 
         monkeypatch.setattr(fcntl, "flock", trimmed_meanwhile)
-        token = patches.reading_page.set("chapter/p")
+        token = integrity.reading_page.set("chapter/p")
         try:
             with pytest.raises(RuntimeError, match=r"^chapter/p: the execution cache's entry "
                                r"was removed by another build while this one read it"):  # fmt: skip
                 cache.merge_match_into_notebook(nb)
         finally:
-            patches.reading_page.reset(token)
+            integrity.reading_page.reset(token)
     finally:
         undo()

@@ -8,10 +8,10 @@ import textwrap
 
 import pytest
 
-from amp_book import export, myst, urls
+from amp_book import export, urls
 from amp_book.corrections import TITLE as CORRECTION_TITLE
-from amp_book.export import export_notebook
-from amp_book.myst import myst_to_markdown
+from amp_book.export import export_notebook, myst_to_markdown
+from amp_book.export import markdown as myst
 from amp_lesson.playground import explorer_rows
 
 GLUE = {

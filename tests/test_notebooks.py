@@ -18,7 +18,9 @@ from helpers import ROOT, built_soup, one_step_bitwise
 from pip_config import uv_find_links
 
 import amp_lesson
-from amp_book import export, myst, targets, urls
+from amp_book import export, urls
+from amp_book.export import markdown as myst
+from amp_book.export import targets
 from amp_book.kickers import KICKERS
 from amp_lesson.claims import CLAIM_RECORD_PREFIX
 from amp_lesson.notebook import WAITING_NOTE, format_glued_text, split_role
@@ -329,7 +331,7 @@ def _wordings(glue: dict[str, dict]) -> set[str]:
     """Every wording of every claim of a page, and each sentence it glued as text."""
     words = set()
     for key, bundle in glue.items():
-        text = format_glued_text(myst._as_text(bundle.get("text/plain", "")), "")
+        text = format_glued_text(myst.as_text(bundle.get("text/plain", "")), "")
         if key.startswith(CLAIM_RECORD_PREFIX):
             record = json.loads(text)
             words |= {w for w in (record["says"], record["otherwise"]) if w}
@@ -404,7 +406,7 @@ def test_every_cross_reference_is_a_link_to_the_hosted_page_and_anchor(built_boo
                 target_doc, anchor, _ = labels[targets.TERM_PREFIX + target.lower()]
                 url, words = f"{docs_url}/{target_doc}.html#{anchor}", title or target
             elif role == "doc":
-                target_doc = myst._resolve_doc(target, myst._Context({}, docs_url, doc))
+                target_doc = myst._resolve_doc(target, myst.Context({}, docs_url, doc))
                 url, words = f"{docs_url}/{target_doc}.html", title or titles[target_doc]
                 anchor = None
             else:

@@ -8,10 +8,12 @@ that shape, so no workaround can switch off without a word. CONTRIBUTING.md
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import inspect
 import logging
 import types
 
+from docutils import nodes as docutils_nodes
 from jupyter_cache.cache.main import JupyterCacheBase
 from jupyter_client.manager import KernelManager
 from myst_nb.sphinx_ import Parser as MystNbParser
@@ -74,13 +76,13 @@ def test_jupyter_client_still_has_the_transport_encryption_trait() -> None:
 
 
 def test_jupyter_cache_still_adds_and_trims_in_cache_notebook_bundle() -> None:
-    # patches.lock_cache_writes makes the addition and its trim one step under a lock.
+    # cache.integrity.lock_cache_writes makes the addition and its trim one step under a lock.
     source = inspect.getsource(JupyterCacheBase.cache_notebook_bundle)
     assert "self.truncate_caches()" in source
 
 
 def test_jupyter_cache_still_commits_an_entrys_record_before_writing_its_notebook() -> None:
-    # patches.lock_cache_writes seals each notebook with its digest once written, and drops
+    # cache.integrity.lock_cache_writes seals each notebook with its digest once written, and drops
     # on lookup an entry without one: the record alone does not say the notebook is whole.
     source = inspect.getsource(JupyterCacheBase.cache_notebook_bundle)
     assert source.index("NbCacheRecord.create_record(") < source.index("path.write_text(")
@@ -238,3 +240,71 @@ def test_the_kernel_startup_file_drops_only_the_shutdown_race(monkeypatch) -> No
     finally:
         for logger, filters in zip(loggers, before, strict=True):
             logger.filters[:] = filters
+
+
+def test_jupyter_client_still_keeps_one_provisioner_factory_with_a_default_name() -> None:
+    # kernels.use_provisioner sets the default provisioner of the factory jupyter_client made
+    # (a traitlets singleton), which read JUPYTER_DEFAULT_PROVISIONER_NAME once.
+    from jupyter_client.provisioning.factory import KernelProvisionerFactory
+
+    assert callable(KernelProvisionerFactory.initialized)
+    assert callable(KernelProvisionerFactory.instance)
+    assert "default_provisioner_name" in KernelProvisionerFactory.class_traits()
+    source = inspect.getsource(KernelProvisionerFactory)
+    assert "JUPYTER_DEFAULT_PROVISIONER_NAME" in source
+
+
+def test_myst_nb_still_reads_its_output_folder_from_env_mystnb_config() -> None:
+    # cache.use_own_output_folder replaces env.mystnb_config with a copy whose
+    # output_folder is the build's own (NbParserConfig.copy, at builder-inited).
+    from myst_nb.core.config import NbParserConfig
+    from myst_nb.sphinx_ext import sphinx_setup
+
+    assert "output_folder" in {f.name for f in dataclasses.fields(NbParserConfig)}
+    assert callable(NbParserConfig.copy)
+    assert "mystnb_config" in inspect.getsource(sphinx_setup)
+
+
+def test_myst_nb_still_writes_a_hidden_cell_with_visit_and_depart_hide_cell_input() -> None:
+    # theme._hidden_cell_summary_named_by_its_text wraps visit_HideCellInput and drops the
+    # aria-label it writes on the <summary>.
+    from myst_nb.sphinx_ import HideCodeCellNode, depart_HideCellInput, visit_HideCellInput
+
+    assert issubclass(HideCodeCellNode, docutils_nodes.Element)
+    assert "<summary aria-label=" in inspect.getsource(visit_HideCellInput)
+    assert callable(depart_HideCellInput)
+
+
+def test_docutils_nodes_still_hold_their_document_in_node_document() -> None:
+    # provenance._detach_foreign_documents deletes a node's _document where it is another
+    # doctree's; the `document` property then finds it through the node's parent.
+    source = inspect.getsource(docutils_nodes.Node)
+    assert "self._document" in source
+    assert "def document(self)" in source
+
+
+def test_atexit_still_runs_its_handlers_through_run_exitfuncs() -> None:
+    # tools/run_sphinx.py and the kernel server run the exit handlers, then end the process
+    # with os._exit, skipping only the interpreter's teardown.
+    import atexit
+
+    assert callable(atexit._run_exitfuncs)
+
+
+def test_sphinx_autobuild_still_has_its_server_injector_and_filter() -> None:
+    # amp_book.preview builds its app from sphinx-autobuild's parts (2025.8.25), with its own
+    # change callback in place of the one that starts `python -m sphinx`.
+    from sphinx_autobuild.filter import IgnoreFilter
+    from sphinx_autobuild.middleware import JavascriptInjectorMiddleware
+    from sphinx_autobuild.server import RebuildServer
+
+    assert list(inspect.signature(RebuildServer).parameters) == [
+        "paths",
+        "ignore_filter",
+        "change_callback",
+    ]
+    watch = inspect.getsource(RebuildServer.watch)
+    assert "self.change_callback, changed_paths=" in watch
+    assert "ProcessPoolExecutor" in watch  # each rebuild in a process forked from the server
+    assert list(inspect.signature(IgnoreFilter).parameters) == ["regular", "regex_based"]
+    assert "ws_url" in inspect.signature(JavascriptInjectorMiddleware).parameters

@@ -26,13 +26,13 @@ from bs4 import BeautifulSoup
 from helpers import BadPagesBuild, build_bad_pages, build_in_process
 
 import amp_book
+from amp_book.bit_explorer import MAX_NUMBER_LENGTH, format_parameters, read_number
 from amp_lesson import playground
 from amp_lesson.formats import FORMATS, store
 from amp_lesson.playground import (
     EVENT_TEXT,
     EXAMPLE_VALUES,
     EXPLORER_FORMATS,
-    MAX_NUMBER_LENGTH,
     MAX_STEPS,
     NOT_STORED,
     PATTERN_PREFIXES,
@@ -40,8 +40,6 @@ from amp_lesson.playground import (
     event_text,
     every,
     explorer_rows,
-    format_parameters,
-    read_number,
     read_scaler_settings,
     read_steps,
     steps_pattern,

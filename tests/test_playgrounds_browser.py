@@ -30,6 +30,7 @@ import pytest
 import torch
 from audit import serious_violations
 
+from amp_book.bit_explorer import read_number
 from amp_lesson.formats import FORMATS, store
 from amp_lesson.playground import (
     EVENT_TEXT,
@@ -39,7 +40,6 @@ from amp_lesson.playground import (
     describe_trace,
     event_text,
     explorer_rows,
-    read_number,
     read_scaler_settings,
     read_steps,
     scaler_trace,

@@ -7,7 +7,6 @@ import matplotlib.pyplot as plt
 import pytest
 
 from amp_lesson.plotting import (
-    BOOK_FIGURES_ENV,
     LINESTYLES,
     MIN_TEXT_PX,
     PALETTE,
@@ -15,14 +14,12 @@ from amp_lesson.plotting import (
     apply_book_style,
     check_text_size,
     concept_map,
-    dark_colour,
     figure_html,
     figure_svg,
     label_svg,
     plot_lines,
     plot_scale_trace,
     power_label,
-    themed_svg,
 )
 
 BOXES = {
@@ -69,20 +66,13 @@ def test_concept_map_rejects_bad_input(boxes, arrows, message) -> None:
         concept_map(boxes, arrows)
 
 
-def test_book_style_palette_is_colour_blind_safe_okabe_ito(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_book_style_palette_is_colour_blind_safe_okabe_ito() -> None:
     assert PALETTE[:3] == ("#0072B2", "#D55E00", "#009E73")
-    monkeypatch.setenv(BOOK_FIGURES_ENV, "1")
     with mpl.rc_context():
         apply_book_style()
-        # in the book: transparent, the figure sits on the page's background, light or dark
-        assert plt.rcParams["figure.facecolor"] == "none"
         assert plt.rcParams["svg.fonttype"] == "none"  # text stays text
-    monkeypatch.delenv(BOOK_FIGURES_ENV)
-    with mpl.rc_context():
-        apply_book_style()
-        # in a reader's notebook: white, which reads in a dark notebook theme too
+        # white, which reads in a dark notebook theme too (the book's build draws its
+        # figures on a transparent background: amp_book.figures)
         assert plt.rcParams["figure.facecolor"] == "white"
         cycle = plt.rcParams["axes.prop_cycle"].by_key()
         # colour and line style change together: no two lines differ by colour alone
@@ -205,24 +195,6 @@ def test_figure_html_rejects_bad_input(fig, alt, caption, error, message) -> Non
 # -- figures in both themes and on a phone ---------------------------------------------------
 
 
-def test_dark_colour_inverts_greys_and_lightens_hues_keeping_them_apart() -> None:
-    import colorsys
-
-    def hls(colour: str) -> tuple[float, float, float]:
-        return colorsys.rgb_to_hls(*(int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)))
-
-    assert dark_colour("#000000") == "#ffffff"
-    assert dark_colour("#ffffff") == "#000000"
-    assert dark_colour("#333333") == "#cccccc"
-    darks = [dark_colour(c.lower()) for c in PALETTE[:6]]
-    assert len(set(darks)) == 6  # the palette stays six colours
-    for light, dark in zip(PALETTE[:6], darks, strict=True):
-        assert hls(dark)[1] >= 0.5 - 1e-9  # at least as light as dark: it stands out on black
-        assert abs(hls(dark)[0] - hls(light)[0]) < 0.01  # the same hue
-    with pytest.raises(ValueError, match="colour must be #rrggbb, got 'red'"):
-        dark_colour("red")
-
-
 def _svg_of(fig: object) -> str:
     try:
         return figure_svg(fig)
@@ -230,33 +202,24 @@ def _svg_of(fig: object) -> str:
         plt.close(fig)
 
 
-def test_themed_svg_writes_every_colour_for_both_themes_and_prefixes_every_id(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_figure_svg_is_a_standalone_element_whose_ids_no_other_figure_shares() -> None:
     import re
 
-    monkeypatch.setenv(BOOK_FIGURES_ENV, "1")
     with mpl.rc_context():
         apply_book_style()
         fig, ax = plt.subplots(figsize=(4, 2.5))
         ax.plot([1, 2, 3], [1, 4, 9], label="a line", marker="o")
-        ax.axvspan(1.5, 2, color=PALETTE[4], alpha=0.2)
         ax.legend()
         one = _svg_of(fig)
         fig, ax = plt.subplots(figsize=(4, 2.5))
         ax.plot([1, 2, 3], [9, 4, 1], label="another", marker="o")
         two = _svg_of(fig)
     for svg in (one, two):
-        plain = re.findall(r"(?:fill|stroke): (#[0-9a-f]{6})", svg)
-        themed = re.findall(r"(?:fill|stroke): light-dark\((#[0-9a-f]{6}), (#[0-9a-f]{6})\)", svg)
-        assert plain
-        # every colour is written twice: plain (for an older browser), then for both themes
-        assert sorted(plain) == sorted(light for light, _ in themed)
-        assert all(dark == dark_colour(light) for light, dark in themed)
+        assert svg.startswith('<svg class="amp-svg"')
         assert "<?xml" not in svg
         assert "<metadata" not in svg
         assert "<text" in svg  # text stays text
-        assert "sans-serif" in svg
+        assert "light-dark(" not in svg  # the book's build themes it as it writes the page
     ids_one = set(re.findall(r'id="([^"]+)"', one))
     ids_two = set(re.findall(r'id="([^"]+)"', two))
     assert ids_one
@@ -273,8 +236,6 @@ def test_label_svg_names_the_figure_and_refuses_what_is_not_svg() -> None:
     assert "<title>A plot.</title><g/>" in labelled
     with pytest.raises(ValueError, match="svg holds no <svg> element"):
         label_svg("<g/>", "x")
-    with pytest.raises(ValueError, match="svg holds no <svg> element"):
-        themed_svg("<g/>")
 
 
 def test_check_text_size_measures_the_smallest_text_as_a_phone_shows_it() -> None:
@@ -314,30 +275,6 @@ def test_log_axes_are_labelled_with_unicode_exponents() -> None:
     assert "mathdefault" not in svg
     assert power_label(2, -14) == "2⁻¹⁴"
     assert power_label(10, 0) == "10⁰"
-
-
-def test_apply_book_style_makes_ipython_show_figures_as_themed_svg_only(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """In a real IPython shell, in the book's build: a figure's display is the book's SVG,
-    with no PNG beside it."""
-    from IPython.core.interactiveshell import InteractiveShell
-    from matplotlib.figure import Figure
-
-    monkeypatch.setenv(BOOK_FIGURES_ENV, "1")
-    shell = InteractiveShell.instance()
-    try:
-        with mpl.rc_context():
-            apply_book_style()
-            fig, ax = plt.subplots(figsize=(4, 2))
-            ax.plot([1, 2], [2, 1])
-            data, _ = shell.display_formatter.format(fig)
-            plt.close(fig)
-    finally:
-        shell.display_formatter.formatters["image/svg+xml"].pop(Figure, None)
-        InteractiveShell.clear_instance()
-    assert "image/png" not in data
-    assert data["image/svg+xml"].startswith('<svg class="amp-svg"')
 
 
 def test_a_figure_too_small_for_a_phone_fails_the_build_naming_the_text(sphinx, tmp_path) -> None:

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from helpers import DOCS, FRONT_MATTER, build_in_process, mini_book
 
+from amp_book.outcomes import typed_outcomes
 from amp_book.pages import read_text
-from amp_lesson.claims import typed_outcomes
 
 FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,}|:{3,})(?P<info>.*)$")
 STRIP = [
@@ -227,7 +227,7 @@ def test_a_page_that_is_no_notebook_has_no_cells_to_skip() -> None:
 
 # --------------------------------------------------------------------------- outcomes
 # The build itself refuses a typed outcome (amp_book.prose), in everything a reader
-# sees; these tests hold the rules of amp_lesson.claims.typed_outcomes and the build to them.
+# sees; these tests hold the rules of amp_book.outcomes.typed_outcomes and the build to them.
 
 
 @pytest.mark.parametrize(

@@ -348,7 +348,7 @@ def _built_pages(html_dir: Path) -> list[str]:
     )
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--page", default="chapter/formats", help="page to edit")
     parser.add_argument(
@@ -377,6 +377,11 @@ def main() -> int:
         help="write the cold build's per-page times to docs/_page_costs.json (the extension "
         "schedules parallel execution by them)",
     )
+    return parser
+
+
+def main() -> int:
+    parser = _parser()
     args = parser.parse_args()
     global ADOPTS_ORPHANS
     ADOPTS_ORPHANS = _adopt_orphans()
@@ -408,66 +413,8 @@ def main() -> int:
         page_src = src / f"{args.page}.md"
         if not page_src.is_file():
             parser.error(f"--page {args.page!r}: no such page in docs/")
-        results["load_avg_before"] = round(os.getloadavg()[0], 1)
-        save = (lambda: args.json.write_text(json.dumps(results, indent=2))) if args.json else None
-        results["cold"] = build(src, out, args.jobs, env)
-        # The floor: every CPU second of the build spread over the cores, none idle.
-        floor = results["cold"]["cpu"] / (os.cpu_count() or 1)
-        results["cold"]["floor"] = round(floor, 1)
-        results["cold"]["over_floor"] = round(results["cold"]["wall"] / floor, 2)
-        results["per_page_exec_s"] = exec_times(out)
-        if args.write_costs:
-            costs = dict(sorted(results["per_page_exec_s"].items()))
-            (ROOT / "docs" / "_page_costs.json").write_text(json.dumps(costs, indent=1) + "\n")
-        results["no_change"] = build(src, out, args.jobs, env)
-        if save:
-            save()
-        # A prose edit re-reads the page and serves its outputs from the cache; a
-        # cell edit re-executes it. The second is the one an author waits for.
-        page_src.write_text(page_src.read_text() + "\nOne more sentence for the benchmark.\n")
-        results["one_page_prose_edit"] = build(src, out, args.jobs, env)
-        page_src.write_text(page_src.read_text() + "\n```{code-cell} ipython3\n1 + 1\n```\n")
-        results["one_page_edit"] = build(src, out, args.jobs, env)
-        if save:
-            save()
-        since = time.time()
-        module_src.write_text(module_src.read_text() + "\n# A comment for the benchmark.\n")
-        results["one_module_edit"] = build(src, out, args.jobs, env)
-        results["one_module_edit"]["pages_run"] = executed_since(out, since)
-        results["module"] = args.module
-        if save:
-            save()
-        results["reread_all_from_cache"] = build(src, out, args.jobs, env, "-E")
-        if save:
-            save()
-        results["pdf"] = time_pdf(out)
-        if save:
-            save()
-        results["startup"] = startup_costs(env)
-        if save:
-            save()
-        results["preview"] = time_preview(src, out, page_src, env)
-        if save:
-            save()
-        if args.edition:
-            results["edition"] = time_edition(src, out, page_src, args.jobs, env)
-            if save:
-                save()
-        if args.compare_stock:
-            stock_src = scratch / "stock" / "docs"
-            shutil.copytree(root / "docs", stock_src, ignore=shutil.ignore_patterns("_build"))
-            (scratch / "stock" / "src").symlink_to(scratch / "src", target_is_directory=True)
-            stock_out = scratch / "stock" / "_build" / "html"
-            stock_env = own_caches(env, scratch / "caches" / "stock")  # cold: nothing shared
-            stock = build(
-                stock_src, stock_out, args.jobs, stock_env, "-D", "amp_lesson_fork_kernels=0"
-            )
-            results["cold_stock_kernels"] = stock
-            results["cold_ratio_stock_over_forked"] = {
-                k: round(stock[k] / results["cold"][k], 2) for k in ("wall", "cpu")
-            }
-            if save:
-                save()
+        paths = {"src": src, "out": out, "page": page_src, "module": module_src}
+        measure(args, root, scratch, paths, env, results)
         results["load_avg_after"] = round(os.getloadavg()[0], 1)
         pages = _built_pages(out) if args.weigh == ["all"] else args.weigh
         results["page_weight"] = page_weights(out, pages)
@@ -478,6 +425,73 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0
+
+
+def measure(
+    args: argparse.Namespace, root: Path, scratch: Path, paths: dict[str, Path],
+    env: dict[str, str], results: dict[str, object],
+) -> None:  # fmt: skip
+    """Every build and timing of the run, in order, into ``results`` (written out as it goes
+    where ``--json`` asks)."""
+    src, out, page_src, module_src = (paths[k] for k in ("src", "out", "page", "module"))
+    results["load_avg_before"] = round(os.getloadavg()[0], 1)
+    save = (lambda: args.json.write_text(json.dumps(results, indent=2))) if args.json else None
+    results["cold"] = build(src, out, args.jobs, env)
+    # The floor: every CPU second of the build spread over the cores, none idle.
+    floor = results["cold"]["cpu"] / (os.cpu_count() or 1)
+    results["cold"]["floor"] = round(floor, 1)
+    results["cold"]["over_floor"] = round(results["cold"]["wall"] / floor, 2)
+    results["per_page_exec_s"] = exec_times(out)
+    if args.write_costs:
+        costs = dict(sorted(results["per_page_exec_s"].items()))
+        (ROOT / "docs" / "_page_costs.json").write_text(json.dumps(costs, indent=1) + "\n")
+    results["no_change"] = build(src, out, args.jobs, env)
+    if save:
+        save()
+    # A prose edit re-reads the page and serves its outputs from the cache; a
+    # cell edit re-executes it. The second is the one an author waits for.
+    page_src.write_text(page_src.read_text() + "\nOne more sentence for the benchmark.\n")
+    results["one_page_prose_edit"] = build(src, out, args.jobs, env)
+    page_src.write_text(page_src.read_text() + "\n```{code-cell} ipython3\n1 + 1\n```\n")
+    results["one_page_edit"] = build(src, out, args.jobs, env)
+    if save:
+        save()
+    since = time.time()
+    module_src.write_text(module_src.read_text() + "\n# A comment for the benchmark.\n")
+    results["one_module_edit"] = build(src, out, args.jobs, env)
+    results["one_module_edit"]["pages_run"] = executed_since(out, since)
+    results["module"] = args.module
+    if save:
+        save()
+    results["reread_all_from_cache"] = build(src, out, args.jobs, env, "-E")
+    if save:
+        save()
+    results["pdf"] = time_pdf(out)
+    if save:
+        save()
+    results["startup"] = startup_costs(env)
+    if save:
+        save()
+    results["preview"] = time_preview(src, out, page_src, env)
+    if save:
+        save()
+    if args.edition:
+        results["edition"] = time_edition(src, out, page_src, args.jobs, env)
+        if save:
+            save()
+    if args.compare_stock:
+        stock_src = scratch / "stock" / "docs"
+        shutil.copytree(root / "docs", stock_src, ignore=shutil.ignore_patterns("_build"))
+        (scratch / "stock" / "src").symlink_to(scratch / "src", target_is_directory=True)
+        stock_out = scratch / "stock" / "_build" / "html"
+        stock_env = own_caches(env, scratch / "caches" / "stock")  # cold: nothing shared
+        stock = build(stock_src, stock_out, args.jobs, stock_env, "-D", "amp_lesson_fork_kernels=0")
+        results["cold_stock_kernels"] = stock
+        results["cold_ratio_stock_over_forked"] = {
+            k: round(stock[k] / results["cold"][k], 2) for k in ("wall", "cpu")
+        }
+        if save:
+            save()
 
 
 def time_preview(src: Path, out: Path, page_src: Path, env: dict[str, str]) -> dict[str, object]:
@@ -688,6 +702,11 @@ def report(results: dict) -> None:  # type: ignore[type-arg]
             + ", ".join(w["expected_to_fall_back"])
             + ")"
         )
+    _report_the_rest(results)
+
+
+def _report_the_rest(results: dict) -> None:  # type: ignore[type-arg]
+    """The PDF, the module edit, the start-up costs, the pages' times and weights."""
     pdf = results.get("pdf")
     if pdf and pdf.get("wall") is not None:
         print(

@@ -80,7 +80,7 @@ Targets = tuple[dict[str, str], dict[str, tuple[str, str, str]]]
 
 
 def _titles_and_labels() -> Targets:
-    from amp_book.targets import book_titles_and_labels
+    from amp_book.export import book_titles_and_labels
 
     return book_titles_and_labels(DOCS)
 
@@ -92,6 +92,7 @@ def render(page: Path, glue: dict[str, dict[str, Any]], built_on: str, targets: 
     all the twins: read for each, they would make a check quadratic in the number of pages.
     """
     from amp_book.export import export_notebook
+    from amp_book.figures import theme_figures_within
 
     keys = quoted_keys(page)
     titles, labels = targets
@@ -107,7 +108,8 @@ def render(page: Path, glue: dict[str, dict[str, Any]], built_on: str, targets: 
     )
     data["metadata"]["amp_lesson"] = {
         "built_on": built_on,
-        "glue": {k: glue[k] for k in sorted(keys) if k in glue},
+        # figures in the reader's theme, as the page shows them
+        "glue": theme_figures_within({k: glue[k] for k in sorted(keys) if k in glue}),
     }
     return json.dumps(data, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
 

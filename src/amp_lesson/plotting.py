@@ -2,12 +2,9 @@
 # figure's look is decided here and nowhere else.
 """Figures that read in the book's light and dark themes, on a desktop and on a phone.
 
-In the book's build (:data:`BOOK_FIGURES_ENV`) a page's figures are SVG, set
-into the page itself: text stays text (sharp at
-any zoom, and its size can be measured), the background is transparent, and
-every colour is written as ``light-dark(colour in the light theme, colour in
-the dark theme)`` (:func:`themed_svg`), so a figure follows the theme the
-reader picked. Lines take a colour-blind-safe palette and line styles that
+A figure is SVG (:func:`figure_svg`), set into the page itself: text stays text (sharp
+at any zoom, and its size can be measured). The book's build shows it in the theme the
+reader picked, light or dark. Lines take a colour-blind-safe palette and line styles that
 also differ, so no distinction rests on colour alone. The text is sized for
 a phone: a figure at most :data:`MAX_WIDTH_IN` inches wide, shrunk to the
 :data:`PHONE_COLUMN_PX` pixels a phone's column holds, keeps every letter at
@@ -24,7 +21,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
-    "BOOK_FIGURES_ENV",
     "LEGEND_CLEARANCE_PT",
     "LINESTYLES",
     "MARKERS",
@@ -36,7 +32,6 @@ __all__ = [
     "apply_book_style",
     "check_text_size",
     "concept_map",
-    "dark_colour",
     "figure_html",
     "figure_svg",
     "label_svg",
@@ -44,7 +39,6 @@ __all__ = [
     "plot_lines",
     "plot_scale_trace",
     "power_label",
-    "themed_svg",
 ]
 
 # Okabe & Ito's colour-blind-safe palette.
@@ -68,16 +62,7 @@ in Chromium."""
 MIN_TEXT_PX = 10.0
 """The smallest any text of a figure may come out on that phone, in CSS pixels."""
 
-BOOK_FIGURES_ENV = "AMP_LESSON_BOOK_FIGURES"
-"""Set (to ``1``) by the book's build for its kernels: there a figure is the book's SVG,
-checked for size. Elsewhere (a reader's notebook, Colab, a script) figures are
-Matplotlib's own, on a white background, and nothing refuses a reader's figure."""
-
 RC: dict[str, object] = {
-    # Transparent: the figure sits on the page's own background, light or dark.
-    "figure.facecolor": "none",
-    "axes.facecolor": "none",
-    "savefig.facecolor": "none",
     "savefig.edgecolor": "none",
     "figure.dpi": 110,
     "figure.figsize": (MAX_WIDTH_IN, 3.1),
@@ -101,11 +86,9 @@ def apply_book_style() -> None:
     Light grid, no top and right spines, text sized for a phone (:data:`RC`),
     and a property cycle that changes colour (Okabe and Ito's
     colour-blind-safe :data:`PALETTE`) and line style (:data:`LINESTYLES`)
-    together, so no two lines differ by colour alone. In the book's build
-    (:data:`BOOK_FIGURES_ENV`) the background is transparent and a figure is
-    shown as :func:`figure_svg` draws it: SVG in the theme's colours, its
-    text checked for size. Anywhere else a figure is Matplotlib's own on a
-    white background, which reads in a notebook's dark theme too.
+    together, so no two lines differ by colour alone, on a white background, which
+    reads in a notebook's dark theme too. (The book's build shows a page's figures as
+    :func:`figure_svg` draws them, in the reader's theme.)
 
     Examples
     --------
@@ -116,81 +99,13 @@ def apply_book_style() -> None:
     ...     mpl.rcParams["axes.facecolor"], mpl.rcParams["svg.fonttype"], style
     ('white', 'none', ['-', '--', '-.', ':'])
     """
-    import os
-
     import matplotlib as mpl
     from cycler import cycler
 
     mpl.rcParams.update(RC)
     mpl.rcParams["axes.prop_cycle"] = cycler(color=PALETTE[:4]) + cycler(linestyle=LINESTYLES)
-    if os.environ.get(BOOK_FIGURES_ENV) == "1":
-        _show_figures_as_svg()
-    else:
-        for key in ("figure.facecolor", "axes.facecolor", "savefig.facecolor"):
-            mpl.rcParams[key] = "white"
-
-
-def _show_figures_as_svg() -> None:
-    """In IPython, display a Matplotlib figure as :func:`figure_svg` alone (no PNG)."""
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - IPython comes with the docs and notebooks
-        return
-    shell = get_ipython()
-    if shell is None:
-        return
-    # The inline backend registers a PNG formatter of its own when pyplot first loads it
-    # (at the first figure): load it now, so that this one, registered after, stays.
-    import matplotlib.pyplot as plt
-    from matplotlib.figure import Figure
-
-    plt.close(plt.figure())
-
-    formatters = shell.display_formatter.formatters
-    for mime in ("image/png", "image/jpeg", "application/pdf", "image/svg+xml"):
-        formatters[mime].pop(Figure, None)
-    formatters["image/svg+xml"].for_type(Figure, figure_svg)
-
-
-def dark_colour(colour: str) -> str:
-    """The colour that plays ``colour``'s part on the dark theme's background.
-
-    A grey is inverted (black text becomes near-white, a white patch dark); a
-    hue keeps its hue and saturation and is made at least as light as it is
-    dark, so the palette's lines stay apart and stand out against the dark
-    background.
-
-    Parameters
-    ----------
-    colour : str
-        ``#rrggbb``.
-
-    Returns
-    -------
-    str
-        ``#rrggbb``.
-
-    Raises
-    ------
-    ValueError
-        If ``colour`` is not ``#rrggbb``.
-
-    Examples
-    --------
-    >>> dark_colour("#000000"), dark_colour("#ffffff"), dark_colour("#0072b2")
-    ('#ffffff', '#000000', '#4dbfff')
-    """
-    import colorsys
-    import re
-
-    if not isinstance(colour, str) or not re.fullmatch(r"#[0-9a-fA-F]{6}", colour):
-        raise ValueError(f"colour must be #rrggbb, got {colour!r}")
-    r, g, b = (int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5))
-    hue, lightness, saturation = colorsys.rgb_to_hls(r, g, b)
-    # a grey (or near enough) is inverted; a hue made at least as light as it is dark
-    lightness = 1 - lightness if saturation < 0.15 else max(lightness, 1 - lightness)
-    channels = colorsys.hls_to_rgb(hue, lightness, saturation)
-    return "#" + "".join(f"{round(c * 255):02x}" for c in channels)
+    for key in ("figure.facecolor", "axes.facecolor", "savefig.facecolor"):
+        mpl.rcParams[key] = "white"
 
 
 def concept_map(
@@ -723,54 +638,24 @@ def figure_html(fig: Any, *, alt: str, caption: str) -> Any:
 
 
 _FIGURES_DRAWN = itertools.count()
-_FONT_FAMILY = re.compile(r"font-family: [^;\"]*")
-_COLOUR = re.compile(r"(fill|stroke|stop-color|color): (#[0-9a-fA-F]{6})")
 _ID = re.compile(r'\bid="([^"]+)"')
 
 
-def themed_svg(svg: str, *, alt: str | None = None) -> str:
-    """Matplotlib's SVG made fit to set into a page, in the light or the dark theme.
+def _standalone_svg(svg: str, *, alt: str | None = None) -> str:
+    """Matplotlib's SVG made fit to set into a page or a notebook beside others.
 
-    - Every colour becomes ``light-dark(colour, dark_colour(colour))``
-      (after the plain colour, for a browser without ``light-dark()``), so
-      the figure follows the page's ``color-scheme``.
-    - Every ``id`` gets a prefix made of the figure's content and a count,
-      so two figures on one page never share one (Matplotlib numbers them
-      alike).
-    - Text falls back to a sans-serif font where DejaVu Sans is missing.
-    - Text Matplotlib leaves without a colour (black) gets the SVG's own
-      default, themed like the rest.
-    - The XML prologue and metadata go; with ``alt`` the figure is an image
-      named by it (``role="img"``, ``aria-label`` and a ``<title>``).
+    The XML prologue and metadata go; every ``id`` gets a prefix made of the figure's
+    content and a count, so two figures on one page never share one (Matplotlib numbers
+    them alike); the element is marked ``class="amp-svg"`` (the book's build sets such a
+    figure into its page in the reader's theme); with ``alt`` it is an image named by it
+    (:func:`label_svg`).
 
-    Parameters
-    ----------
-    svg : str
-        An SVG document, as ``Figure.savefig(format="svg")`` writes it.
-    alt : str, optional
-        What the figure shows, for a reader who cannot see it.
-
-    Returns
-    -------
-    str
-        The ``<svg>`` element.
-
-    Raises
-    ------
-    ValueError
-        If ``svg`` holds no ``<svg>`` element.
-
-    Examples
-    --------
     >>> svg = ('<?xml version="1.0"?><svg width="10pt" viewBox="0 0 10 10">'
     ...        '<g id="a"><path style="fill: #000000" clip-path="url(#a)"/>'
     ...        '</g></svg>')
-    >>> print(themed_svg(svg, alt="A dot."))  # doctest: +ELLIPSIS
-    <svg class="amp-svg" style="fill: #000000; fill: light-dark(#000000, #ffffff)"
-    width="10pt" viewBox="0 0 10 10" role="img" aria-label="A dot."><title>A
-    dot.</title><g id="f...-a"><path
-    style="fill: #000000; fill: light-dark(#000000, #ffffff)"
-    clip-path="url(#f...-a)"/></g></svg>
+    >>> print(_standalone_svg(svg, alt="A dot."))  # doctest: +ELLIPSIS
+    <svg class="amp-svg" width="10pt" viewBox="0 0 10 10" role="img" aria-label="A dot."><title>A
+    dot.</title><g id="f...-a"><path style="fill: #000000" clip-path="url(#f...-a)"/></g></svg>
     """
     import hashlib
 
@@ -786,27 +671,7 @@ def themed_svg(svg: str, *, alt: str | None = None) -> str:
         svg = svg.replace(f'id="{name}"', f'id="{prefix}{name}"')
         svg = svg.replace(f"#{name})", f"#{prefix}{name})")
         svg = svg.replace(f'href="#{name}"', f'href="#{prefix}{name}"')
-
-    def light_dark(match: re.Match[str]) -> str:
-        prop, colour = match.group(1), match.group(2).lower()
-        return f"{prop}: {colour}; {prop}: light-dark({colour}, {dark_colour(colour)})"
-
-    svg = _COLOUR.sub(light_dark, svg)
-    svg = _FONT_FAMILY.sub(
-        lambda m: (
-            m.group(0).rstrip() + ", 'Bitstream Vera Sans', Verdana, sans-serif"
-            if "sans-serif" not in m.group(0)
-            else m.group(0)
-        ),
-        svg,
-    )
-    # Matplotlib leaves black text without a fill: the SVG's own default, themed too.
-    svg = re.sub(
-        r"<svg\b",
-        '<svg class="amp-svg" style="fill: #000000; fill: light-dark(#000000, #ffffff)"',
-        svg,
-        count=1,
-    )
+    svg = re.sub(r"<svg\b", '<svg class="amp-svg"', svg, count=1)
     return label_svg(svg.strip(), alt) if alt is not None else svg.strip()
 
 
@@ -917,7 +782,7 @@ def check_text_size(fig: Any) -> float:
 
 
 def figure_svg(fig: Any, alt: str | None = None) -> str:
-    """The figure as the book sets it into a page: :func:`themed_svg` of its SVG.
+    """The figure as an ``<svg>`` element to set into a page or a notebook.
 
     Saved tight around what it draws, as the notebook's inline backend does,
     after :func:`check_text_size` has checked its text (``ValueError`` if
@@ -930,7 +795,7 @@ def figure_svg(fig: Any, alt: str | None = None) -> str:
     fig : matplotlib.figure.Figure
         The figure.
     alt : str, optional
-        What the figure shows (see :func:`themed_svg`).
+        What the figure shows, for a reader who cannot see it (:func:`label_svg`).
 
     Returns
     -------
@@ -967,7 +832,7 @@ def figure_svg(fig: Any, alt: str | None = None) -> str:
     check_text_size(fig)
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
-    return themed_svg(buffer.getvalue(), alt=alt)
+    return _standalone_svg(buffer.getvalue(), alt=alt)
 
 
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")

@@ -319,8 +319,11 @@ class ScaleStep:
 
     @property
     def inv_scale(self) -> float:
-        """The reciprocal GradScaler unscales the gradients with: ``1 / scale_used`` in
-        double precision, rounded to float32 (``inf`` for a scale of 0)."""
+        """The float32 reciprocal GradScaler unscales the gradients with.
+
+        ``1 / scale_used`` formed in double precision and rounded to float32; ``inf`` for
+        a scale of 0.
+        """
         return _to_f32(1 / self.scale_used) if self.scale_used else math.inf
 
 

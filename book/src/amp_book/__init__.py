@@ -101,11 +101,15 @@ the maths and icon fonts are written only where missing)."""
 
 def in_preview(app: Sphinx) -> bool:
     """Whether this build is a rebuild of the live preview (:data:`PREVIEW_SETTING`)."""
-    return bool(getattr(app.config, PREVIEW_SETTING, False))
+    from amp_book.config import book_config
+
+    return book_config(app).preview
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
-    app.add_config_value(PREVIEW_SETTING, False, "", types=[bool])
+    from amp_book import config
+
+    config.setup(app)  # every amp_lesson_* setting, before the parts that read them
     # Imported here: a kernel imports this package to note what it runs (.edition.ran),
     # before the lesson's first module is imported.
     from amp_lesson import __version__

@@ -124,5 +124,4 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_post_transform(LinkCodeSpans)
     # What the links were made from (amp_book.inventories.digests): its change rewrites
     # every page, so an incremental build after a refresh keeps no link into the old file.
-    app.add_config_value("amp_lesson_inventories", "", "html", types=frozenset({str}))
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -18,14 +18,15 @@ from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.util import logging
 
-from amp_book import edition, export, in_preview, targets, urls, workdirs
+from amp_book import edition, export, in_preview, urls, workdirs
+from amp_book.config import book_config
 
 logger = logging.getLogger(__name__)
 
 
 def _repository(app: Sphinx) -> str:
     """The repository's https address: ``amp_lesson_repository`` or ``[project.urls]``."""
-    repo = app.config.amp_lesson_repository.strip().removesuffix(".git").strip("/")
+    repo = book_config(app).repository.strip().removesuffix(".git").strip("/")
     if repo and not repo.startswith("https://"):
         repo = f"https://github.com/{repo}"  # the setting may be given as owner/name
     return repo or urls.repository_url()
@@ -37,7 +38,7 @@ def _add_repository_buttons(app: Sphinx, config: Config) -> None:
     otherwise."""
     options = config.html_theme_options
     options.setdefault("repository_url", _repository(app))
-    options.setdefault("repository_branch", config.amp_lesson_branch)
+    options.setdefault("repository_branch", book_config(app).branch)
     options.setdefault("path_to_docs", Path(app.srcdir).name)
     for button in ("use_repository_button", "use_edit_page_button", "use_issues_button"):
         options.setdefault(button, True)
@@ -54,7 +55,7 @@ def _add_notebook_buttons(
     # twins Colab opens: the download and its twin say the same words.
     if getattr(app, "_amp_lesson_targets", None) is None:
         memo = workdirs.work_folder(app.outdir) / TITLES_MEMO
-        app._amp_lesson_targets = targets.book_titles_and_labels(Path(app.srcdir), memo)
+        app._amp_lesson_targets = export.book_titles_and_labels(Path(app.srcdir), memo)
     titles, labels = app._amp_lesson_targets
     executed_nb = json.loads(executed.read_text(encoding="utf-8"))
     export_page = functools.partial(
@@ -142,7 +143,7 @@ def _write_notebooks_zip(app: Sphinx, exception: Exception | None) -> None:
     from amp_book.theme import section_of
 
     # The lesson's pages only: the API reference and the authors' guide are no lesson.
-    reference = app.config.amp_lesson_reference_pages
+    reference = book_config(app).reference_pages
     notebooks = [
         path
         for path in (sorted(sources.rglob("*.ipynb")) if sources.is_dir() else [])
@@ -206,9 +207,7 @@ def _add_colab_button(
     if "ipynb_source" not in context or "header_buttons" not in context:
         return
     _add_download_entries(context)
-    url = urls.colab_url(
-        f"notebooks/{pagename}.ipynb", app.config.amp_lesson_branch, _repository(app)
-    )
+    url = urls.colab_url(f"notebooks/{pagename}.ipynb", book_config(app).branch, _repository(app))
     if cell := context.get("amp_lesson_opens_on"):  # Colab scrolls to the cell of that id
         url += f"#scrollTo={cell}"
     context["header_buttons"].append(
@@ -225,8 +224,6 @@ def _add_colab_button(
 
 def setup(app: Sphinx) -> dict[str, bool]:
     """Add the buttons to every page and write the zip of every notebook."""
-    app.add_config_value("amp_lesson_repository", "", "html", types=[str])
-    app.add_config_value("amp_lesson_branch", "main", "html", types=[str])
     # Before the theme builds its download menu (priority 500), after it adds buttons.
     app.connect("html-page-context", _add_notebook_buttons, priority=450)
     app.connect("html-page-context", _edition_sources, priority=450)

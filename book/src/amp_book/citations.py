@@ -4,7 +4,7 @@
 ``{cite:p}`...``` "(Micikevicius *et al.*, 2018)", each linked to its entry on the
 references page (sphinxcontrib-bibtex's author-year style, whose brackets are square).
 ``docs/conf.py`` selects it as ``bibtex_reference_style = "author_year_round"``; the
-notebooks write the same words (``amp_book.myst``).
+notebooks write the same words (``amp_book.export.markdown``).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ from sphinx.transforms import SphinxTransform
 from sphinx.util.docutils import SphinxDirective
 from sphinx.writers.html5 import HTML5Translator
 
-from amp_book.myst import DEEPER as SUMMARY
+from amp_book.export.markdown import DEEPER as SUMMARY
 
 CLASS = "amp-deeper"
 """Class of the ``<details>`` element of a block (the reading time and the tests find it by it)."""

@@ -169,6 +169,7 @@ class BitExplorer(SphinxDirective):
 
 def _explorer(options: dict[str, str]) -> dict[str, Any]:
     """The bit explorer's data and static table for ``options``; ``ValueError`` names a bad one."""
+    from amp_book.bit_explorer import format_parameters, read_number
     from amp_lesson.formats import FORMATS
     from amp_lesson.playground import (
         CLASS_TEXT,
@@ -178,8 +179,6 @@ def _explorer(options: dict[str, str]) -> dict[str, Any]:
         NOT_STORED,
         PATTERN_PREFIXES,
         explorer_rows,
-        format_parameters,
-        read_number,
     )
 
     read_number(options.get("value", "0.1").strip())

@@ -40,6 +40,7 @@ from sphinx.errors import SphinxError
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
+from amp_book.config import book_config
 from amp_book.theme import section_of
 
 logger = logging.getLogger(__name__)
@@ -383,7 +384,7 @@ def _write(app: Sphinx, exception: Exception | None) -> None:
         return
     outdir = Path(app.outdir)
     relations = getattr(app.builder, "relations", {}) or {}
-    docs = reading_path(relations, app.config.root_doc, app.config.amp_lesson_reference_pages)
+    docs = reading_path(relations, app.config.root_doc, book_config(app).reference_pages)
     files = [outdir / f"{doc}.html" for doc in docs]
     if not all(f.is_file() for f in files):
         return
@@ -480,9 +481,6 @@ def _skip(self: Any, node: nodes.Element) -> None:
 
 
 def setup(app: Sphinx) -> dict[str, bool]:
-    app.add_config_value("amp_lesson_pdf", "auto", "html", types=[str])
-    # What _decide found (set at config-inited): whether this build prints the PDF.
-    app.add_config_value("amp_lesson_pdf_printed", False, "html", types=[bool])
     app.add_directive("book-downloads", BookDownloads)
     app.add_node(
         book_downloads,

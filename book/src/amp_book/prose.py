@@ -8,7 +8,7 @@ boxes, figure captions, and the docstrings the API reference renders. Each
 block of text (a paragraph, a title, a caption, a table cell) is read with
 what the run put there left out -- glued values, cell outputs -- and with
 code and maths left out too, and handed to
-:func:`amp_lesson.claims.typed_outcomes`. Each sentence it flags is a
+:func:`.outcomes.typed_outcomes`. Each sentence it flags is a
 warning that names the page (or the docstring) and its line, and ``-W``
 turns it into a failed build.
 
@@ -28,7 +28,7 @@ from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from amp_lesson.claims import RUN_VALUE, sentences, typed_outcomes
+from amp_book.outcomes import RUN_VALUE, sentences, typed_outcomes
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def readable_text(node: nodes.Node) -> str:
     """The text of ``node`` a reader sees, code and maths left out, what the run put there marked.
 
     Each value the run wrote (glue, a cell's output) reads as
-    :data:`amp_lesson.claims.RUN_VALUE`.
+    :data:`.outcomes.RUN_VALUE`.
 
     >>> para = nodes.paragraph("", "", nodes.Text("They are "),
     ...                        nodes.inline("same", "same", classes=["pasted-text"]),
@@ -144,7 +144,7 @@ _GREY_MARK = re.compile(
 def theme_bound_colours(text: str) -> list[str]:
     """The sentences of ``text`` that name a mark of a figure black, white or grey.
 
-    :func:`amp_lesson.plotting.dark_colour` inverts greys for the dark theme, so
+    :func:`.figures.dark_colour` inverts greys for the dark theme, so
     the black markers of the light theme are white there; a hue keeps its name.
 
     >>> theme_bound_colours("The black circle is the first row. The red crosses are skips.")
@@ -158,7 +158,7 @@ def theme_bound_colours(text: str) -> list[str]:
 def scan_doctree(doctree: nodes.document) -> list[tuple[nodes.Element, str, str]]:
     """(block, problem, sentence) for every sentence of ``doctree`` the build refuses.
 
-    The problem is ``"typed_outcome"`` (:func:`amp_lesson.claims.typed_outcomes`),
+    The problem is ``"typed_outcome"`` (:func:`.outcomes.typed_outcomes`),
     ``"undated_issue_state"`` (:func:`undated_issue_states`) or
     ``"theme_bound_colour"`` (:func:`theme_bound_colours`).
     """

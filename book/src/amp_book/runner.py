@@ -6,8 +6,8 @@ so that pages execute fast and a build ends whole:
 
 - each page's kernel is forked from a server that has already imported torch
   (:mod:`.kernels`), instead of starting from nothing;
-- each of ``-j N`` kernels gets its share of the cores, every kernel draws the
-  book's figures (:data:`amp_lesson.plotting.BOOK_FIGURES_ENV`) and records
+- each of ``-j N`` kernels gets its share of the cores, shows its figures as the
+  book's SVG (:func:`.figures.show_figures_as_svg`, from its start-up file) and records
   the cell it runs, so a kernel that dies is named with its cell;
 - the upstream patches of :mod:`.patches` (locked cache writes, encrypted
   kernel sockets, writers on every core);
@@ -35,6 +35,8 @@ from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
 from amp_book import execution, kernel_server, kernels, pages, patches, shutdown, workdirs
+from amp_book.cache import integrity
+from amp_book.config import book_config
 from amp_book.scheduling import AUTODOC
 
 logger = logging.getLogger(__name__)
@@ -55,7 +57,7 @@ def _start(app: Sphinx, config: Config) -> None:
     _undo.append(restore_environment)
     undos = [patches.encrypt_kernel_transport()]
     if config.nb_execution_mode == "cache" and not getattr(config, "amp_lesson_edition", ""):
-        undos.append(patches.lock_cache_writes())
+        undos.append(integrity.lock_cache_writes())
     _undo.extend(undo for undo in undos if undo is not None)
     # From here a signal, or the end of the build's parent, ends every process of the build.
     shutdown.watch()
@@ -128,15 +130,6 @@ def _prepare_readers(app: Sphinx, env: Any, docnames: list[str]) -> None:
             importlib.import_module(name)
 
 
-def _book_figures_in_kernels(app: Sphinx, config: Config) -> None:
-    """Tell the pages' kernels they draw the book's figures (see
-    :data:`amp_lesson.plotting.BOOK_FIGURES_ENV`): set before the kernel server starts,
-    so that every kernel, forked or started the usual way, inherits it."""
-    from amp_lesson.plotting import BOOK_FIGURES_ENV
-
-    os.environ[BOOK_FIGURES_ENV] = "1"
-
-
 def _limit_kernel_threads(app: Sphinx, config: Config) -> None:
     """Give each of the ``-j N`` parallel kernels its share of the cores.
 
@@ -160,7 +153,7 @@ def _fork_kernels(app: Sphinx, config: Config) -> None:
     installed, so that a kernel that dies is still reported with its exit
     status or signal.
     """
-    if not config.amp_lesson_fork_kernels or config.nb_execution_mode == "off":
+    if not book_config(app).fork_kernels or config.nb_execution_mode == "off":
         kernels.forget_inherited_server()  # off: no server, whoever started us
     elif sys.platform == "linux":
         if not kernels.provisioner_installed():
@@ -185,11 +178,9 @@ def _fork_kernels(app: Sphinx, config: Config) -> None:
 
 def setup(app: Sphinx) -> dict[str, bool]:
     """Wire the build's process-wide machinery, each part undone at ``build-finished``."""
-    app.add_config_value("amp_lesson_fork_kernels", True, "", types=[bool])
     # In the main process, before -j forks the readers that start kernels.
     app.connect("config-inited", _start, priority=50)
     app.connect("config-inited", _limit_kernel_threads)
-    app.connect("config-inited", _book_figures_in_kernels, priority=100)
     app.connect("config-inited", _record_cells, priority=110)
     # After the thread limits: the kernel server takes its environment from this process.
     app.connect("config-inited", _fork_kernels, priority=600)

@@ -38,6 +38,7 @@ from sphinx.config import Config
 from sphinx.util import logging
 
 from amp_book import add_static_path
+from amp_book.config import book_config
 
 logger = logging.getLogger(__name__)
 
@@ -89,13 +90,15 @@ def _hidden_cell_summary_named_by_its_text(app: Sphinx) -> None:
 # -- figures ---------------------------------------------------------------------------
 
 INLINE_SVG_MARK = '<svg class="amp-svg"'
-"""How a figure drawn by :func:`amp_lesson.plotting.figure_svg` begins."""
+"""How a figure drawn by :func:`amp_lesson.plotting.figure_svg` begins: it is themed
+(:func:`.figures.themed_svg`) as it is set into the page."""
 
 
 def _inline_figures(app: Sphinx) -> None:
     """Set the book's SVG figures into the page; every other image as Sphinx writes it."""
     from sphinx.writers.html5 import HTML5Translator
 
+    from amp_book.figures import themed_svg
     from amp_lesson.plotting import label_svg
 
     def visit(self: Any, node: nodes.Element) -> None:
@@ -113,11 +116,25 @@ def _inline_figures(app: Sphinx) -> None:
                         type="amp_lesson",
                         subtype="figure_alt",
                     )
+                svg = themed_svg(svg)
                 self.body.append(label_svg(svg, alt) if alt else svg)
                 raise nodes.SkipNode
         HTML5Translator.visit_image(self, node)
 
     app.add_node(nodes.image, override=True, html=(visit, HTML5Translator.depart_image))
+
+
+def _theme_glued_figures(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Theme the figures a page holds as HTML (glued by
+    :func:`amp_lesson.plotting.figure_html`), as :func:`_inline_figures` themes the rest."""
+    from amp_book.figures import theme_figures_in
+
+    for node in list(doctree.findall(nodes.raw)):
+        text = node.astext()
+        if "html" in node.get("format", "").split() and INLINE_SVG_MARK in text:
+            themed = theme_figures_in(text)
+            if themed != text:
+                node.replace_self(nodes.raw(themed, themed, format=node["format"]))
 
 
 # -- header buttons ------------------------------------------------------------------
@@ -164,7 +181,7 @@ def _name_the_reference_sections(
     """Tell the search page's script which pages are reference sections (it ranks them last)."""
     if pagename != "search":
         return
-    patterns = " ".join(app.config.amp_lesson_reference_pages)
+    patterns = " ".join(book_config(app).reference_pages)
     tag = f'<meta name="amp-lesson-reference-pages" content="{html.escape(patterns)}">\n'
     context["metatags"] = context.get("metatags", "") + tag
 
@@ -173,7 +190,7 @@ def _keep_the_reading_path_to_itself(
     app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
 ) -> None:
     """No "Previous" or "Next" link between two sections (the reading path is one)."""
-    patterns = app.config.amp_lesson_reference_pages
+    patterns = book_config(app).reference_pages
     relations = getattr(app.builder, "relations", {}) or {}
     _, previous, following = relations.get(pagename, [None, None, None])
     here = section_of(pagename, patterns)
@@ -540,7 +557,7 @@ def _bibliography_entries_as_list_items(
 
 
 def setup(app: Sphinx) -> dict[str, bool]:
-    app.add_config_value("amp_lesson_reference_pages", [], "html", types=[list])
+    app.connect("doctree-resolved", _theme_glued_figures)
     app.connect("html-page-context", _bibliography_entries_as_list_items)
     app.connect("config-inited", add_static_path)
     app.add_css_file("amp_lesson.css")

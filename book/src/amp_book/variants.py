@@ -33,7 +33,8 @@ from sphinx.util.docutils import SphinxDirective
 
 from amp_book import pages
 from amp_book.corrections import PageStore, page_link, write_again_after_reads
-from amp_lesson.claims import CLAIM_RECORD_PREFIX, sentences
+from amp_book.outcomes import sentences
+from amp_lesson.claims import CLAIM_RECORD_PREFIX
 
 VARIANT_CLASS = "amp-claim-variant"
 """Class of each wording on the list; the prose check reads it as the run's own text."""

@@ -40,6 +40,7 @@ __all__ = [
     "SCHEMA_FILE",
     "Recording",
     "RecordingError",
+    "driver_version",
     "load_recordings",
     "record",
     "slugify",
@@ -292,8 +293,21 @@ def slugify(name: str) -> str:
     return slug
 
 
-def _driver_version() -> str | None:
-    """The NVIDIA driver version from ``nvidia-smi``, or ``None`` without it."""
+def driver_version() -> str | None:
+    """The NVIDIA driver version from ``nvidia-smi``, or ``None`` without it.
+
+    A recording's provenance names it beside the GPU.
+
+    Returns
+    -------
+    str or None
+        The version, such as ``"580.159.03"``.
+
+    Examples
+    --------
+    >>> driver_version() is None or driver_version()[0].isdigit()
+    True
+    """
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
@@ -315,7 +329,7 @@ def _provenance(device: torch.device) -> dict[str, Any]:
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     return {
         "gpu_name": torch.cuda.get_device_name(device),
-        "driver_version": _driver_version(),
+        "driver_version": driver_version(),
         "cuda_version": torch.version.cuda,
         "cudnn_version": None if cudnn is None else str(cudnn),
         "compute_capability": f"{major}.{minor}",

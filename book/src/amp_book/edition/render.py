@@ -30,6 +30,7 @@ from sphinx.config import Config
 from sphinx.util import logging
 
 from amp_book import pages, workdirs
+from amp_book.config import book_config, reread
 from amp_book.edition import ran, store
 from amp_book.edition.store import (
     CURRENT,
@@ -349,7 +350,7 @@ def in_edition(app: Sphinx) -> bool:
 def _state(app: Sphinx) -> dict[str, Any]:
     state = getattr(app, "_amp_lesson_edition_state", None)
     if state is None:
-        state = json.loads(Path(app.config.amp_lesson_edition).read_text(encoding="utf-8"))
+        state = json.loads(Path(book_config(app).edition).read_text(encoding="utf-8"))
         app._amp_lesson_edition_state = state  # type: ignore[attr-defined]
     return state
 
@@ -391,10 +392,11 @@ LIVE_INVENTORY = "live"
 
 def _configure(app: Sphinx, config: Config) -> None:
     """Load the stored editions (live build), or set up the rendering of one (edition build)."""
-    if config.amp_lesson_edition:
+    if book_config(app).edition:
         state = _state(app)
         config.nb_execution_mode = "off"
         config.amp_lesson_pdf = "no"
+        reread(app)
         # Links into the pages only the live edition has (the API reference, the authors'
         # guide) resolve through the live build's inventory, relative to this site's root.
         # The book's inventories of other projects' documentation stay (amp_book.apilinks).
@@ -408,10 +410,10 @@ def _configure(app: Sphinx, config: Config) -> None:
             if hasattr(config, "ogp_site_url"):
                 config.ogp_site_url = config.html_baseurl
         return
-    if not config.amp_lesson_editions.strip():  # none wanted (the live preview)
+    if not book_config(app).editions.strip():  # none wanted (the live preview)
         app._amp_lesson_editions = []  # type: ignore[attr-defined]
         return
-    root = Path(app.confdir) / config.amp_lesson_editions
+    root = Path(app.confdir) / book_config(app).editions
     config.amp_lesson_editions_key = editions_key(root)
     memo = workdirs.editions_folder(app.outdir) / CHECKS_MEMO
     memo.parent.mkdir(parents=True, exist_ok=True)
@@ -452,7 +454,7 @@ def _summary(edition: Edition) -> dict[str, str]:
 def _in_editions(app: Sphinx, docname: str) -> bool:
     from amp_book.theme import section_of
 
-    return section_of(docname, app.config.amp_lesson_reference_pages) is None
+    return section_of(docname, book_config(app).reference_pages) is None
 
 
 def _add_line(
@@ -471,7 +473,7 @@ def _add_line(
         href = relative_url(pagename, f"{EDITIONS_URL}/{edition.slug}/{pagename}.html")
         words += live_words(states[edition.slug], _summary(edition), href)
     context["body"] = onto_provenance(context.get("body", ""), words)
-    face = face_of(editions, states) if app.config.amp_lesson_editions_open else None
+    face = face_of(editions, states) if book_config(app).editions_open else None
     if face is not None:
         href = relative_url(pagename, f"{EDITIONS_URL}/{face}/{pagename}.html")
         context["metatags"] = opening_script(href) + context.get("metatags", "")
@@ -596,27 +598,14 @@ def _forget_output(work: Path, doc: str) -> None:
         stale.unlink(missing_ok=True)
 
 
-def prepare_edition(app: Sphinx, edition: Edition) -> dict[str, Any]:
-    """Write ``edition``'s sources and state; return how the build tool builds and copies it.
-
-    Its sources are written to ``<outdir>.work/editions/<slug>/`` (each file only
-    when it changed, so Sphinx reads again only those). The entry names the Sphinx
-    command's parts (sources, configuration, output, doctrees, the settings that make it a
-    stored edition: nothing executed), whether anything it depends on changed since its last
-    build (``stamp``), and where its site goes (``target``).
-    """
+def _edition_sources(
+    app: Sphinx, edition: Edition, docs: list[str], kept: set[str], forwarded: list[str]
+) -> tuple[dict[str, PageState], dict[Path, bytes]]:
+    """Each page's state in ``edition`` and the source its build reads: the recording
+    (with today's prose where it is current), a stub, or today's page; a forwarding page for
+    each section the edition leaves to the live book."""
     env = app.env
     srcdir = Path(app.srcdir)
-    work = workdirs.editions_folder(app.outdir) / edition.slug
-    tree = work / "tree"
-    src = tree / srcdir.name
-    docs = sorted(d for d in env.found_docs if _in_editions(app, d))
-    kept = set(docs)
-    # The sections an edition leaves to the live book keep their entries in its sidebar.
-    forwarded = sorted(
-        {d for doc in docs for d in env.toctree_includes.get(doc, []) if d not in kept}
-    )
-    kept.update(forwarded)
     states: dict[str, PageState] = {}
     wanted: dict[Path, bytes] = {}
     for doc in docs:
@@ -638,6 +627,12 @@ def prepare_edition(app: Sphinx, edition: Edition) -> dict[str, Any]:
         title = env.titles[doc].astext() if doc in env.titles else doc
         live = relative_url(doc, LIVE_ROOT + f"{doc}.html")
         wanted[Path(f"{doc}.md")] = forward_page(title, live).encode()
+    return states, wanted
+
+
+def _put_in_place(src: Path, wanted: dict[Path, bytes], work: Path) -> None:
+    """Write each source that changed, remove those the edition no longer has, and the
+    output of a page it no longer has."""
     for rel, data in wanted.items():
         write_if_changed(src / rel, data)
     if src.is_dir():
@@ -652,12 +647,41 @@ def prepare_edition(app: Sphinx, edition: Edition) -> dict[str, Any]:
         doc = doctree.relative_to(work / "doctrees").with_suffix("").as_posix()
         if doc not in sources:
             _forget_output(work, doc)
-    # The pages' relative includes (``../../src/...``) find what lies beside the sources.
+
+
+def _link_what_lies_beside(srcdir: Path, tree: Path) -> None:
+    """The pages' relative includes (``../../src/...``) find what lies beside the sources."""
     for entry in sorted(srcdir.parent.iterdir()):
         link = tree / entry.name
         if entry.name == srcdir.name or entry.name.startswith(".") or link.is_symlink():
             continue
         link.symlink_to(entry.resolve(), target_is_directory=entry.is_dir())
+
+
+def prepare_edition(app: Sphinx, edition: Edition) -> dict[str, Any]:
+    """Write ``edition``'s sources and state; return how the build tool builds and copies it.
+
+    Its sources are written to ``<outdir>.work/editions/<slug>/`` (each file only
+    when it changed, so Sphinx reads again only those). The entry names the Sphinx
+    command's parts (sources, configuration, output, doctrees, the settings that make it a
+    stored edition: nothing executed), whether anything it depends on changed since its last
+    build (``stamp``), and where its site goes (``target``).
+    """
+    env = app.env
+    srcdir = Path(app.srcdir)
+    work = workdirs.editions_folder(app.outdir) / edition.slug
+    tree = work / "tree"
+    src = tree / srcdir.name
+    docs = sorted(d for d in env.found_docs if _in_editions(app, d))
+    kept = set(docs)
+    # The sections an edition leaves to the live book keep their entries in its sidebar.
+    forwarded = sorted(
+        {d for doc in docs for d in env.toctree_includes.get(doc, []) if d not in kept}
+    )
+    kept.update(forwarded)
+    states, wanted = _edition_sources(app, edition, docs, kept, forwarded)
+    _put_in_place(src, wanted, work)
+    _link_what_lies_beside(srcdir, tree)
     state_file = work / "state.json"
     state_data = {
         **_summary(edition),
@@ -754,16 +778,9 @@ def only_checked_markup(app: Sphinx, doctree: Any, docname: str) -> None:
 
 
 def setup(app: Sphinx) -> dict[str, bool]:
-    # The folder of stored editions, from the configuration folder ("_editions").
-    # (What it holds is in amp_lesson_editions_key: naming another folder alone changes nothing.)
-    app.add_config_value("amp_lesson_editions", "_editions", "", types=[str])
-    # A new recording changes every page's line: every page is written again.
-    app.add_config_value("amp_lesson_editions_key", "", "html", types=[str])
-    # Whether a live page a GPU has run as it stands opens on that run (face_of); else
-    # this build is the book's face and its line leads to the GPU's run.
-    app.add_config_value("amp_lesson_editions_open", True, "html", types=[bool])
-    # Set (to the rendering's state file) only in the build of a stored edition.
-    app.add_config_value("amp_lesson_edition", "", "env", types=[str])
+    # The settings (amp_lesson_editions, _editions_open, _edition, _editions_key) are
+    # amp_book.config's; what a folder holds is in amp_lesson_editions_key, so naming another
+    # folder alone changes nothing.
     app.connect("config-inited", _configure, priority=60)
     app.connect("html-page-context", _add_line, priority=600)
     app.connect("env-get-outdated", _pages_whose_state_changed)

@@ -513,11 +513,11 @@ def record_provenance(device: str | None = None) -> dict[str, Any]:
         "commit": _git_commit(),
     }
     if dev.type == "cuda":
-        from amp_lesson.bench.recording import _driver_version
+        from amp_lesson.bench.recording import driver_version
 
         major, minor = torch.cuda.get_device_capability(dev)
         provenance.update(
-            driver_version=_driver_version(),
+            driver_version=driver_version(),
             cuda_version=torch.version.cuda,
             compute_capability=f"{major}.{minor}",
         )

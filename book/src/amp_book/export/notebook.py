@@ -38,18 +38,18 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from amp_book.myst import (
+from amp_book.export.markdown import (
     GLUE_CLOSE,
     GLUE_OPEN,
+    Context,
     GlueValues,
-    _as_text,
-    _Context,
-    _doc_link,
-    _is_glue_output,
+    as_text,
+    doc_link,
     glue_values_from_outputs,
+    is_glue_output,
     myst_to_markdown,
 )
-from amp_book.targets import _blocks
+from amp_book.export.targets import blocks
 from amp_book.urls import documentation_url, install_cell_source, repository_url
 from amp_lesson import __version__
 from amp_lesson.notebook import (
@@ -179,10 +179,10 @@ def text_cell(text: str, glue: GlueValues, built_on: str) -> dict[str, Any]:
     template = _template(text)
 
     def plain(key: str) -> str:
-        return _as_text(glue[key].get("text/plain", ""))
+        return as_text(glue[key].get("text/plain", ""))
 
     def markdown(key: str) -> str:
-        return _as_text(glue[key].get("text/markdown", glue[key].get("text/plain", "")))
+        return as_text(glue[key].get("text/markdown", glue[key].get("text/plain", "")))
 
     passage = substitute(template, plain, markdown, lambda key: bundle_markup(glue[key]))
     outputs = [_markdown_output(passage), _markdown_output(build_label(built_on))]
@@ -217,7 +217,7 @@ def _is_plain_prose(cell: Mapping[str, Any]) -> bool:
     """A Markdown cell with no heading and no attachment: it may be printed with its neighbours."""
     if cell["cell_type"] != "markdown" or cell.get("attachments"):
         return False
-    return not any(t.type == "heading_open" for t in _blocks(_as_text(cell["source"])))
+    return not any(t.type == "heading_open" for t in blocks(as_text(cell["source"])))
 
 
 def fold_book_cells(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -290,12 +290,12 @@ def _folded(run: list[dict[str, Any]]) -> dict[str, Any]:
             label = cell[_FOLD]["label"]
             tags.add(TEXT_CELL_TAG)
         elif cell["cell_type"] == "markdown":
-            text = _as_text(cell["source"])
+            text = as_text(cell["source"])
             templates.append(text)
             passages.append(text)
         else:
             flush()
-            sources.append(_as_text(cell["source"]))
+            sources.append(as_text(cell["source"]))
             outputs.extend(cell.get("outputs", []))
             tags |= set(cell["metadata"].get("tags", []))
     flush()
@@ -362,7 +362,7 @@ def build_device(executed: Mapping[str, Any]) -> str | None:
     """
     for cell in executed.get("cells", []):
         for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
-            text = _as_text((output.get("data") or {}).get("text/plain", ""))
+            text = as_text((output.get("data") or {}).get("text/plain", ""))
             m = re.match(r"^Provenance\(.*?\bdevice_name='([^']+)'", text)
             if m:
                 return m[1]
@@ -447,7 +447,7 @@ def export_notebook(
     cells: list[dict[str, Any]] = []
     heading = ""  # the last heading above: a solution's cells name its exercise
     for cell in copy.deepcopy(list(nb.get("cells", []))):
-        source = _as_text(cell.get("source", ""))
+        source = as_text(cell.get("source", ""))
         tags = set((cell.get("metadata") or {}).get("tags", []))
         if cell["cell_type"] == "markdown" and "remove-cell" not in tags:
             heading = _add_markdown(cells, *to_markdown(source), glue, built_on, heading)
@@ -478,7 +478,27 @@ def export_notebook(
         # Colab opens the notebook on a GPU runtime (a T4, its free one) where it can.
         **COLAB_GPU,
     }
+    _theme_figures(all_cells)
     return {"cells": all_cells, "metadata": metadata, "nbformat": 4, "nbformat_minor": 5}
+
+
+def _theme_figures(cells: list[dict[str, Any]]) -> None:
+    """Theme each figure the cells hold, in their outputs and in the run's values they
+    carry (:func:`amp_book.figures.themed_svg`), as the page themes them: drawn on a
+    transparent background, a figure follows the notebook's light or dark theme.
+
+    >>> cells = [{"cell_type": "code", "outputs": [{"data": {
+    ...     "image/svg+xml": '<svg class="amp-svg"><path style="fill: #000000"/></svg>'}}]}]
+    >>> _theme_figures(cells)
+    >>> "light-dark(#000000, #ffffff)" in cells[0]["outputs"][0]["data"]["image/svg+xml"]
+    True
+    """
+    from amp_book.figures import theme_figures_within as themed
+
+    for cell in cells:
+        for key in ("outputs", "metadata"):
+            if key in cell:
+                cell[key] = themed(cell[key])
 
 
 def _add_markdown(
@@ -528,7 +548,7 @@ def _add_code(
     code = rewrite_glue_imports(source)
     if not code.strip():
         return
-    outputs = [o for o in cell.get("outputs", []) if not _is_glue_output(o)]
+    outputs = [o for o in cell.get("outputs", []) if not is_glue_output(o)]
     metadata: dict[str, Any] = {"tags": sorted(tags)} if tags else {}
     if {"remove-cell", "hide-input", "remove-input"} & tags:
         # The page hides this cell, but later cells may use what it defines: keep
@@ -562,7 +582,7 @@ def _head(
     )
     intro = (
         f"This notebook is a page of the book *Mixed precision in PyTorch* "
-        f"([read it online]({_doc_link('/' + docname, _Context({}, docs_url, docname))})), "
+        f"([read it online]({doc_link('/' + docname, Context({}, docs_url, docname))})), "
         f"{where}. It runs in plain Jupyter or Colab: the next cell installs the book's "
         f"package `amp_lesson` {version} from [its repository]({repository}) where it is missing. "
         "Its text and figures are under [CC BY 4.0](https://creativecommons.org/licenses/by/4.0/), "
@@ -585,7 +605,7 @@ def export_script(nb: Mapping[str, Any]) -> str:
     """
     out = ['"""' + _script_title(nb) + '"""', ""]
     for cell in nb.get("cells", []):
-        source = _as_text(cell.get("source", ""))
+        source = as_text(cell.get("source", ""))
         tags = (cell.get("metadata") or {}).get("tags", [])
         if cell.get("cell_type") == "markdown":
             comment = "\n".join(f"# {line}".rstrip() for line in source.splitlines())
@@ -609,7 +629,7 @@ def export_script(nb: Mapping[str, Any]) -> str:
 def _script_title(nb: Mapping[str, Any]) -> str:
     for cell in nb.get("cells", []):
         if cell.get("cell_type") == "markdown":
-            m = re.search(r"^# (.+)$", _as_text(cell.get("source", "")), re.MULTILINE)
+            m = re.search(r"^# (.+)$", as_text(cell.get("source", "")), re.MULTILINE)
             if m:
                 return f"{m[1]}: a page of the book Mixed precision in PyTorch, as a script."
     return "A page of the book Mixed precision in PyTorch, as a script."

@@ -14,11 +14,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-_DIRECTIVE_INFO = re.compile(r"^\{(?P<name>[\w:-]+)\}(?P<arg>.*)$")
+DIRECTIVE_INFO = re.compile(r"^\{(?P<name>[\w:-]+)\}(?P<arg>.*)$")
 _OPTION = re.compile(r"^:(?P<key>[\w-]+):(?:\s+(?P<value>.*))?$")
 
 
-def _split_options(lines: list[str]) -> tuple[dict[str, str], list[str]]:
+def split_options(lines: list[str]) -> tuple[dict[str, str], list[str]]:
     options: dict[str, str] = {}
     i = 0
     if lines and lines[0].strip() == "---":  # YAML block of options
@@ -39,21 +39,21 @@ def _split_options(lines: list[str]) -> tuple[dict[str, str], list[str]]:
 TERM_PREFIX = "term:"
 
 
-def _blocks(text: str) -> Iterator[Any]:
+def blocks(text: str) -> Iterator[Any]:
     """The tokens of the MyST ``text``, and in turn those of each directive's content that is
     MyST (a literal one's, :data:`_LITERAL_DIRECTIVES`, is not: a heading in it is none)."""
     from amp_book.pages import markdown_parser
 
     for token in markdown_parser().parse(text):
         yield token
-        directive = _DIRECTIVE_INFO.match(token.info) if "fence" in token.type else None
+        directive = DIRECTIVE_INFO.match(token.info) if "fence" in token.type else None
         if directive and directive["name"] not in _LITERAL_DIRECTIVES:
-            yield from _blocks("\n".join(_split_options(token.content.splitlines())[1]))
+            yield from blocks("\n".join(split_options(token.content.splitlines())[1]))
 
 
 def _glossary_terms(token: Any) -> list[str]:
     """The terms a ``{glossary}`` token defines: its content's unindented lines, less options."""
-    directive = _DIRECTIVE_INFO.match(token.info) if "fence" in token.type else None
+    directive = DIRECTIVE_INFO.match(token.info) if "fence" in token.type else None
     if directive is None or directive["name"] != "glossary":
         return []
     lines = token.content.splitlines()
@@ -91,7 +91,7 @@ def titles_and_labels(
                 continue
             if cell.kind != "markdown":
                 continue
-            tokens = list(_blocks(cell.source))
+            tokens = list(blocks(cell.source))
             for i, token in enumerate(tokens):
                 for term in _glossary_terms(token):
                     labels[TERM_PREFIX + term.lower()] = (doc, _make_id(f"term-{term}"), term)
@@ -102,7 +102,7 @@ def titles_and_labels(
                     heading = [t.type for t in after[:1]] == ["heading_open"]
                     title = _smart(after[1].content) if heading else ""
                     block = (
-                        _DIRECTIVE_INFO.match(after[0].info)
+                        DIRECTIVE_INFO.match(after[0].info)
                         if after and "fence" in after[0].type
                         else None
                     )

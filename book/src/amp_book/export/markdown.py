@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from amp_book.corrections import TITLE as CORRECTION_TITLE
+from amp_book.export.targets import DIRECTIVE_INFO, TERM_PREFIX, split_options
 from amp_book.kickers import KICKERS
 from amp_book.kickers import kicker as kicker_of
-from amp_book.targets import _DIRECTIVE_INFO, TERM_PREFIX, _split_options
 from amp_lesson.notebook import (
     format_glued_text,
     split_role,
@@ -46,7 +46,7 @@ def glue_values_from_outputs(nb: Mapping[str, Any]) -> dict[str, dict[str, Any]]
     return values
 
 
-def _is_glue_output(output: Mapping[str, Any]) -> bool:
+def is_glue_output(output: Mapping[str, Any]) -> bool:
     return "scrapbook" in (output.get("metadata") or {})
 
 
@@ -54,7 +54,7 @@ def _is_glue_output(output: Mapping[str, Any]) -> bool:
 
 
 @dataclass
-class _Context:
+class Context:
     glue: GlueValues
     docs_url: str
     docname: str
@@ -127,7 +127,7 @@ def myst_to_markdown(
     >
     > FP16 tops out at 65504.
     """
-    ctx = _Context(
+    ctx = Context(
         glue=glue,
         docs_url=docs_url.rstrip("/"),
         docname=docname,
@@ -156,7 +156,7 @@ def _tidy(text: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(line.rstrip() for line in text.splitlines())).strip()
 
 
-def _convert_block(lines: list[str], ctx: _Context) -> str:
+def _convert_block(lines: list[str], ctx: Context) -> str:
     """``lines`` of MyST as plain Markdown, block by block as MyST-Parser reads them.
 
     A directive (a ``fence`` or ``colon_fence`` token whose info is ``{name} argument``)
@@ -176,9 +176,9 @@ def _convert_block(lines: list[str], ctx: _Context) -> str:
         done = end
         if token.type in ("myst_target", "myst_line_comment"):
             continue
-        directive = _DIRECTIVE_INFO.match(token.info) if "fence" in token.type else None
+        directive = DIRECTIVE_INFO.match(token.info) if "fence" in token.type else None
         if directive:
-            options, body = _split_options(token.content.splitlines())
+            options, body = split_options(token.content.splitlines())
             out.append(_directive(directive["name"], directive["arg"].strip(), options, body, ctx))
         elif token.type == "fence":
             out.extend(lines[start:end])
@@ -188,7 +188,7 @@ def _convert_block(lines: list[str], ctx: _Context) -> str:
     return "\n".join(out)
 
 
-def _inline(line: str, ctx: _Context) -> str:
+def _inline(line: str, ctx: Context) -> str:
     """Roles in ``line`` replaced; code spans that are not roles left as they are."""
     out: list[str] = []
     i = 0
@@ -220,12 +220,12 @@ def _split_title_target(content: str) -> tuple[str, str]:
     return (m["title"], m["target"]) if m else ("", content)
 
 
-def _doc_link(target: str, ctx: _Context) -> str:
+def doc_link(target: str, ctx: Context) -> str:
     """The online address of document ``target`` (relative to ``ctx.docname``, or absolute)."""
     return f"{ctx.docs_url}/{_resolve_doc(target, ctx)}.html"
 
 
-def _resolve_doc(target: str, ctx: _Context) -> str:
+def _resolve_doc(target: str, ctx: Context) -> str:
     if target.startswith("/"):
         path = target.lstrip("/")
     else:
@@ -241,7 +241,7 @@ def _resolve_doc(target: str, ctx: _Context) -> str:
     return path
 
 
-def _glued(key: str, ctx: _Context) -> Mapping[str, Any] | None:
+def _glued(key: str, ctx: Context) -> Mapping[str, Any] | None:
     key = key.split("::")[-1]
     if key not in ctx.glue:
         ctx.missing.append(key)
@@ -249,7 +249,7 @@ def _glued(key: str, ctx: _Context) -> Mapping[str, Any] | None:
     return ctx.glue[key]
 
 
-def _role(name: str, content: str, ctx: _Context) -> str:
+def _role(name: str, content: str, ctx: Context) -> str:
     if name in ("glue:text", "glue", "glue:any", "glue:md"):
         key, spec = split_role(name.partition(":")[2] or None, content)
         bundle = _glued(key, ctx)
@@ -258,14 +258,14 @@ def _role(name: str, content: str, ctx: _Context) -> str:
         if ctx.keep_glue:
             return f"{GLUE_OPEN}{{{name}}}`{content}`{GLUE_CLOSE}"
         if name == "glue:md" and "text/markdown" in bundle:
-            return _as_text(bundle["text/markdown"])
-        return format_glued_text(_as_text(bundle.get("text/plain", "")), spec)
+            return as_text(bundle["text/markdown"])
+        return format_glued_text(as_text(bundle.get("text/plain", "")), spec)
     if name == "doc":
         title, target = _split_title_target(content)
         if ctx.strict and _resolve_doc(target, ctx) not in ctx.titles:
             ctx.unresolved.append(f"{{doc}}`{content}`")
         title = title or ctx.titles.get(_resolve_doc(target, ctx), target.split("/")[-1])
-        return f"[{title}]({_doc_link(target, ctx)})"
+        return f"[{title}]({doc_link(target, ctx)})"
     if name in ("ref", "numref"):
         title, target = _split_title_target(content)
         doc, anchor, section = ctx.labels.get(target, ("", "", ""))
@@ -329,7 +329,7 @@ def bibliography(path: Path) -> dict[str, tuple[str, str, str]]:
     return _BIBLIOGRAPHIES[path]
 
 
-def _citation(name: str, content: str, ctx: _Context) -> str:
+def _citation(name: str, content: str, ctx: Context) -> str:
     """A citation as the book prints it (``amp_book.citations``), each linked to the work:
     "Micikevicius et al. (2018)" for ``{cite:t}``, "(Micikevicius et al., 2018)" otherwise."""
     bib = bibliography(ctx.source_dir / BIBLIOGRAPHY) if ctx.source_dir else {}
@@ -346,7 +346,7 @@ def _citation(name: str, content: str, ctx: _Context) -> str:
     return "; ".join(parts) if name == "cite:t" else f"({'; '.join(parts)})"
 
 
-def _py_reference(kind: str, content: str, ctx: _Context) -> str:
+def _py_reference(kind: str, content: str, ctx: Context) -> str:
     """A Python role (``{py:func}`~amp_lesson.scaler.simulate```) as a link to the API reference.
 
     The words are Sphinx's: the last name after ``~``, with ``()`` for a function or
@@ -392,7 +392,7 @@ def _is_object(dotted: str) -> bool:
     return False
 
 
-def _as_text(data: Any) -> str:
+def as_text(data: Any) -> str:
     return "".join(data) if isinstance(data, list) else str(data)
 
 
@@ -415,7 +415,7 @@ def _details(summary: str, body: str) -> str:
     return f"<details>\n<summary>{summary}</summary>\n\n{body.strip()}\n\n</details>\n"
 
 
-def _directive(name: str, arg: str, options: dict[str, str], body: list[str], ctx: _Context) -> str:
+def _directive(name: str, arg: str, options: dict[str, str], body: list[str], ctx: Context) -> str:
     inner = _convert_block(body, ctx)
     if name in ADMONITIONS:
         return "\n" + _quote(_inline(arg, ctx) or ADMONITIONS[name], inner) + "\n"
@@ -444,7 +444,7 @@ def _directive(name: str, arg: str, options: dict[str, str], body: list[str], ct
         caption = f"\n\n*{inner.strip()}*" if inner.strip() else ""
         return f"\n![{alt}]({arg}){caption}\n"
     if name in PLAYGROUNDS:
-        link = _doc_link("/" + ctx.docname, ctx) if ctx.docname else ctx.docs_url
+        link = doc_link("/" + ctx.docname, ctx) if ctx.docname else ctx.docs_url
         note = f"*The {PLAYGROUNDS[name]} is interactive in [the online book]({link}).*"
         # Their bodies introduce the site's static versions, absent here.
         hint = IN_A_NOTEBOOK[name]
@@ -499,7 +499,7 @@ IN_A_NOTEBOOK = {
 }
 
 
-def _literal_include(arg: str, options: dict[str, str], ctx: _Context) -> str:
+def _literal_include(arg: str, options: dict[str, str], ctx: Context) -> str:
     """A ``literalinclude`` as the fenced code block Sphinx shows (same options, same reader)."""
     if ctx.source_dir is None:
         raise ValueError(f"{ctx.docname or 'cell'}: a literalinclude needs source_dir to be read")
@@ -518,7 +518,7 @@ def _literal_include(arg: str, options: dict[str, str], ctx: _Context) -> str:
     return f"```{options.get('language', '')}\n{text.rstrip()}\n```"
 
 
-def _glue_block(key: str, options: dict[str, str], caption: str, ctx: _Context) -> str:
+def _glue_block(key: str, options: dict[str, str], caption: str, ctx: Context) -> str:
     bundle = _glued(key, ctx)
     if bundle is None:
         return ""
@@ -529,21 +529,21 @@ def _glue_block(key: str, options: dict[str, str], caption: str, ctx: _Context) 
     for mime, ext in (("image/png", "png"), ("image/jpeg", "jpg")):
         if mime in bundle:
             name = f"{key}.{ext}"
-            ctx.attachments[name] = {mime: _as_text(bundle[mime]).replace("\n", "")}
+            ctx.attachments[name] = {mime: as_text(bundle[mime]).replace("\n", "")}
             text = f"![{alt}](attachment:{name})"
             break
     else:
         if "image/svg+xml" in bundle:
-            svg = _as_text(bundle["image/svg+xml"]).encode()
+            svg = as_text(bundle["image/svg+xml"]).encode()
             data = base64.b64encode(svg).decode()
             ctx.attachments[f"{key}.svg"] = {"image/svg+xml": data}
             text = f"![{alt}](attachment:{key}.svg)"
         elif "text/markdown" in bundle:
-            text = _as_text(bundle["text/markdown"])
+            text = as_text(bundle["text/markdown"])
         elif "text/html" in bundle:
-            text = _as_text(bundle["text/html"])
+            text = as_text(bundle["text/html"])
         else:
-            text = "```\n" + format_glued_text(_as_text(bundle.get("text/plain", "")), "") + "\n```"
+            text = "```\n" + format_glued_text(as_text(bundle.get("text/plain", "")), "") + "\n```"
     return text + (f"\n\n*{caption.strip()}*" if caption.strip() else "")
 
 
@@ -608,7 +608,7 @@ def _cells(row: str) -> list[str]:
 
 
 def _selfcheck(
-    name: str, question: str, options: dict[str, str], body: list[str], ctx: _Context
+    name: str, question: str, options: dict[str, str], body: list[str], ctx: Context
 ) -> str:
     """A self-check as Markdown: its question, what to do, and the answer folded below."""
     kicker = options.get("title") or kicker_of(name, options.get("mode"))
@@ -617,7 +617,7 @@ def _selfcheck(
     return f"{head}\n\n" + write(options, body, ctx)
 
 
-def _choice(options: dict[str, str], body: list[str], ctx: _Context) -> str:
+def _choice(options: dict[str, str], body: list[str], ctx: Context) -> str:
     md = lambda lines: _convert_block(lines, ctx)
     mode = options.get("mode", "single")
     before, items, after = _first_list(body)
@@ -640,14 +640,14 @@ def _choice(options: dict[str, str], body: list[str], ctx: _Context) -> str:
     return f"{md(before)}\n\n{how}\n\n{shown}\n\n" + _details("Answer", "\n".join(answer))
 
 
-def _predict(options: dict[str, str], body: list[str], ctx: _Context) -> str:
+def _predict(options: dict[str, str], body: list[str], ctx: Context) -> str:
     answer = _inline(options.get("answer", ""), ctx) + "\n\n" + _convert_block(body, ctx)
     return "Write down your prediction before you open the answer.\n\n" + _details(
         "Answer", "**Answer:** " + answer
     )
 
 
-def _sort(options: dict[str, str], body: list[str], ctx: _Context) -> str:
+def _sort(options: dict[str, str], body: list[str], ctx: Context) -> str:
     md = lambda lines: _convert_block(lines, ctx)
     buckets = [b.strip() for b in options.get("buckets", "").split("|") if b.strip()]
     before, items, after = _first_list(body)
@@ -663,7 +663,7 @@ def _sort(options: dict[str, str], body: list[str], ctx: _Context) -> str:
     )
 
 
-def _step_through(options: dict[str, str], body: list[str], ctx: _Context) -> str:
+def _step_through(options: dict[str, str], body: list[str], ctx: Context) -> str:
     md = lambda lines: _convert_block(lines, ctx)
     before, table, after = _table_split(body)
     if not table:
@@ -676,7 +676,7 @@ def _step_through(options: dict[str, str], body: list[str], ctx: _Context) -> st
     return f"{md(before)}\n\n{rows}{ask}\n\n" + _details("Answer", md(after))
 
 
-def _refill(options: dict[str, str], body: list[str], ctx: _Context) -> str:
+def _refill(options: dict[str, str], body: list[str], ctx: Context) -> str:
     md = lambda lines: _convert_block(lines, ctx)
     before, table, after = _table_split(body)
     if not table:
@@ -701,7 +701,7 @@ def _refill(options: dict[str, str], body: list[str], ctx: _Context) -> str:
     )
 
 
-def _discuss(options: dict[str, str], body: list[str], ctx: _Context) -> str:
+def _discuss(options: dict[str, str], body: list[str], ctx: Context) -> str:
     hint = options.get("hint")
     text = _convert_block(body, ctx)
     return text + ("\n\n" + _details("Hint", _inline(hint, ctx)) if hint else "")
