@@ -26,7 +26,15 @@ from bs4 import BeautifulSoup
 from helpers import BadPagesBuild, build_bad_pages, build_in_process
 
 import amp_book
-from amp_book.bit_explorer import MAX_NUMBER_LENGTH, format_parameters, read_number
+from amp_book import playground_text
+from amp_book.playground_text import (
+    MAX_NUMBER_LENGTH,
+    PATTERN_PREFIXES,
+    format_parameters,
+    read_number,
+    read_scaler_settings,
+    steps_pattern,
+)
 from amp_lesson import playground
 from amp_lesson.formats import FORMATS, store
 from amp_lesson.playground import (
@@ -35,14 +43,11 @@ from amp_lesson.playground import (
     EXPLORER_FORMATS,
     MAX_STEPS,
     NOT_STORED,
-    PATTERN_PREFIXES,
     class_text,
     event_text,
     every,
     explorer_rows,
-    read_scaler_settings,
     read_steps,
-    steps_pattern,
 )
 from amp_lesson.scaler import ScalerSimulator
 
@@ -187,7 +192,7 @@ def test_the_scripts_read_decimals_with_the_same_pattern_and_length_limit() -> N
     )
     assert f"var MAX_NUMBER_LENGTH = {MAX_NUMBER_LENGTH};" in floats
     for text in (floats, scaler):  # the one without backtracking
-        assert f"var DECIMAL = /^{playground._DECIMAL.pattern}$/;" in text
+        assert f"var DECIMAL = /^{playground_text.DECIMAL.pattern}$/;" in text
 
 
 def test_read_number_wants_a_string() -> None:

@@ -30,7 +30,11 @@ import pytest
 import torch
 from audit import serious_violations
 
-from amp_book.bit_explorer import read_number
+from amp_book.playground_text import (
+    read_number,
+    read_scaler_settings,
+    steps_pattern,
+)
 from amp_lesson.formats import FORMATS, store
 from amp_lesson.playground import (
     EVENT_TEXT,
@@ -40,10 +44,8 @@ from amp_lesson.playground import (
     describe_trace,
     event_text,
     explorer_rows,
-    read_scaler_settings,
     read_steps,
     scaler_trace,
-    steps_pattern,
 )
 from amp_lesson.scaler import run_torch_scaler, simulate
 

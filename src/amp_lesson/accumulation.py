@@ -47,6 +47,7 @@ against; more than half of its lines are docstrings, whose examples run as tests
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -647,6 +648,64 @@ def train_accumulated(
     return _result(model, log)
 
 
+# What the three AMP loops share of their documentation, written once: each docstring names
+# a piece as {piece}, filled in at import (so help(), the API reference and the docstring
+# checks read the whole text).
+_AMP_DOCS = {
+    "amp_inputs": """\
+model : torch.nn.Module
+    The model (FP32 parameters).
+optimizer : torch.optim.Optimizer
+    Its optimizer; it must hold every trainable parameter of ``model``
+    (freeze one with ``requires_grad_(False)``, not by leaving it out).
+X, y : torch.Tensor
+    The batch and its targets; ``X`` in the dtype of the model's parameters
+    (or float16/bfloat16, which autocast casts too).
+loss_fn : callable
+    ``loss_fn(output, target)``, a mean loss.
+""",
+    "amp_scaler": """\
+scaler_kwargs : dict, optional
+    Passed to ``GradScaler(device.type, **scaler_kwargs)``: ``init_scale``
+    (a float32 value > 0), ``growth_factor`` (> 1), ``backoff_factor`` (in
+    ``(0, 1)``), ``growth_interval`` (an int from 1 to ``2**63 - 1``) and
+    ``enabled`` (a bool), checked as :class:`~amp_lesson.scaler.ScalerSimulator`
+    checks its settings.
+dtype : {"fp16", "bf16"} or torch.dtype, default torch.float16
+    The autocast dtype.
+""",
+    "amp_device_returns": """\
+device : torch.device or str, optional
+    Move model and data there first (default: the model's device).
+
+Returns
+-------
+TrainResult
+    The final parameters, one :class:`StepLog` per step and the final scale.
+""",
+    "amp_raises": """\
+TypeError, ValueError
+    If an argument is of the wrong kind or out of range (the message names it),
+    among them an ``optimizer`` that misses some of the model's trainable
+    parameters (one built over another model's would train nothing), an ``X``
+    whose dtype the model's parameters cannot take, float16 parameters with
+    an enabled scaler (GradScaler refuses to unscale them), and
+    ``scaler_kwargs`` that GradScaler would refuse, or misread (an
+    ``init_scale`` beyond float32, an ``enabled`` that is not a bool).
+""",
+}
+
+
+def _amp_docs(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Fill in the shared pieces (:data:`_AMP_DOCS`) of ``func``'s docstring."""
+    doc = func.__doc__ or ""
+    for name, text in _AMP_DOCS.items():
+        doc = doc.replace("    {" + name + "}\n", textwrap.indent(text, "    "))
+    func.__doc__ = doc
+    return func
+
+
+@_amp_docs
 def train_amp(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -668,47 +727,18 @@ def train_amp(
 
     Parameters
     ----------
-    model : torch.nn.Module
-        The model (FP32 parameters).
-    optimizer : torch.optim.Optimizer
-        Its optimizer; it must hold every trainable parameter of ``model``
-        (freeze one with ``requires_grad_(False)``, not by leaving it out).
-    X, y : torch.Tensor
-        The batch and its targets; ``X`` in the dtype of the model's parameters
-        (or float16/bfloat16, which autocast casts too).
-    loss_fn : callable
-        ``loss_fn(output, target)``, a mean loss.
+    {amp_inputs}
     steps : int, default 1
         Optimizer steps.
-    scaler_kwargs : dict, optional
-        Passed to ``GradScaler(device.type, **scaler_kwargs)``: ``init_scale``
-        (a float32 value > 0), ``growth_factor`` (> 1), ``backoff_factor`` (in
-        ``(0, 1)``), ``growth_interval`` (an int from 1 to ``2**63 - 1``) and
-        ``enabled`` (a bool), checked as :class:`~amp_lesson.scaler.ScalerSimulator`
-        checks its settings.
-    dtype : {"fp16", "bf16"} or torch.dtype, default torch.float16
-        The autocast dtype.
+    {amp_scaler}
     clip_norm : float, optional
         Clip the gradient's 2-norm to it, after unscaling, so the threshold
         applies to the true gradient.
-    device : torch.device or str, optional
-        Move model and data there first (default: the model's device).
-
-    Returns
-    -------
-    TrainResult
-        The final parameters, one :class:`StepLog` per step and the final scale.
+    {amp_device_returns}
 
     Raises
     ------
-    TypeError, ValueError
-        If an argument is of the wrong kind or out of range (the message names it),
-        among them an ``optimizer`` that misses some of the model's trainable
-        parameters (one built over another model's would train nothing), an ``X``
-        whose dtype the model's parameters cannot take, float16 parameters with
-        an enabled scaler (GradScaler refuses to unscale them), and
-        ``scaler_kwargs`` that GradScaler would refuse, or misread (an
-        ``init_scale`` beyond float32, an ``enabled`` that is not a bool).
+    {amp_raises}
 
     Examples
     --------
@@ -726,6 +756,7 @@ def train_amp(
     )  # fmt: skip
 
 
+@_amp_docs
 def train_amp_accumulated(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -750,48 +781,19 @@ def train_amp_accumulated(
 
     Parameters
     ----------
-    model : torch.nn.Module
-        The model (FP32 parameters).
-    optimizer : torch.optim.Optimizer
-        Its optimizer; it must hold every trainable parameter of ``model``
-        (freeze one with ``requires_grad_(False)``, not by leaving it out).
-    X, y : torch.Tensor
-        The batch and its targets; ``X`` in the dtype of the model's parameters
-        (or float16/bfloat16, which autocast casts too).
-    loss_fn : callable
-        ``loss_fn(output, target)``, a mean loss.
+    {amp_inputs}
     n_accum : int
         Micro-batches per optimizer step; it must divide the batch size.
     steps : int, default 1
         Optimizer steps.
-    scaler_kwargs : dict, optional
-        Passed to ``GradScaler(device.type, **scaler_kwargs)``: ``init_scale``
-        (a float32 value > 0), ``growth_factor`` (> 1), ``backoff_factor`` (in
-        ``(0, 1)``), ``growth_interval`` (an int from 1 to ``2**63 - 1``) and
-        ``enabled`` (a bool), checked as :class:`~amp_lesson.scaler.ScalerSimulator`
-        checks its settings.
-    dtype : {"fp16", "bf16"} or torch.dtype, default torch.float16
-        The autocast dtype.
+    {amp_scaler}
     clip_norm : float, optional
         Clip the gradient's 2-norm to it, after unscaling.
-    device : torch.device or str, optional
-        Move model and data there first (default: the model's device).
-
-    Returns
-    -------
-    TrainResult
-        The final parameters, one :class:`StepLog` per step and the final scale.
+    {amp_device_returns}
 
     Raises
     ------
-    TypeError, ValueError
-        If an argument is of the wrong kind or out of range (the message names it),
-        among them an ``optimizer`` that misses some of the model's trainable
-        parameters (one built over another model's would train nothing), an ``X``
-        whose dtype the model's parameters cannot take, float16 parameters with
-        an enabled scaler (GradScaler refuses to unscale them), and
-        ``scaler_kwargs`` that GradScaler would refuse, or misread (an
-        ``init_scale`` beyond float32, an ``enabled`` that is not a bool).
+    {amp_raises}
 
     Examples
     --------
@@ -829,6 +831,7 @@ def train_amp_accumulated(
     return _result(model, log, scaler)
 
 
+@_amp_docs
 def train_amp_mistake(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -854,52 +857,23 @@ def train_amp_mistake(
 
     Parameters
     ----------
-    model : torch.nn.Module
-        The model (FP32 parameters).
-    optimizer : torch.optim.Optimizer
-        Its optimizer; it must hold every trainable parameter of ``model``
-        (freeze one with ``requires_grad_(False)``, not by leaving it out).
-    X, y : torch.Tensor
-        The batch and its targets; ``X`` in the dtype of the model's parameters
-        (or float16/bfloat16, which autocast casts too).
-    loss_fn : callable
-        ``loss_fn(output, target)``, a mean loss.
+    {amp_inputs}
     mistake : str
         One of :data:`MISTAKES`.
     n_accum : int, default 1
         Micro-batches per step; ``"raw_loss"`` only shows with ``n_accum > 1``.
     steps : int, default 1
         Optimizer steps.
-    scaler_kwargs : dict, optional
-        Passed to ``GradScaler(device.type, **scaler_kwargs)``: ``init_scale``
-        (a float32 value > 0), ``growth_factor`` (> 1), ``backoff_factor`` (in
-        ``(0, 1)``), ``growth_interval`` (an int from 1 to ``2**63 - 1``) and
-        ``enabled`` (a bool), checked as :class:`~amp_lesson.scaler.ScalerSimulator`
-        checks its settings.
-    dtype : {"fp16", "bf16"} or torch.dtype, default torch.float16
-        The autocast dtype.
+    {amp_scaler}
     clip_norm : float, optional
         Clip threshold; ``"clip_before_unscale"`` needs it.
-    device : torch.device or str, optional
-        Move model and data there first (default: the model's device).
-
-    Returns
-    -------
-    TrainResult
-        The final parameters, one :class:`StepLog` per step and the final scale.
+    {amp_device_returns}
 
     Raises
     ------
     RuntimeError
         From GradScaler itself under ``"no_update"``, on the second step.
-    TypeError, ValueError
-        If an argument is of the wrong kind or out of range (the message names it),
-        among them an ``optimizer`` that misses some of the model's trainable
-        parameters (one built over another model's would train nothing), an ``X``
-        whose dtype the model's parameters cannot take, float16 parameters with
-        an enabled scaler (GradScaler refuses to unscale them), and
-        ``scaler_kwargs`` that GradScaler would refuse, or misread (an
-        ``init_scale`` beyond float32, an ``enabled`` that is not a bool).
+    {amp_raises}
 
     Examples
     --------

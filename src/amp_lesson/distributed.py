@@ -334,12 +334,12 @@ class DDPRun:
     scaler_check: list[dict[str, Any]] | None = None
 
 
-def _model(seed: int) -> nn.Sequential:
+def worker_model(seed: int) -> nn.Sequential:
     """The model every run trains: ``Linear(2, 8) -> ReLU -> Linear(8, 1)``, seeded."""
     return make_mlp(2, 8, 1, seed=seed, device="cpu")
 
 
-def _shard(world_size: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+def rank_shard(world_size: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     X, y = make_toy_problem(device="cpu")
     return X.tensor_split(world_size)[rank], y.tensor_split(world_size)[rank]
 
@@ -357,7 +357,7 @@ def _poisoned_amp_step(
     whether its own loss was finite, whether its (scaled, all-reduced)
     gradients were, and whether its scaler skipped the step.
     """
-    model = nn.parallel.DistributedDataParallel(_model(config["seed"]))
+    model = nn.parallel.DistributedDataParallel(worker_model(config["seed"]))
     optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"])
     scaler = torch.amp.GradScaler("cpu")
     X = X.clone()
@@ -397,11 +397,11 @@ def _ddp_worker(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size
     )
     try:
-        X, y = _shard(world_size, rank)
+        X, y = rank_shard(world_size, rank)
         results = {}
         for mode in config["modes"]:
             model = nn.parallel.DistributedDataParallel(
-                _model(config["seed"]), bucket_cap_mb=config["bucket_cap_mb"]
+                worker_model(config["seed"]), bucket_cap_mb=config["bucket_cap_mb"]
             )
             counter = CallCounter()
             model.register_comm_hook(counter, counting_allreduce_hook)
@@ -571,6 +571,6 @@ def reference_full_batch(steps: int = 2, lr: float = 0.1, seed: int = 0) -> dict
     """
     check_seed("seed", seed)
     X, y = make_toy_problem(device="cpu")
-    model = _model(seed)
+    model = worker_model(seed)
     optimizer = torch.optim.SGD(model.parameters(), lr=check_positive("lr", lr))
     return train_full_batch(model, optimizer, X, y, nn.BCEWithLogitsLoss(), steps=steps).params

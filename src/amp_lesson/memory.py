@@ -457,10 +457,10 @@ def measure_activation_memory(
     check_input_dtype("x", x, model, autocast_dtype)
     device = place_model(model, device)
     x = x.to(device)
-    return _measure_saved(model, lambda: loss_fn(model(x)), [x], autocast_dtype, device)
+    return measure_saved(model, lambda: loss_fn(model(x)), [x], autocast_dtype, device)
 
 
-def _measure_saved(
+def measure_saved(
     model: nn.Module,
     run: Callable[[], torch.Tensor],
     inputs: list[torch.Tensor],

@@ -9,9 +9,8 @@ of truth serves both and the browser tests have a reference to compare with:
 
 - :func:`explorer_rows` -- the explorer's columns for a few values, the table a
   reader without JavaScript sees;
-- :func:`read_steps`, :func:`steps_pattern`, :func:`every` and
-  :func:`read_scaler_settings` -- the playground's input language for a
-  schedule of overflows and GradScaler's four arguments;
+- :func:`read_steps` and :func:`every` -- schedules of overflows, as the playground
+  writes them (``x..x``);
 - :func:`scaler_trace` and :func:`describe_trace` -- the playground's trace
   and its summary, the worked example a reader without JavaScript sees.
 
@@ -23,12 +22,10 @@ from __future__ import annotations
 
 import math
 import numbers
-import re
 from collections.abc import Iterable, Mapping
 
 from amp_lesson._checks import check_choice, check_int
 from amp_lesson.formats import FORMATS, Stored, store
-from amp_lesson.scaler import ScalerSimulator
 
 __all__ = [
     "CHANGE_TEXT",
@@ -38,17 +35,14 @@ __all__ = [
     "EXPLORER_FORMATS",
     "MAX_STEPS",
     "NOT_STORED",
-    "PATTERN_PREFIXES",
     "TRACE_COLUMNS",
     "class_text",
     "describe_trace",
     "event_text",
     "every",
     "explorer_rows",
-    "read_scaler_settings",
     "read_steps",
     "scaler_trace",
-    "steps_pattern",
 ]
 
 EXPLORER_FORMATS: tuple[str, ...] = ("fp16", "bf16", "fp32", "tf32", "fp8_e4m3", "fp8_e5m2")
@@ -67,20 +61,6 @@ EXAMPLE_VALUES: tuple[float, ...] = (
 )
 """Values whose rows teach something (rounding, FP16's overflow threshold, a
 gradient FP16 loses, E4M3's saturation, a signed zero, infinity and NaN)."""
-
-PATTERN_PREFIXES: Mapping[str, str] = {
-    "fp32": "fp32",
-    "tf32": "tf32",
-    "bf16": "bf16",
-    "fp16": "fp16",
-    "e4m3": "fp8_e4m3",
-    "e5m2": "fp8_e5m2",
-    "e2m1": "fp4_e2m1",
-    "fp8_e4m3": "fp8_e4m3",
-    "fp8_e5m2": "fp8_e5m2",
-    "fp4_e2m1": "fp4_e2m1",
-}
-"""Names a bit pattern may start with (``fp16:0x3c00``), and the format each means."""
 
 EVENT_TEXT: Mapping[str, str] = {
     "exact": "exact",
@@ -109,10 +89,6 @@ CLASS_TEXT: Mapping[str, str] = {
 
 MAX_STEPS = 1000
 """The longest schedule the GradScaler playground runs (the page stays quick)."""
-
-# One way to match each text: "[0-9]+\.?[0-9]*" could split a run of digits
-# anywhere, and a failing fullmatch tried every split (quadratic in the length).
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def event_text(stored: Stored) -> str:
@@ -294,27 +270,6 @@ def read_steps(pattern: str) -> list[bool]:
     return schedule
 
 
-def steps_pattern(schedule: Iterable[bool]) -> str:
-    """The pattern of a schedule, ``x`` for an overflow and ``.`` for a clean step.
-
-    Parameters
-    ----------
-    schedule : iterable of bool
-        One entry per step, ``True`` for an overflow.
-
-    Returns
-    -------
-    str
-        The pattern.
-
-    Examples
-    --------
-    >>> steps_pattern([True, False, False])
-    'x..'
-    """
-    return "".join("x" if overflow else "." for overflow in schedule)
-
-
 def every(k: int, n: int) -> list[bool]:
     """``n`` steps with an overflow on every ``k``-th (steps ``k``, ``2k``, ...).
 
@@ -332,84 +287,14 @@ def every(k: int, n: int) -> list[bool]:
 
     Examples
     --------
-    >>> steps_pattern(every(3, 7))
-    '..x..x.'
+    >>> every(3, 7)
+    [False, False, True, False, False, True, False]
     """
     check_int("k", k, minimum=1)
     check_int("n", n, minimum=1)
     if n > MAX_STEPS:
         raise ValueError(f"n must be at most {MAX_STEPS}, got {n}")
     return [step % k == 0 for step in range(1, n + 1)]
-
-
-_SETTINGS = ("init_scale", "growth_factor", "backoff_factor", "growth_interval")
-_INTEGER = re.compile(r"[+-]?[0-9]+")
-_LARGEST_INTERVAL = 2**53 - 1  # JavaScript's largest exact integer
-
-
-def read_scaler_settings(texts: Mapping[str, str]) -> dict[str, float | int]:
-    """GradScaler's four arguments, read from the playground's text fields.
-
-    ``texts`` maps ``init_scale``, ``growth_factor``, ``backoff_factor`` and
-    ``growth_interval`` to what the reader typed: decimals for the first
-    three (read as ``float(text)``), a whole number for the last. Each is
-    checked as :class:`~amp_lesson.scaler.ScalerSimulator` checks it, and a
-    bad one raises :class:`ValueError` with the message the playground
-    shows beside that field.
-
-    Parameters
-    ----------
-    texts : mapping of str to str
-        The four fields as typed.
-
-    Returns
-    -------
-    dict
-        The four settings, ready for ``GradScaler`` or :func:`~amp_lesson.scaler.simulate`.
-
-    Raises
-    ------
-    ValueError
-        If a field is missing or out of range, with the message the playground shows.
-
-    Examples
-    --------
-    >>> read_scaler_settings({"init_scale": "65536", "growth_factor": "2",
-    ...                       "backoff_factor": "0.5", "growth_interval": "4"})
-    {'init_scale': 65536.0, 'growth_factor': 2.0, 'backoff_factor': 0.5,
-     'growth_interval': 4}
-    >>> read_scaler_settings({"init_scale": "1e-50", "growth_factor": "2",
-    ...                       "backoff_factor": "0.5", "growth_interval": "4"})
-    Traceback (most recent call last):
-    ...
-    ValueError: init_scale must be representable in float32 (GradScaler keeps the
-    scale in a float32 tensor): between about 1.4e-45 and 3.402823e+38, got 1e-50
-    """
-    if not isinstance(texts, Mapping):
-        raise TypeError(f"texts must be a mapping of the four settings, got {texts!r}")
-    missing = [name for name in _SETTINGS if name not in texts]
-    if missing:
-        raise ValueError(f"texts must give every setting; missing {', '.join(missing)}")
-    values: dict[str, float | int] = {}
-    for name in _SETTINGS:
-        text = str(texts[name]).strip()
-        if name == "growth_interval":
-            if not _INTEGER.fullmatch(text):
-                raise ValueError(
-                    f"growth_interval must be a whole number such as 2000, got “{text}”"
-                )
-            values[name] = int(text)
-            if values[name] > _LARGEST_INTERVAL:  # beyond what the page's script counts exactly
-                raise ValueError(
-                    f"growth_interval must be at most {_LARGEST_INTERVAL}, got {values[name]}"
-                )
-        else:
-            if not _DECIMAL.fullmatch(text):
-                raise ValueError(f"{name} must be a number such as 2 or 0.5, got “{text}”")
-            values[name] = float(text)
-    # ScalerSimulator's own checks, so the messages are the ones Python gives.
-    ScalerSimulator(**values)  # type: ignore[arg-type]
-    return values
 
 
 TRACE_COLUMNS: tuple[str, ...] = (

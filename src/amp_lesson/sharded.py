@@ -51,11 +51,11 @@ from amp_lesson.accumulation import make_toy_problem
 from amp_lesson.distributed import (
     START_METHODS,
     CallCounter,
-    _model,
-    _shard,
     counting_allreduce_hook,
     free_port,
+    rank_shard,
     start_ranks,
+    worker_model,
 )
 
 __all__ = [
@@ -306,6 +306,124 @@ def _full_params(model: nn.Module) -> dict[str, Any]:
     }
 
 
+def _policy_runs(
+    X: torch.Tensor, y: torch.Tensor, loss_fn: nn.Module, config: dict[str, Any]
+) -> dict[str, Any]:
+    """Each policy of :data:`POLICIES`: what FSDP2 gathers, computes, keeps and reduces in."""
+    steps, n_accum, lr = config["steps"], config["n_accum"], config["lr"]
+    policies = {}
+    for name, (param_dtype, reduce_dtype) in POLICIES.items():
+        policy = MixedPrecisionPolicy(
+            param_dtype=getattr(torch, param_dtype) if param_dtype else None,
+            reduce_dtype=getattr(torch, reduce_dtype) if reduce_dtype else None,
+        )
+        model = worker_model(config["seed"])
+        gather, scatter = shard_model(model, policy)
+        seen: dict[str, str] = {}
+
+        def look(module: nn.Module, args: Any, seen: dict[str, str] = seen) -> None:
+            weight = module.weight
+            seen.setdefault("weight in forward", f"{weight.dtype} {type(weight).__name__}")
+
+        # registered after fully_shard, so it runs after FSDP's all-gather
+        model[0].register_forward_pre_hook(look)
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        for _ in range(steps):
+            out = train_fsdp_accumulated(model, optimizer, X, y, loss_fn, n_accum)
+        calls = [len(gather.dtypes) // steps, len(scatter.dtypes) // steps]
+        params = _full_params(model)
+        # zero_grad dropped the last gradients: one more backward to look at a gradient shard
+        model(X[:4]).float().sum().backward()
+        grad, stored = model[0].weight.grad, model[0].weight
+        policies[name] = {
+            "gathered": sorted(set(gather.dtypes)),
+            "weight in forward": seen["weight in forward"],
+            "output": str(out.dtype),
+            "parameter": f"{type(stored).__name__} {stored.dtype}",
+            "reduced": sorted(set(scatter.dtypes)),
+            "gradient shard": f"{grad.dtype} {tuple(grad.to_local().shape)} of {tuple(stored.shape)}",
+            "calls per step": calls,
+            "params": params,
+        }
+    return policies
+
+
+def _accumulation_runs(
+    X: torch.Tensor, y: torch.Tensor, loss_fn: nn.Module, config: dict[str, Any]
+) -> dict[str, Any]:
+    """FSDP2 without a policy, skipping the gradient sync between micro-batches or not."""
+    steps, n_accum, lr = config["steps"], config["n_accum"], config["lr"]
+    accumulation = {}
+    for name, skip in (
+        ("FSDP2, set_requires_gradient_sync", True),
+        ("FSDP2, sync every micro-batch", False),
+    ):
+        model = worker_model(config["seed"])
+        _, scatter = shard_model(model, MixedPrecisionPolicy())
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        for _ in range(steps):
+            train_fsdp_accumulated(model, optimizer, X, y, loss_fn, n_accum, skip_sync=skip)
+        accumulation[name] = {
+            "reductions per step": len(scatter.dtypes) // steps,
+            "params": _full_params(model),
+        }
+    return accumulation
+
+
+def _bf16_reduction_runs(
+    X: torch.Tensor, y: torch.Tensor, loss_fn: nn.Module, config: dict[str, Any]
+) -> dict[str, Any]:
+    """The runs of :data:`BF16_REDUCTION`: the first gradient each step applies."""
+    steps, n_accum, lr = config["steps"], config["n_accum"], config["lr"]
+    bf16_reduction = {}
+    for name, (reduce_dtype, skip) in BF16_REDUCTION.items():
+        policy = MixedPrecisionPolicy(
+            param_dtype=torch.bfloat16, reduce_dtype=getattr(torch, reduce_dtype)
+        )
+        model = worker_model(config["seed"])
+        _, scatter = shard_model(model, policy)
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        first: dict[str, Any] = {}
+
+        def keep_first(opt: Any, args: Any, kwargs: Any, model=model, first=first) -> None:
+            if not first:  # the gradients the first step is about to apply
+                for pname, param in model.named_parameters():
+                    first[pname] = param.grad.to_local().tolist()
+
+        optimizer.register_step_pre_hook(keep_first)
+        for _ in range(steps):
+            train_fsdp_accumulated(model, optimizer, X, y, loss_fn, n_accum, skip_sync=skip)
+        bf16_reduction[name] = {
+            "first gradient": first,
+            "reductions per step": len(scatter.dtypes) // steps,
+            "params": _full_params(model),
+        }
+    return bf16_reduction
+
+
+def _ddp_run(
+    X: torch.Tensor, y: torch.Tensor, loss_fn: nn.Module, config: dict[str, Any]
+) -> dict[str, Any]:
+    """DDP with ``no_sync()``: its reductions per step and the parameters it ends with."""
+    steps, n_accum, lr = config["steps"], config["n_accum"], config["lr"]
+    ddp = nn.parallel.DistributedDataParallel(worker_model(config["seed"]))
+    counter = CallCounter()
+    ddp.register_comm_hook(counter, counting_allreduce_hook)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
+    for _ in range(steps):
+        micro = list(zip(X.tensor_split(n_accum), y.tensor_split(n_accum), strict=True))
+        for i, (xb, yb) in enumerate(micro):
+            with ddp.no_sync() if i < n_accum - 1 else nullcontext():
+                (loss_fn(ddp(xb), yb) / n_accum).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    result = {
+        "reductions per step": len(counter.calls) // steps,
+        "params": {k: v.detach().tolist() for k, v in ddp.module.named_parameters()},
+    }
+    return result
+
+
 def _fsdp_worker(
     rank: int, world_size: int, port: int, out_dir: str, config: dict[str, Any]
 ) -> None:
@@ -314,95 +432,12 @@ def _fsdp_worker(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size
     )
     try:
-        X, y = _shard(world_size, rank)
+        X, y = rank_shard(world_size, rank)
         loss_fn = nn.BCEWithLogitsLoss()
-        steps, n_accum, lr = config["steps"], config["n_accum"], config["lr"]
-        policies = {}
-        for name, (param_dtype, reduce_dtype) in POLICIES.items():
-            policy = MixedPrecisionPolicy(
-                param_dtype=getattr(torch, param_dtype) if param_dtype else None,
-                reduce_dtype=getattr(torch, reduce_dtype) if reduce_dtype else None,
-            )
-            model = _model(config["seed"])
-            gather, scatter = shard_model(model, policy)
-            seen: dict[str, str] = {}
-
-            def look(module: nn.Module, args: Any, seen: dict[str, str] = seen) -> None:
-                weight = module.weight
-                seen.setdefault("weight in forward", f"{weight.dtype} {type(weight).__name__}")
-
-            # registered after fully_shard, so it runs after FSDP's all-gather
-            model[0].register_forward_pre_hook(look)
-            optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-            for _ in range(steps):
-                out = train_fsdp_accumulated(model, optimizer, X, y, loss_fn, n_accum)
-            calls = [len(gather.dtypes) // steps, len(scatter.dtypes) // steps]
-            params = _full_params(model)
-            # zero_grad dropped the last gradients: one more backward to look at a gradient shard
-            model(X[:4]).float().sum().backward()
-            grad, stored = model[0].weight.grad, model[0].weight
-            policies[name] = {
-                "gathered": sorted(set(gather.dtypes)),
-                "weight in forward": seen["weight in forward"],
-                "output": str(out.dtype),
-                "parameter": f"{type(stored).__name__} {stored.dtype}",
-                "reduced": sorted(set(scatter.dtypes)),
-                "gradient shard": f"{grad.dtype} {tuple(grad.to_local().shape)} of {tuple(stored.shape)}",
-                "calls per step": calls,
-                "params": params,
-            }
-        accumulation = {}
-        for name, skip in (
-            ("FSDP2, set_requires_gradient_sync", True),
-            ("FSDP2, sync every micro-batch", False),
-        ):
-            model = _model(config["seed"])
-            _, scatter = shard_model(model, MixedPrecisionPolicy())
-            optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-            for _ in range(steps):
-                train_fsdp_accumulated(model, optimizer, X, y, loss_fn, n_accum, skip_sync=skip)
-            accumulation[name] = {
-                "reductions per step": len(scatter.dtypes) // steps,
-                "params": _full_params(model),
-            }
-        bf16_reduction = {}
-        for name, (reduce_dtype, skip) in BF16_REDUCTION.items():
-            policy = MixedPrecisionPolicy(
-                param_dtype=torch.bfloat16, reduce_dtype=getattr(torch, reduce_dtype)
-            )
-            model = _model(config["seed"])
-            _, scatter = shard_model(model, policy)
-            optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-            first: dict[str, Any] = {}
-
-            def keep_first(opt: Any, args: Any, kwargs: Any, model=model, first=first) -> None:
-                if not first:  # the gradients the first step is about to apply
-                    for pname, param in model.named_parameters():
-                        first[pname] = param.grad.to_local().tolist()
-
-            optimizer.register_step_pre_hook(keep_first)
-            for _ in range(steps):
-                train_fsdp_accumulated(model, optimizer, X, y, loss_fn, n_accum, skip_sync=skip)
-            bf16_reduction[name] = {
-                "first gradient": first,
-                "reductions per step": len(scatter.dtypes) // steps,
-                "params": _full_params(model),
-            }
-        ddp = nn.parallel.DistributedDataParallel(_model(config["seed"]))
-        counter = CallCounter()
-        ddp.register_comm_hook(counter, counting_allreduce_hook)
-        optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
-        for _ in range(steps):
-            micro = list(zip(X.tensor_split(n_accum), y.tensor_split(n_accum), strict=True))
-            for i, (xb, yb) in enumerate(micro):
-                with ddp.no_sync() if i < n_accum - 1 else nullcontext():
-                    (loss_fn(ddp(xb), yb) / n_accum).backward()
-            optimizer.step()
-            optimizer.zero_grad()
-        accumulation["DDP, no_sync"] = {
-            "reductions per step": len(counter.calls) // steps,
-            "params": {k: v.detach().tolist() for k, v in ddp.module.named_parameters()},
-        }
+        policies = _policy_runs(X, y, loss_fn, config)
+        accumulation = _accumulation_runs(X, y, loss_fn, config)
+        bf16_reduction = _bf16_reduction_runs(X, y, loss_fn, config)
+        accumulation["DDP, no_sync"] = _ddp_run(X, y, loss_fn, config)
         if rank == 0:
             Path(out_dir, "rank0.json").write_text(
                 json.dumps(

@@ -90,7 +90,7 @@ REQUEST_TIMEOUT_S = _request_timeout()
 (seconds; :data:`REQUEST_TIMEOUT_ENV` changes it, as the tests do)."""
 PRELOAD_ALL_FLAG = "--preload-all"
 NO_LATER_FLAG = "--no-later"
-_KERNEL_MODULE = "ipykernel_launcher"
+KERNEL_MODULE = "ipykernel_launcher"
 
 
 # -- the server --------------------------------------------------------------------------
@@ -613,7 +613,7 @@ class _Server:
             waiting.close()
         with contextlib.suppress(OSError):
             (self.folder / SOCKET_NAME).unlink()
-        if not _running(self.owner):
+        if not process_running(self.owner):
             import shutil
 
             shutil.rmtree(self.folder, ignore_errors=True)
@@ -668,8 +668,8 @@ def run_kernel(request: dict[str, Any]) -> None:
     # A fresh interpreter seeds these from the OS; forked, they would share the server's state.
     random.seed()
     np.random.seed()  # noqa: NPY002 (the legacy global state is what a fresh one reseeds)
-    sys.argv = [_KERNEL_MODULE, *request["args"]]
-    runpy.run_module(_KERNEL_MODULE, run_name="__main__", alter_sys=True)
+    sys.argv = [KERNEL_MODULE, *request["args"]]
+    runpy.run_module(KERNEL_MODULE, run_name="__main__", alter_sys=True)
 
 
 def exit_kernel(code: int = 0) -> None:
@@ -745,7 +745,7 @@ def main(argv: list[str]) -> int:
 # -- the build: one server per build ------------------------------------------------------
 
 
-def _running(pid: int) -> bool:
+def process_running(pid: int) -> bool:
     """Whether process ``pid`` exists and has not exited (a zombie has)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()

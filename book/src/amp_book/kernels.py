@@ -48,7 +48,7 @@ from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.provisioning import LocalProvisioner
 
 from amp_book.kernel_server import (
-    _KERNEL_MODULE,
+    KERNEL_MODULE,
     LOG_NAME,
     NO_LATER_FLAG,
     PID_NAME,
@@ -56,7 +56,7 @@ from amp_book.kernel_server import (
     SOCKET_NAME,
     START_LOCK_NAME,
     START_TIMEOUT_S,
-    _running,
+    process_running,
 )
 
 PROVISIONER_NAME = "amp-lesson-fork"
@@ -240,7 +240,7 @@ class KernelServer:
                 started_here.wait(timeout=10)
         elif server_pid is not None:  # a reader's child: wait until it has ended
             deadline = time.monotonic() + 10
-            while _running(server_pid) and time.monotonic() < deadline:
+            while process_running(server_pid) and time.monotonic() < deadline:
                 time.sleep(0.02)
         shutil.rmtree(self.folder, ignore_errors=True)
         for name, value in self._saved.items():
@@ -434,7 +434,7 @@ def server_exited(folder: Path) -> bool:
         _, pid = (folder / START_LOCK_NAME).read_text().split()
     except (OSError, ValueError):  # not started yet, or being started now
         return False
-    return not _running(int(pid))
+    return not process_running(int(pid))
 
 
 def connect(folder: Path, owner: str, timeout: float = START_TIMEOUT_S) -> socket.socket:
@@ -560,7 +560,7 @@ def fork_request(cmd: list[str], kwargs: dict[str, Any]) -> dict[str, Any] | Non
     env = kwargs.get("env") or dict(os.environ)
     if not folder or not owner or os.environ.get(USUAL_WAY_ENV) or sys.platform != "linux":
         return None
-    if len(cmd) < 3 or cmd[1:3] != ["-m", _KERNEL_MODULE]:
+    if len(cmd) < 3 or cmd[1:3] != ["-m", KERNEL_MODULE]:
         return None
     if os.path.abspath(cmd[0]) != os.path.abspath(sys.executable):
         return None

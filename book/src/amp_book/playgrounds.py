@@ -169,7 +169,7 @@ class BitExplorer(SphinxDirective):
 
 def _explorer(options: dict[str, str]) -> dict[str, Any]:
     """The bit explorer's data and static table for ``options``; ``ValueError`` names a bad one."""
-    from amp_book.bit_explorer import format_parameters, read_number
+    from amp_book.playground_text import PATTERN_PREFIXES, format_parameters, read_number
     from amp_lesson.formats import FORMATS
     from amp_lesson.playground import (
         CLASS_TEXT,
@@ -177,7 +177,6 @@ def _explorer(options: dict[str, str]) -> dict[str, Any]:
         EXAMPLE_VALUES,
         EXPLORER_FORMATS,
         NOT_STORED,
-        PATTERN_PREFIXES,
         explorer_rows,
     )
 
@@ -303,12 +302,11 @@ class ScalerPlayground(SphinxDirective):
 def _scaler(options: dict[str, str]) -> dict[str, Any]:
     """The scaler playground's data and worked example for ``options``; ``ValueError``
     names a bad option."""
+    from amp_book.playground_text import read_scaler_settings, steps_pattern
     from amp_lesson.playground import (
         CHANGE_TEXT,
         MAX_STEPS,
-        read_scaler_settings,
         read_steps,
-        steps_pattern,
     )
 
     settings = _scaler_defaults()
@@ -331,11 +329,11 @@ def _scaler(options: dict[str, str]) -> dict[str, Any]:
 def _worked_example(settings: dict[str, Any], schedule: list[bool]) -> str:
     """The playground's starting point, worked through: the call, the schedule, the
     summary and the trace, for a reader without JavaScript (and without the widget)."""
+    from amp_book.playground_text import steps_pattern
     from amp_lesson.playground import (
         TRACE_COLUMNS,
         describe_trace,
         scaler_trace,
-        steps_pattern,
     )
 
     rows = scaler_trace(settings, schedule)

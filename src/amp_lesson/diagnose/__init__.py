@@ -89,6 +89,41 @@ __all__ = [
 ]
 
 
+def _train_each_format(
+    model: nn.Module, optimizer: Any, batch: Any, loss_fn: Any, device: torch.device,
+    steps: int, seed: int, gradients: dict[str, Any], keep: list[str],
+    unavailable: dict[str, str],
+) -> tuple[dict[str, Any], dict[str, dict[str, torch.Tensor]], int]:  # fmt: skip
+    """The FP32, FP16 and BF16 runs as the recipe takes them (``None`` for a format that
+    cannot run the model, its reason added to ``unavailable``), the weights each ended with,
+    and the optimizer state's bytes (from the FP32 run)."""
+    training: dict[str, Any] = {}
+    weights: dict[str, dict[str, torch.Tensor]] = {}
+    optimizer_bytes = 0
+    runs = (("fp32", torch.float32), ("fp16", torch.float16), ("bf16", torch.bfloat16))
+    for fmt, dtype in runs:
+        if fmt in unavailable:
+            training[fmt] = None
+            continue
+        init = gradients["init_scale"] or DEFAULT_SCALE
+        try:
+            run, weights[fmt], trained = _runs.train(
+                model, optimizer, batch, loss_fn, device, dtype, steps, seed,
+                init_scale=init, keep=keep,
+            )  # fmt: skip
+        except (RuntimeError, NotImplementedError) as error:
+            if fmt == "fp32":
+                raise
+            unavailable[fmt] = _inputs.first_line(error)
+            training[fmt] = None
+            continue
+        training[fmt] = run
+        if fmt == "fp32" and trained.optimizer is not None:
+            optimizer_bytes = _runs.state_bytes(trained.optimizer)
+        del trained, run  # one copy of the model at a time: its weights stay, in `weights`
+    return training, weights, optimizer_bytes
+
+
 def diagnose(
     model: nn.Module,
     batch: tuple[Any, Any],
@@ -275,30 +310,9 @@ def diagnose(
     del signal
     gradient_bytes = ref.gradient_bytes
     del ref
-    training: dict[str, Any] = {}
-    weights: dict[str, dict[str, torch.Tensor]] = {}
-    optimizer_bytes = 0
-    runs = (("fp32", torch.float32), ("fp16", torch.float16), ("bf16", torch.bfloat16))
-    for fmt, dtype in runs:
-        if fmt in unavailable:
-            training[fmt] = None
-            continue
-        init = gradients["init_scale"] or DEFAULT_SCALE
-        try:
-            run, weights[fmt], trained = _runs.train(
-                model, optimizer, batch, loss_fn, device, dtype, steps, seed,
-                init_scale=init, keep=keep,
-            )  # fmt: skip
-        except (RuntimeError, NotImplementedError) as error:
-            if fmt == "fp32":
-                raise
-            unavailable[fmt] = _inputs.first_line(error)
-            training[fmt] = None
-            continue
-        training[fmt] = run
-        if fmt == "fp32" and trained.optimizer is not None:
-            optimizer_bytes = _runs.state_bytes(trained.optimizer)
-        del trained, run  # one copy of the model at a time: its weights stay, in `weights`
+    training, weights, optimizer_bytes = _train_each_format(
+        model, optimizer, batch, loss_fn, device, steps, seed, gradients, keep, unavailable
+    )
     for run in training.values():
         if run is not None:
             run["gap"] = run["final_loss"] - training["fp32"]["final_loss"]

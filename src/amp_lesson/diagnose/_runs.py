@@ -21,7 +21,7 @@ from torch.utils._pytree import tree_leaves
 from amp_lesson.diagnose import _inputs
 from amp_lesson.diagnose.advice import run_in_fp32
 from amp_lesson.diagnose.rules import DEFAULT_SCALE
-from amp_lesson.memory import _measure_saved
+from amp_lesson.memory import measure_saved
 
 
 def train(
@@ -101,7 +101,7 @@ def memory(
             saved[fmt], copies[fmt] = None, None
             continue
         with _inputs.seeded(seed, device):
-            measured = _measure_saved(
+            measured = measure_saved(
                 twin,
                 lambda: _inputs.checked_loss(loss_fn, _inputs.call(twin, batch[0]), batch[1]),
                 inputs,

@@ -112,7 +112,7 @@ class StepSample:
     def _on_parameter(self, name: str, grad: torch.Tensor) -> None:
         key = ("param", name)
         if key not in self.zeros:  # the first micro-batch's
-            self.zeros[key] = _underflow._dense(grad) == 0
+            self.zeros[key] = _underflow.dense(grad) == 0
 
     def _on_model_output(self, index: int, grad: torch.Tensor) -> None:
         if index not in self.outputs:
@@ -141,7 +141,7 @@ class StepSample:
         grads: dict[tuple, torch.Tensor] = {}
 
         def store(key: tuple, grad: torch.Tensor) -> None:  # cloned: autograd may add into it
-            grads[key] = _underflow._dense(grad).clone()
+            grads[key] = _underflow.dense(grad).clone()
 
         device = next((p.device.type for p in params.values()), "cpu")
         replay = _inputs.RandomTape(self._tape.tape)
@@ -182,7 +182,7 @@ class StepSample:
         except Exception as error:  # noqa: BLE001
             wide, noise_error = {}, _inputs.first_line(error)
         smallest_normal = float(torch.finfo(self.low).tiny)
-        labels = _underflow._labels(list(self.zeros))
+        labels = _underflow.grad_labels(list(self.zeros))
         tensors = self.result["tensors"]
         for key, zero in self.zeros.items():
             r = ref.get(key)

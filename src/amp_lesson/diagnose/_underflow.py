@@ -118,14 +118,14 @@ def _record_range(
         entry["tiny"] += int((nonzero & (mag < FP16_SMALLEST_SUBNORMAL)).sum())
 
 
-def _dense(grad: torch.Tensor) -> torch.Tensor:
+def dense(grad: torch.Tensor) -> torch.Tensor:
     return grad.detach().to_dense() if grad.is_sparse else grad.detach()
 
 
 def _param_grads(model: nn.Module, on_grad: Callable[[tuple, torch.Tensor], None]) -> None:
     for name, p in model.named_parameters():
         if p.grad is not None:
-            on_grad(("param", name), _dense(p.grad))
+            on_grad(("param", name), dense(p.grad))
 
 
 class Reference:
@@ -142,7 +142,7 @@ class Reference:
     def store(self, key: tuple, grad: torch.Tensor) -> None:
         # An output's gradient is cloned: autograd may add into it after the hook. A
         # parameter's is read once backward is done, from a copy about to be dropped.
-        self.grads[key] = _dense(grad) if key[0] == "param" else _dense(grad).clone()
+        self.grads[key] = dense(grad) if key[0] == "param" else dense(grad).clone()
 
     @property
     def largest(self) -> float:
@@ -204,7 +204,7 @@ def noise_floor(
         r = ref.grads.get(key)
         if r is None or r.shape != grad.shape:
             return
-        g64 = _dense(grad)
+        g64 = dense(grad)
         noise = (r.double() - g64).abs() >= NOISE_SHARE * g64.abs()
         signal[key] = (r != 0) & ~noise
 
@@ -329,7 +329,7 @@ def settled_scale(
     return (None if low < LOWEST_EXPONENT else 2.0**low), probes
 
 
-def _labels(keys: list[tuple]) -> dict[tuple, str]:
+def grad_labels(keys: list[tuple]) -> dict[tuple, str]:
     """A name for each key: a parameter's own; a module output's module name (``(the model)``
     for ``""``), with ``[i]`` for its i-th output tensor and ``(call n)`` after the first call."""
     calls: dict[str, int] = {}
@@ -375,7 +375,7 @@ def section(
             r, sig = ref.grads.get(key), signal.get(key)
             if r is None or sig is None or tuple(real.shape) != tuple(r.shape):
                 return
-            real = _dense(real)
+            real = dense(real)
             tiny = (r * scale).abs() < smallest_normal
             counts[key][measurement] = int((sig & (real == 0) & tiny).sum())
             if low == torch.float16:
@@ -420,7 +420,7 @@ def section(
             for c in counts.values():
                 c.pop("bf16", None)
 
-    labels = _labels(list(ref.grads))
+    labels = grad_labels(list(ref.grads))
     tensors: dict[str, dict[str, Any]] = {}
     totals = {m: [0, 0] for m in MEASUREMENTS}
     for key, r in ref.grads.items():

@@ -108,19 +108,19 @@ def read_list(items: nodes.Element) -> list[ListEntry]:
     return entries
 
 
-def _copy(nodes_: Iterable[nodes.Node]) -> list[nodes.Node]:
+def copy_nodes(nodes_: Iterable[nodes.Node]) -> list[nodes.Node]:
     return [node.deepcopy() for node in nodes_]
 
 
-def _short(text: str, width: int = 48) -> str:
+def shortened(text: str, width: int = 48) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _bucket_list(argument: str) -> list[str]:
+def bucket_list(argument: str) -> list[str]:
     """Bucket names from ``:buckets: FP16 | FP32``.
 
-    >>> _bucket_list(" FP16 |FP32| ")
+    >>> bucket_list(" FP16 |FP32| ")
     ['FP16', 'FP32']
     """
     return [name.strip() for name in argument.split("|") if name.strip()]

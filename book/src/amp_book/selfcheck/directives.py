@@ -30,10 +30,10 @@ from sphinx.util.docutils import SphinxDirective
 from amp_book.kickers import kicker as kicker_of
 from amp_book.selfcheck.body import (
     ListEntry,
-    _bucket_list,
-    _copy,
-    _short,
+    bucket_list,
+    copy_nodes,
     read_list,
+    shortened,
     split_at_first,
 )
 from amp_book.selfcheck.html import element, text_element
@@ -77,7 +77,7 @@ class SelfCheckDirective(SphinxDirective):
             logger.warning(
                 "{%s} %r: %s",
                 self.name,
-                _short(self.arguments[0]),
+                shortened(self.arguments[0]),
                 error,
                 location=self.get_location(),
                 type="selfcheck",
@@ -233,7 +233,7 @@ class ChoiceDirective(SelfCheckDirective):
         for index, option in enumerate(options):
             if index not in right and not option.note:
                 raise SelfCheckError(
-                    f"wrong option {LETTERS[index]} ({_short(option.text, 30)!r}) has no note "
+                    f"wrong option {LETTERS[index]} ({shortened(option.text, 30)!r}) has no note "
                     "saying why it tempts; nest one under the option"
                 )
         if not explanation and not any(options[i].note for i in right):
@@ -293,7 +293,7 @@ class ChoiceDirective(SelfCheckDirective):
             if position:
                 answer_line += nodes.Text("; ")
             answer_line += nodes.Text(f"{LETTERS[index]}. ")
-            answer_line.extend(_copy(options[index].head))
+            answer_line.extend(copy_nodes(options[index].head))
         why = element("div", classes=["sc-explanation"])
         for index in right:
             why.extend(options[index].note)
@@ -374,7 +374,7 @@ class SortDirective(SelfCheckDirective):
     }
 
     def build(self, question: list[nodes.Node]) -> list[nodes.Node]:
-        buckets = _bucket_list(self.options.get("buckets", ""))
+        buckets = bucket_list(self.options.get("buckets", ""))
         if len(buckets) < 2:
             raise SelfCheckError("needs ':buckets:' naming two or more buckets, separated by '|'")
         if len(set(buckets)) != len(buckets):
@@ -393,12 +393,12 @@ class SortDirective(SelfCheckDirective):
         for number, item in enumerate(items, start=1):
             if item.marker is None or not item.marker.strip():
                 raise SelfCheckError(
-                    f"item {number} ({_short(item.text, 30)!r}) does not "
+                    f"item {number} ({shortened(item.text, 30)!r}) does not "
                     "start with its bucket in brackets, e.g. '[FP16]'"
                 )
             if item.marker.strip() not in buckets:
                 raise SelfCheckError(
-                    f"item {number} ({_short(item.text, 30)!r}) is in unknown bucket "
+                    f"item {number} ({shortened(item.text, 30)!r}) is in unknown bucket "
                     f"{item.marker.strip()!r}; the buckets are {' | '.join(buckets)}"
                 )
             if not item.text:
@@ -436,7 +436,7 @@ class SortDirective(SelfCheckDirective):
             ]  # type: ignore[union-attr]
             group = element("ul", classes=["sc-bucket-members"])
             for number, item in members:
-                member = element("li", [nodes.inline("", "", *_copy(item.head))])
+                member = element("li", [nodes.inline("", "", *copy_nodes(item.head))])
                 if item.note:
                     member += element(
                         "div", item.note, classes=["sc-note"], data_sc_for=str(number)

@@ -9,7 +9,7 @@ from docutils import nodes
 from docutils.parsers.rst import directives
 
 from amp_book.kickers import kicker as kicker_of
-from amp_book.selfcheck.body import _bucket_list, split_at_first
+from amp_book.selfcheck.body import bucket_list, split_at_first
 from amp_book.selfcheck.directives import SelfCheckDirective, SelfCheckError
 from amp_book.selfcheck.html import element
 
@@ -176,7 +176,7 @@ class RefillDirective(SelfCheckDirective):
                 f"with ':column:' (its columns are: {' | '.join(names)})"
             )
         columns = []
-        for wanted in _bucket_list(self.options["column"]):
+        for wanted in bucket_list(self.options["column"]):
             if wanted.isdigit() and 1 <= int(wanted) <= len(names):
                 columns.append(int(wanted) - 1)
                 continue

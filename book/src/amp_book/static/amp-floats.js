@@ -1,7 +1,7 @@
 /* Exact floating-point casts for the book's playgrounds, as torch 2.13 does them.
  *
  * The page hands over each format's parameters as JSON, computed by
- * amp_book.bit_explorer.format_parameters from amp_lesson.formats and torch's
+ * amp_book.playground_text.format_parameters from amp_lesson.formats and torch's
  * own casts; nothing about a format is typed in here. A JavaScript number is
  * an IEEE double, so every step below is exact: Math.fround rounds a double
  * to float32 exactly as C++'s cast does (to nearest, ties to even), powers of
@@ -257,7 +257,7 @@
   var SPECIAL = /^([+-]?)(inf|infinity|nan)$/i;
   var PATTERN = /^(?:([A-Za-z0-9_]+)\s*:\s*)?0[xX]([\s\S]*)$/;
   var HEX_DIGITS = /^[0-9A-Fa-f]+$/;
-  var MAX_NUMBER_LENGTH = 2000; // amp_book.bit_explorer.MAX_NUMBER_LENGTH
+  var MAX_NUMBER_LENGTH = 2000; // amp_book.playground_text.MAX_NUMBER_LENGTH
   var HOW_TO_TYPE =
     "type a decimal such as 0.1 or -2.5e-8, inf, nan, or a bit pattern such as " +
     "0x3f800000 (FP32) or fp16:0x3c00";
@@ -268,7 +268,7 @@
 
   /**
    * The source a text typed into the explorer stands for; the same language
-   * and messages as amp_book.bit_explorer.read_number. `formats` maps each
+   * and messages as amp_book.playground_text.read_number. `formats` maps each
    * format name to its parameters; `prefixes` maps a pattern prefix to a name.
    * Throws an InputError (never anything else) for text that is not a number.
    */

@@ -78,7 +78,7 @@
   }
 
   /* ------------------------------------------------------ reading the fields
-   * The same language and messages as amp_lesson.playground.read_scaler_settings
+   * The same language and messages as amp_book.playground_text.read_scaler_settings
    * and read_steps (which check through ScalerSimulator). */
 
   function quoted(text) {

@@ -1,5 +1,10 @@
-"""What the bit explorer's script is handed and how it reads a typed number (its Python
-twin, which the browser tests hold the script to).
+"""How the playgrounds' scripts read what a reader types, and what the bit explorer's is
+handed: their Python twin, which the browser tests hold the scripts to.
+
+- the bit explorer: :func:`read_number` (a typed number or bit pattern) and
+  :func:`format_parameters` (the formats' layouts, limits and NaN encodings, as JSON);
+- the GradScaler playground: :func:`read_scaler_settings` (GradScaler's four arguments) and
+  :func:`steps_pattern` (a schedule written as the playground writes it).
 
 The bit explorer runs in the reader's browser (``static/amp-floats.js``). The build hands it
 :func:`format_parameters` as JSON, and :func:`read_number` is the reference for how the
@@ -20,19 +25,42 @@ from __future__ import annotations
 import math
 import re
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
 
 from amp_lesson.formats import FORMATS, FormatSpec, store
-from amp_lesson.playground import EXPLORER_FORMATS, PATTERN_PREFIXES
+from amp_lesson.playground import EXPLORER_FORMATS
+from amp_lesson.scaler import ScalerSimulator
 
-__all__ = ["MAX_NUMBER_LENGTH", "format_parameters", "read_number"]
+__all__ = [
+    "DECIMAL",
+    "MAX_NUMBER_LENGTH",
+    "PATTERN_PREFIXES",
+    "format_parameters",
+    "read_number",
+    "read_scaler_settings",
+    "steps_pattern",
+]
+
+PATTERN_PREFIXES: Mapping[str, str] = {
+    "fp32": "fp32",
+    "tf32": "tf32",
+    "bf16": "bf16",
+    "fp16": "fp16",
+    "e4m3": "fp8_e4m3",
+    "e5m2": "fp8_e5m2",
+    "e2m1": "fp4_e2m1",
+    "fp8_e4m3": "fp8_e4m3",
+    "fp8_e5m2": "fp8_e5m2",
+    "fp4_e2m1": "fp4_e2m1",
+}
+"""Names a bit pattern may start with (``fp16:0x3c00``), and the format each means."""
 
 # One way to match a number: "[0-9]+\.?[0-9]*" could split a run of digits anywhere, and a
 # failing fullmatch tried every split (quadratic in the length).
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 MAX_NUMBER_LENGTH = 2000
 """The longest text :func:`read_number` reads, in characters, spaces around it left out.
 
@@ -140,7 +168,7 @@ def read_number(text: str) -> float:
             f"text must be at most {MAX_NUMBER_LENGTH} characters long, got "
             f"{len(stripped)}: {_HOW_TO_TYPE}."
         )
-    if _DECIMAL.fullmatch(stripped) or _SPECIAL.fullmatch(stripped):
+    if DECIMAL.fullmatch(stripped) or _SPECIAL.fullmatch(stripped):
         return float(stripped)
     match = _PATTERN.fullmatch(stripped)
     if match is None:
@@ -262,3 +290,94 @@ def format_parameters(names: Iterable[str] = EXPLORER_FORMATS) -> list[dict[str,
     if not entries:
         raise ValueError("names must name at least one format, got none")
     return entries
+
+
+def steps_pattern(schedule: Iterable[bool]) -> str:
+    """The pattern of a schedule, ``x`` for an overflow and ``.`` for a clean step.
+
+    Parameters
+    ----------
+    schedule : iterable of bool
+        One entry per step, ``True`` for an overflow.
+
+    Returns
+    -------
+    str
+        The pattern.
+
+    Examples
+    --------
+    >>> steps_pattern([True, False, False])
+    'x..'
+    """
+    return "".join("x" if overflow else "." for overflow in schedule)
+
+
+_SETTINGS = ("init_scale", "growth_factor", "backoff_factor", "growth_interval")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_LARGEST_INTERVAL = 2**53 - 1  # JavaScript's largest exact integer
+
+
+def read_scaler_settings(texts: Mapping[str, str]) -> dict[str, float | int]:
+    """GradScaler's four arguments, read from the playground's text fields.
+
+    ``texts`` maps ``init_scale``, ``growth_factor``, ``backoff_factor`` and
+    ``growth_interval`` to what the reader typed: decimals for the first
+    three (read as ``float(text)``), a whole number for the last. Each is
+    checked as :class:`~amp_lesson.scaler.ScalerSimulator` checks it, and a
+    bad one raises :class:`ValueError` with the message the playground
+    shows beside that field.
+
+    Parameters
+    ----------
+    texts : mapping of str to str
+        The four fields as typed.
+
+    Returns
+    -------
+    dict
+        The four settings, ready for ``GradScaler`` or :func:`~amp_lesson.scaler.simulate`.
+
+    Raises
+    ------
+    ValueError
+        If a field is missing or out of range, with the message the playground shows.
+
+    Examples
+    --------
+    >>> read_scaler_settings({"init_scale": "65536", "growth_factor": "2",
+    ...                       "backoff_factor": "0.5", "growth_interval": "4"})
+    {'init_scale': 65536.0, 'growth_factor': 2.0, 'backoff_factor': 0.5,
+     'growth_interval': 4}
+    >>> read_scaler_settings({"init_scale": "1e-50", "growth_factor": "2",
+    ...                       "backoff_factor": "0.5", "growth_interval": "4"})
+    Traceback (most recent call last):
+    ...
+    ValueError: init_scale must be representable in float32 (GradScaler keeps the
+    scale in a float32 tensor): between about 1.4e-45 and 3.402823e+38, got 1e-50
+    """
+    if not isinstance(texts, Mapping):
+        raise TypeError(f"texts must be a mapping of the four settings, got {texts!r}")
+    missing = [name for name in _SETTINGS if name not in texts]
+    if missing:
+        raise ValueError(f"texts must give every setting; missing {', '.join(missing)}")
+    values: dict[str, float | int] = {}
+    for name in _SETTINGS:
+        text = str(texts[name]).strip()
+        if name == "growth_interval":
+            if not _INTEGER.fullmatch(text):
+                raise ValueError(
+                    f"growth_interval must be a whole number such as 2000, got “{text}”"
+                )
+            values[name] = int(text)
+            if values[name] > _LARGEST_INTERVAL:  # beyond what the page's script counts exactly
+                raise ValueError(
+                    f"growth_interval must be at most {_LARGEST_INTERVAL}, got {values[name]}"
+                )
+        else:
+            if not DECIMAL.fullmatch(text):
+                raise ValueError(f"{name} must be a number such as 2 or 0.5, got “{text}”")
+            values[name] = float(text)
+    # ScalerSimulator's own checks, so the messages are the ones Python gives.
+    ScalerSimulator(**values)  # type: ignore[arg-type]
+    return values
