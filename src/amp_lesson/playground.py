@@ -330,7 +330,8 @@ def scaler_trace(settings: Mapping[str, float | int], schedule: Iterable[bool]) 
     Parameters
     ----------
     settings : mapping
-        GradScaler's four arguments (:func:`read_scaler_settings`).
+        GradScaler's four arguments: ``init_scale``, ``growth_factor``, ``backoff_factor``,
+        ``growth_interval``.
     schedule : iterable of bool
         One entry per step, ``True`` for an overflow (:func:`read_steps`).
 
