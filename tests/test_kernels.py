@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -1110,11 +1111,12 @@ def test_a_build_leaves_nothing_in_the_temporary_folder(tmp_path: Path) -> None:
         "```\n"
     )
     src = mini_book(tmp_path, body)
-    temp = tmp_path / "temp"
-    temp.mkdir()
+    # Short, as /tmp is: multiprocessing's sockets go in it (a Unix socket's path is short).
+    temp = Path(tempfile.mkdtemp(prefix="t", dir="/tmp"))
     env = {**os.environ, "TMPDIR": str(temp), "AMP_LESSON_CACHE_DIR": str(tmp_path / "cache")}
     sphinx_build(src, tmp_path / "html", env=env)
     assert sorted(p.name for p in temp.iterdir()) == []
+    temp.rmdir()
     page = (tmp_path / "html" / "page.html").read_text()
     outputs = re.findall(r"<pre>(.*?)</pre>", page, re.DOTALL)
     assert outputs[-1] == "<span></span>3\nTrue\n", outputs[-1]

@@ -73,6 +73,18 @@ def test_a_store_that_shows_the_same_leaves_the_pages_that_list_it_unwritten() -
     assert not corrections._same(before, one_more_sentence, lambda c: c)  # all of it shown
 
 
+def _served(url: str, timeout: float = 60.0) -> str:
+    """The page at ``url``, once the server listens (it starts a moment after the build)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return urllib.request.urlopen(url).read().decode()
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -112,7 +124,7 @@ def test_the_preview_rebuilds_a_saved_page_and_tells_the_browser_to_reload(
             assert server.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
-        assert "The first version." in urllib.request.urlopen(url).read().decode()
+        assert "The first version." in _served(url)
         assert "The second sentence." in reload_after("\nThe second sentence.\n")
         reload_after("")  # saved unchanged
         assert "nothing to rebuild" in log.read_text()

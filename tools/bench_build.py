@@ -526,6 +526,12 @@ def time_preview(src: Path, out: Path, page_src: Path, env: dict[str, str]) -> d
             if server.poll() is not None:
                 raise RuntimeError(f"the preview ended: {log.read_text()[-2000:]}")
             time.sleep(0.1)
+        while True:  # the server listens a moment after the first build
+            try:
+                urllib.request.urlopen(page_url).close()
+                break
+            except OSError:
+                time.sleep(0.1)
         results["start_s"] = round(time.perf_counter() - start, 1)
         with connect(f"ws://127.0.0.1:{port}/websocket-reload") as ws:
             for name, edit, marker in (

@@ -29,8 +29,9 @@ def main(argv: list[str]) -> int:
 
     try:
         from amp_book.errors import report_own_errors
-    except ImportError:  # a Sphinx without the book's build (another project's docs)
-        pass
+    except ModuleNotFoundError as error:  # a Sphinx without the book's build
+        if error.name != "amp_book":
+            raise
     else:
         report_own_errors()
     return sphinx_build(argv)

@@ -20,8 +20,6 @@ from sphinx.application import Sphinx
 from sphinx.errors import SphinxError
 from sphinx.util import logging
 
-from amp_book import execution, pages
-
 logger = logging.getLogger(__name__)
 
 
@@ -124,6 +122,8 @@ def _fail_on_execution_errors(app: Sphinx, env: Any) -> None:
         if exec_data and not exec_data.get("succeeded", True):
             trace = exec_data.get("traceback") or exec_data.get("error") or "(no traceback)"
             failed.append(f"{docname}: a cell raised\n{trace}")
+    from amp_book import execution  # not at the top: the cache, which it imports, uses BookError
+
     for docname, what in execution.dead_kernels(env).items():
         failed.append(f"{env.doc2path(docname)}: {what}")
     if failed:
@@ -189,6 +189,8 @@ def _check_pages_executed(app: Sphinx, env: Any) -> None:
     if getattr(app.config, "amp_lesson_edition", ""):
         return
     nb_metadata = getattr(env, "nb_metadata", {})
+    from amp_book import execution, pages
+
     dead = execution.dead_kernels(env)
     for docname in sorted(env.found_docs):
         source = Path(env.doc2path(docname))

@@ -68,8 +68,8 @@ def write_on_every_core(app: Sphinx) -> Undo | None:
     (5.6 s of writing on two cores here, 3.6 s with two writers). N writers
     and the main process share the N cores. Nothing changes where Sphinx
     writes serially (``-j 1``, or an extension that is not parallel-write
-    safe), and nothing is patched if this Sphinx has no such method. A few pages
-    (:data:`IN_PROCESS_MAX`) are read and written in this process instead. Returns the
+    safe), and nothing is patched if this Sphinx has no such method. In the live preview a
+    few pages (:data:`IN_PROCESS_MAX`) are read and written in this process instead. Returns the
     undo, or ``None`` where nothing was patched.
     """
     builder = app.builder
@@ -88,7 +88,11 @@ def write_on_every_core(app: Sphinx) -> Undo | None:
     write_serial = getattr(builder, "_write_serial", None)
     read_parallel = getattr(builder, "_read_parallel", None)
     read_serial = getattr(builder, "_read_serial", None)
-    in_process = callable(write_serial) and callable(read_parallel) and callable(read_serial)
+    from amp_book import in_preview
+
+    # In the live preview only: a whole build keeps Sphinx's parallel readers (a reader per
+    # chunk of pages, whose failure and signals the build's own handling is made for).
+    in_process = in_preview(app) and all(map(callable, (write_serial, read_parallel, read_serial)))
 
     def write_in_n_processes(docnames: Any, nproc: int) -> None:
         if in_process and len(docnames) <= IN_PROCESS_MAX:
@@ -114,8 +118,8 @@ def write_on_every_core(app: Sphinx) -> Undo | None:
 
 
 IN_PROCESS_MAX = 8
-"""At most this many pages to read, or to write, are read or written in the build's own
-process (:func:`write_on_every_core`). Sphinx forks workers whatever their number: for the
+"""In the live preview, at most this many pages to read, or to write, are read or written in
+the build's own process (:func:`write_on_every_core`). Sphinx forks workers whatever their number: for the
 one page an author edited, forking a reader and sending the environment back took longer
 than reading it (0.8 s of a 4 s rebuild here), and the writers for the six pages it
 touches, likewise."""
