@@ -119,6 +119,8 @@ amp_lesson_branch = os.environ.get("AMP_LESSON_BRANCH", "main")
 # The whole book as one PDF, printed by Chromium from print.html when the build has one
 # (amp_book.printbook): "auto", "yes" (fail without it) or "no".
 amp_lesson_pdf = os.environ.get("AMP_LESSON_PDF", "auto")
+# Set by the live preview (amp_book.preview): a rebuild defers what only a whole build needs.
+amp_lesson_preview = os.environ.get("AMP_LESSON_PREVIEW") == "1"
 # The book as another device ran it (docs/_editions/<device>/, written there by
 # `nox -s gpu-edition`), rendered beside this build under editions/<device>/.
 # AMP_LESSON_EDITIONS="" builds none (the live preview: a save rebuilds the live edition only).
@@ -155,7 +157,8 @@ html_domain_indices = False
 # inventory came from and how it is read again: docs/_inventories/sources.json,
 # tools/inventories.py. A file that is not what sources.json records fails the build.
 _INVENTORIES = Path(__file__).parent / "_inventories"
-intersphinx_mapping = _inventories.mapping(_INVENTORIES)
+# The live preview checks their digests only: a rebuild stays quick.
+intersphinx_mapping = _inventories.mapping(_INVENTORIES, read=not amp_lesson_preview)
 amp_lesson_inventories = _inventories.digests(_INVENTORIES)
 # The namespaces of a project whose inventory has not been read yet render as code; so do
 # those of projects the book keeps no inventory of. A reference to a name of amp_lesson

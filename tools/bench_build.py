@@ -537,8 +537,9 @@ def time_preview(src: Path, out: Path, page_src: Path, env: dict[str, str]) -> d
             for name, edit, marker in (
                 ("one_sentence_s", "\nA sentence for the preview.\n", "A sentence for the preview."),
                 ("no_change_s", "", None),
-                ("one_cell_s", "\n```{code-cell} ipython3\nprint('preview' + 'cell')\n```\n",
-                 "previewcell"),
+                # a cell no cache holds: the page runs again
+                ("one_cell_s", f"\n```{{code-cell}} ipython3\nprint('preview' + '{os.getpid()}')\n```\n",
+                 f"preview{os.getpid()}"),
             ):  # fmt: skip
                 time.sleep(1.0)  # the watcher settles
                 begin = time.perf_counter()

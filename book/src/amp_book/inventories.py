@@ -90,8 +90,9 @@ def header(data: bytes) -> tuple[str, str]:
     return m[1].decode(), m[2].decode()
 
 
-def verify(folder: Path, name: str, entry: dict[str, Any]) -> None:
-    """Raise :class:`InventoryError` unless ``entry``'s file is the one it records, whole."""
+def verify(folder: Path, name: str, entry: dict[str, Any], read: bool = True) -> None:
+    """Raise :class:`InventoryError` unless ``entry``'s file is the one it records, whole;
+    with ``read``, that Sphinx can read it too (a third of a second for Python's)."""
     from sphinx.util.inventory import InventoryFile
 
     path = folder / entry["file"]
@@ -107,18 +108,22 @@ def verify(folder: Path, name: str, entry: dict[str, Any]) -> None:
         )
     if header(data) != (entry["project"], entry["version"]):
         raise InventoryError(f"{path}: its header is not {entry['project']} {entry['version']}")
+    if not read:
+        return
     try:
         InventoryFile.loads(data, uri=entry["site"])
     except Exception as error:  # zlib, or a line Sphinx cannot read
         raise InventoryError(f"{path}: Sphinx cannot read it ({error})") from error
 
 
-def mapping(folder: Path) -> dict[str, tuple[str, str]]:
-    """``intersphinx_mapping`` for the inventories ``folder`` holds, each verified first."""
+def mapping(folder: Path, read: bool = True) -> dict[str, tuple[str, str]]:
+    """``intersphinx_mapping`` for the inventories ``folder`` holds, each verified first
+    (``read``: :func:`verify`'s; the live preview checks the digests alone, and intersphinx,
+    which reads the files anyway, warns of one it cannot read)."""
     result = {}
     for name, entry in load_sources(folder).items():
         if (folder / entry["file"]).is_file():
-            verify(folder, name, entry)
+            verify(folder, name, entry, read=read)
             result[name] = (entry["site"], str(folder / entry["file"]))
     return result
 

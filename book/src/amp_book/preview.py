@@ -62,8 +62,9 @@ IGNORED = (r"/__pycache__/", r"\.ipynb$", r"/\.jupyter_cache/", r"/_build/", r"~
 """Changes that never rebuild (regular expressions on the path): byte code, notebooks and
 caches the build writes, editors' backup and swap files."""
 
-PREVIEW_ENV = {"AMP_LESSON_PDF": "no", "AMP_LESSON_EDITIONS": ""}
-"""A preview's settings: no PDF, no stored edition (``nox -s docs`` builds both)."""
+PREVIEW_ENV = {"AMP_LESSON_PDF": "no", "AMP_LESSON_EDITIONS": "", "AMP_LESSON_PREVIEW": "1"}
+"""A preview's settings: no PDF, no stored edition (``nox -s docs`` builds both), and
+``conf.py`` told it is previewed (``amp_lesson_preview``)."""
 
 
 def configured_extensions(confdir: Path) -> list[str]:
@@ -275,8 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[preview] not imported ahead: {', '.join(failed)}", flush=True)
     out.mkdir(parents=True, exist_ok=True)
     url = f"http://{args.host}:{args.port}"
-    preview = ["-D", "amp_lesson_preview=1"]  # amp_book.PREVIEW_SETTING
-    sphinx_args = [*sphinx_options, *preview, "-d", str(doctrees_folder(out)), str(src), str(out)]
+    sphinx_args = [*sphinx_options, "-d", str(doctrees_folder(out)), str(src), str(out)]
     builder = WarmBuilder(sphinx_args, root, url, seen)
     import multiprocessing
 

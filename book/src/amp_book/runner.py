@@ -34,7 +34,16 @@ from sphinx.config import Config
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from amp_book import execution, kernel_server, kernels, pages, patches, shutdown, workdirs
+from amp_book import (
+    execution,
+    in_preview,
+    kernel_server,
+    kernels,
+    pages,
+    patches,
+    shutdown,
+    workdirs,
+)
 from amp_book.cache import integrity
 from amp_book.config import book_config
 from amp_book.scheduling import AUTODOC
@@ -106,7 +115,8 @@ def _prepare_readers(app: Sphinx, env: Any, docnames: list[str]) -> None:
     none but those of :data:`.kernels.PRELOAD` (see :data:`.kernels.PRELOAD_LATER`). API pages import ``amp_lesson``
     (and torch with it) for autodoc: imported here once, every parallel
     reader forked after it has it, instead of each importing it (2.5 s each).
-    A build that reads no such page (a no-change build) does neither. Nor does
+    A build that reads no such page (a no-change build) does neither, nor does the live
+    preview. Nor does
     one whose pages import none of what the server imports first
     (:func:`.kernels.worth_a_server`): their kernels start the usual way, in
     about a second, where a forked one would wait for the server's torch.
@@ -120,7 +130,12 @@ def _prepare_readers(app: Sphinx, env: Any, docnames: list[str]) -> None:
     ]
     with_cells = sum(1 for cells in code if cells)
     if _kernel_server.folder is not None and with_cells:
-        if any(kernels.worth_a_server(source) for cells in code for source in cells):
+        if in_preview(app):
+            # A page the preview reads again is mostly served from the cache: no server
+            # importing torch beside the rebuild for nothing; a page that does run starts
+            # its kernel the usual way, quicker than a server for one page.
+            _kernel_server.usual_way()
+        elif any(kernels.worth_a_server(source) for cells in code for source in cells):
             many = with_cells > app.parallel  # more pages to run than run at once
             _kernel_server.start_soon(preload_all=many, preload_later=many)
         else:
