@@ -92,7 +92,7 @@ def _crossings(name: str, path: Path, tree: ast.Module, modules: dict[str, Path]
 
 def _build_only(root: Path) -> list[str]:
     lesson = root / "src" / "amp_lesson"
-    exported: dict[str, Path] = {}
+    exported: dict[str, Path] = {}  # each name and the module that exports it
     for path in lesson.rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in tree.body:
@@ -112,27 +112,23 @@ def _build_only(root: Path) -> list[str]:
 
     build = text((root / "book" / "src", "*.py"), (root / "tools", "*.py"))
     readers = text((root / "docs", "*.md"), (root / "notebooks", "*.ipynb"))
-    lesson_code = {p: p.read_text(encoding="utf-8") for p in lesson.rglob("*.py")}
+    # Every name each lesson module reads (a Name loaded, or an attribute), parsed once.
+    reads: dict[Path, set[str]] = {}
+    for path in lesson.rglob("*.py"):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                names.add(node.attr)
+        reads[path] = names
     only = []
-    for name, home in sorted(exported.items()):
-        word = re.compile(rf"\b{re.escape(name)}\b")
-        if not word.search(build) or word.search(readers.replace("api/", "")):
+    build_words = set(re.findall(r"\w+", build))
+    reader_words = set(re.findall(r"\w+", readers))
+    for name in sorted(exported):
+        if name not in build_words or name in reader_words:
             continue
-        used = False
-        for path, code in lesson_code.items():
-            tree = ast.parse(code)
-            for node in ast.walk(tree):
-                if (
-                    (isinstance(node, ast.Name) and node.id == name and path != home)
-                    or (
-                        isinstance(node, ast.Name)
-                        and node.id == name
-                        and isinstance(node.ctx, ast.Load)
-                    )
-                    or (isinstance(node, ast.Attribute) and node.attr == name)
-                ):
-                    used = True
-        if not used:
+        if not any(name in names for names in reads.values()):
             only.append(name)
     return only
 
