@@ -94,9 +94,10 @@ PARTS = (
 
 
 PREVIEW_SETTING = "amp_lesson_preview"
-"""Set by the live preview (:mod:`.preview`): a rebuild writes the pages an edit changed,
-and defers what only a whole build needs (the print book, the notebooks' zip, the sitemap;
-the maths and icon fonts are written only where missing)."""
+"""True in the live preview's rebuilds (``conf.py`` sets it from ``AMP_LESSON_PREVIEW``,
+which :mod:`.preview` sets): a rebuild defers what only a whole build needs (the print book,
+the notebooks' zip; the maths and icon fonts are written only where missing), reads and
+writes a few pages in its own process, and starts a page's kernel the usual way."""
 
 
 def in_preview(app: Sphinx) -> bool:
