@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 import urllib.request
@@ -73,24 +70,6 @@ def test_a_store_that_shows_the_same_leaves_the_pages_that_list_it_unwritten() -
     assert not corrections._same(before, one_more_sentence, lambda c: c)  # all of it shown
 
 
-def _served(url: str, timeout: float = 60.0) -> str:
-    """The page at ``url``, once the server listens (it starts a moment after the build)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return urllib.request.urlopen(url).read().decode()
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.mark.book
 def test_the_preview_rebuilds_a_saved_page_and_tells_the_browser_to_reload(
     tmp_path: Path,
@@ -99,32 +78,20 @@ def test_the_preview_rebuilds_a_saved_page_and_tells_the_browser_to_reload(
 
     src = mini_book(tmp_path, "The first version.\n")
     out = tmp_path / "_build" / "html"
-    port = _free_port()
     log = tmp_path / "preview.log"
     env = {**os.environ, "AMP_LESSON_CACHE_DIR": str(tmp_path / "cache")}
-    cmd = [sys.executable, "-m", "amp_book.preview", str(src), str(out), "--port", str(port)]
-    with open(log, "wb") as sink:
-        server = subprocess.Popen(
-            [*cmd, "--", *SPHINX_OPTS, "-q"], cwd=ROOT, env=env, stdout=sink,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/page.html"
     page = src / "page.md"
+    with preview.serving(src, out, [*SPHINX_OPTS, "-q"], env, log, ROOT) as (base, server):
+        url = f"{base}/page.html"
 
-    def reload_after(edit: str) -> str:
-        with connect(f"ws://127.0.0.1:{port}/websocket-reload") as ws:
-            time.sleep(1.0)  # the watcher settles
-            page.write_text(page.read_text() + edit)
-            assert ws.recv(timeout=180) == "refresh"
-        return urllib.request.urlopen(url).read().decode()
+        def reload_after(edit: str) -> str:
+            with connect(base.replace("http", "ws", 1) + "/websocket-reload") as ws:
+                time.sleep(1.0)  # the watcher settles
+                page.write_text(page.read_text() + edit)
+                assert ws.recv(timeout=180) == "refresh"
+            return urllib.request.urlopen(url).read().decode()
 
-    try:
-        deadline = time.monotonic() + 300
-        while "[preview] watching" not in log.read_text(errors="replace"):
-            assert server.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
-        assert "The first version." in _served(url)
+        assert "The first version." in urllib.request.urlopen(url).read().decode()
         assert "The second sentence." in reload_after("\nThe second sentence.\n")
         reload_after("")  # saved unchanged
         assert "nothing to rebuild" in log.read_text()
@@ -136,13 +103,6 @@ def test_the_preview_rebuilds_a_saved_page_and_tells_the_browser_to_reload(
         assert "the build failed" in text
         assert "broken on purpose" in text
         assert "42" in urllib.request.urlopen(url).read().decode()
-    finally:
-        os.killpg(server.pid, signal.SIGINT)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
     with contextlib.suppress(ProcessLookupError):
         os.killpg(server.pid, 0)
         pytest.fail(f"a process of the preview outlived it: {log.read_text()[-2000:]}")

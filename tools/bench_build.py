@@ -499,41 +499,20 @@ def time_preview(src: Path, out: Path, page_src: Path, env: dict[str, str]) -> d
     --serve`` runs it): from a save to the browser told to reload (the preview's websocket
     says "refresh" once the rebuild has finished), for a sentence added, a save that changed
     nothing and a cell added; each edited page checked to be served with the edit."""
-    import signal
-    import socket
     import urllib.request
 
     from build_book import SPHINX_OPTS
     from websockets.sync.client import connect
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    log = out.parent / "preview.log"
-    cmd = [sys.executable, "-m", "amp_book.preview", str(src), str(out), "--port", str(port)]
-    with open(log, "wb") as sink:
-        server = subprocess.Popen(
-            [*cmd, "--", *SPHINX_OPTS, "-q"], cwd=ROOT, env=env, stdout=sink,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    page_url = (
-        f"http://127.0.0.1:{port}/{page_src.relative_to(src).with_suffix('.html').as_posix()}"
-    )
+    from amp_book.preview import serving
+
     results: dict[str, object] = {}
-    try:
-        start = time.perf_counter()
-        while "[preview] watching" not in log.read_text(errors="replace"):
-            if server.poll() is not None:
-                raise RuntimeError(f"the preview ended: {log.read_text()[-2000:]}")
-            time.sleep(0.1)
-        while True:  # the server listens a moment after the first build
-            try:
-                urllib.request.urlopen(page_url).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+    page = page_src.relative_to(src).with_suffix(".html").as_posix()
+    start = time.perf_counter()
+    options = [*SPHINX_OPTS, "-q"]
+    with serving(src, out, options, env, out.parent / "preview.log", ROOT) as (base, _):
         results["start_s"] = round(time.perf_counter() - start, 1)
-        with connect(f"ws://127.0.0.1:{port}/websocket-reload") as ws:
+        with connect(base.replace("http", "ws", 1) + "/websocket-reload") as ws:
             for name, edit, marker in (
                 ("one_sentence_s", "\nA sentence for the preview.\n", "A sentence for the preview."),
                 ("no_change_s", "", None),
@@ -548,16 +527,9 @@ def time_preview(src: Path, out: Path, page_src: Path, env: dict[str, str]) -> d
                     pass
                 results[name] = round(time.perf_counter() - begin, 2)
                 if marker is not None:
-                    served = urllib.request.urlopen(page_url).read().decode()
+                    served = urllib.request.urlopen(f"{base}/{page}").read().decode()
                     if marker not in served:
                         raise RuntimeError(f"{name}: the page served lacks {marker!r}")
-    finally:
-        os.killpg(server.pid, signal.SIGINT)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
     return results
 
 

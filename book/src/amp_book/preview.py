@@ -25,13 +25,15 @@ import ast
 import contextlib
 import hashlib
 import importlib
-import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import subprocess
 
 OWN_PACKAGES = ("amp_book", "amp_lesson")
 """Never imported ahead: a rebuild must see them as they are on disk."""
@@ -135,16 +137,20 @@ class WarmBuilder:
     def _changed(self, paths: Sequence[Path]) -> bool:
         """Whether any of ``paths`` differs from what the last build that passed read (a
         save that changed nothing, a file touched, needs no rebuild)."""
-        kept = _read_json(self.digests)
+        from amp_book.memo import read_json
+
+        kept = read_json(self.digests)
         return any(kept.get(str(p)) != _digest(Path(p)) for p in paths)
 
     def _remember(self, paths: Sequence[Path]) -> None:
         if self.digests is None:
             return
-        kept = _read_json(self.digests)
+        from amp_book.memo import read_json, write_json
+
+        kept = read_json(self.digests)
         kept.update({str(p): _digest(Path(p)) for p in paths})
         with contextlib.suppress(OSError):
-            self.digests.write_text(json.dumps(kept), encoding="utf-8")
+            write_json(self.digests, kept)
 
     def __call__(self, *, changed_paths: Sequence[Path] = ()) -> int:
         from sphinx.cmd.build import build_main
@@ -201,16 +207,6 @@ def _digest(path: Path) -> str | None:
         return None
 
 
-def _read_json(path: Path | None) -> dict[str, Any]:
-    if path is None or not path.is_file():
-        return {}
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _short(path: Path, root: Path) -> str:
     with contextlib.suppress(ValueError):
         return Path(path).relative_to(root).as_posix()
@@ -254,6 +250,55 @@ def make_app(builder: WarmBuilder, watch: Sequence[Path], ignore: Sequence[Path]
         middleware=[Middleware(JavascriptInjectorMiddleware, ws_url=builder.url.split("//")[1])],
         lifespan=watcher.lifespan,
     )
+
+
+@contextlib.contextmanager
+def serving(
+    src: Path, out: Path, sphinx_options: Sequence[str], env: dict[str, str], log: Path,
+    cwd: Path,
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:  # fmt: skip
+    """Run the preview of ``src`` in a process of its own (its output in ``log``) until the
+    block ends; give the address it serves on, once it answers, and the process.
+
+    For the benchmark and the tests: ended as an author ends it (Ctrl-C to its process
+    group), killed if it has not ended 30 s later. A preview that ends first is an error
+    (``RuntimeError``, with the end of its log).
+    """
+    import signal
+    import socket
+    import subprocess
+    import urllib.error
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cmd = [sys.executable, "-m", "amp_book.preview", str(src), str(out), "--port", str(port)]
+    with open(log, "wb") as sink:
+        server = subprocess.Popen(
+            [*cmd, "--", *sphinx_options], cwd=cwd, env=env, stdout=sink,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        while True:  # the first build, then the server listens
+            if server.poll() is not None:
+                raise RuntimeError(f"the preview ended: {log.read_text(errors='replace')[-3000:]}")
+            try:
+                urllib.request.urlopen(base + "/").close()
+                break
+            except urllib.error.HTTPError:  # it answered
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield base, server
+    finally:
+        os.killpg(server.pid, signal.SIGINT)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,6 @@ import contextlib
 import functools
 import hashlib
 import importlib.metadata
-import json
 import os
 import re
 import shutil
@@ -31,6 +30,7 @@ from typing import Any
 
 import amp_lesson
 from amp_book import pages
+from amp_book.memo import read_json, write_json
 
 PACKAGE = "amp_lesson"
 """The lesson's package: the modules a page's key follows."""
@@ -290,7 +290,7 @@ class PackageGraph:
     @functools.cached_property
     def _imports(self) -> dict[str, set[str]]:
         memo = MEMO_FILES["imports"]
-        kept = _read_memo(memo)
+        kept = read_json(memo)
         graph, fresh = {}, {}
         for name, path in self.files.items():
             module = name if path.name != "__init__.py" else name + ".__init__"
@@ -303,7 +303,7 @@ class PackageGraph:
             graph[name] = found
             fresh[stamp] = sorted(found)
         if memo is not None and fresh != kept:
-            _write_memo(memo, fresh)
+            write_json(memo, fresh)
         return graph
 
     def closure(self, names: Iterable[str]) -> set[str]:
@@ -440,23 +440,6 @@ def remember_in(folder: Path | None) -> None:
         MEMO_FILES[name] = None if folder is None else Path(folder) / f"{name}.json"
 
 
-def _read_memo(path: Path | None) -> dict[str, Any]:
-    if path is None or not path.is_file():
-        return {}
-    try:
-        kept = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError:
-        return {}
-    return kept if isinstance(kept, dict) else {}
-
-
-def _write_memo(path: Path, value: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f"{path.name}.{os.getpid()}")
-    partial.write_text(json.dumps(value), encoding="utf-8")
-    partial.replace(path)  # a reader never sees it half-written
-
-
 def _metadata_folders() -> list[str]:
     """The metadata folders of the distributions on ``sys.path`` (their names hold their
     versions): what :func:`installed_distributions` is kept against."""
@@ -480,7 +463,7 @@ def installed_distributions() -> list[str]:
     """
     memo = MEMO_FILES["distributions"]
     stamp = _metadata_folders() if memo is not None else []
-    kept = _read_memo(memo)
+    kept = read_json(memo)
     if memo is not None and kept.get("stamp") == stamp:
         return list(kept["found"])
     found = set()
@@ -489,7 +472,7 @@ def installed_distributions() -> list[str]:
         if name and name != "amp-lesson":
             found.add(f"{name}=={dist.version}")
     if memo is not None:
-        _write_memo(memo, {"stamp": stamp, "found": sorted(found)})
+        write_json(memo, {"stamp": stamp, "found": sorted(found)})
     return sorted(found)
 
 

@@ -8,7 +8,6 @@ reads them, and so is a directive's option block.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -137,15 +136,10 @@ def book_titles_and_labels(
     >>> book_titles_and_labels(docs, memo)[0]
     {'a': 'A page, renamed', 'b': 'B'}
     """
-    import json
+    from amp_book.memo import read_json, write_json
 
     docs = Path(docs)
-    kept: dict[str, Any] = {}
-    if memo is not None and memo.is_file():
-        try:
-            kept = json.loads(memo.read_text(encoding="utf-8"))
-        except ValueError:
-            kept = {}
+    kept = read_json(memo)
     fresh: dict[str, Any] = {}
     titles: dict[str, str] = {}
     labels: dict[str, tuple[str, str, str]] = {}
@@ -164,10 +158,7 @@ def book_titles_and_labels(
         titles.update(entry["titles"])
         labels.update({k: tuple(v) for k, v in entry["labels"].items()})
     if memo is not None and fresh != kept:
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        partial = memo.with_name(f"{memo.name}.{os.getpid()}")
-        partial.write_text(json.dumps(fresh), encoding="utf-8")
-        partial.replace(memo)  # never read half-written
+        write_json(memo, fresh)
     return titles, labels
 
 
